@@ -1,0 +1,131 @@
+# Parallelism labs. GNU make.
+#
+#   make            build the library, every program and the tests into build/
+#   make deps       install the Debian/Ubuntu packages the course needs
+#   make demo       (installs what is missing, builds) run the course's showcase
+#   make test       (installs what is missing, builds) run every test
+#   make clean
+#
+# Variables: CUDA=0|1 (default: 1 when nvcc is found), NP (ranks for demo).
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+BUILD := build
+OBJ := $(BUILD)/obj
+
+# ---- toolchain and libraries, found rather than assumed --------------------
+CC := gcc
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS := $(shell mpicc --showme:link 2>/dev/null)
+CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
+CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null)
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS := $(shell pkg-config --libs openblas 2>/dev/null)
+
+NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+CUDA ?= $(if $(NVCC),1,0)
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+
+CFLAGS := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Icommon -pthread \
+          $(MPI_CFLAGS) $(BLAS_CFLAGS)
+# The independent memory measure: every allocator call in the program's own
+# code goes through common/mem.c (see mem.h).
+WRAP := $(foreach f,malloc calloc realloc reallocarray free posix_memalign aligned_alloc memalign,-Wl,--wrap=$(f))
+LDLIBS := $(MPI_LIBS) $(BLAS_LIBS) -lm -pthread
+
+ifeq ($(CUDA),1)
+  CFLAGS += -DPL_CUDA=1 -I$(CUDA_HOME)/include
+  NVCCFLAGS := -O2 -g -std=c++17 -Icommon -DPL_CUDA=1 $(MPI_CFLAGS) \
+               -Xcompiler -Wall,-Wextra --Werror all-warnings
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+
+# ---- sources ---------------------------------------------------------------
+COMMON_C := $(wildcard common/*.c)
+COMMON_CU := $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
+COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
+LIB := $(BUILD)/libcommon.a
+
+TOOLS := $(BUILD)/dumptool $(BUILD)/hello
+
+# Unit tests: plain programs (Check, fork mode) and MPI programs (run under
+# mpirun by scripts/run-tests.sh, Check in no-fork mode).
+TEST_SRC := $(wildcard common/tests/test_*.c)
+TESTS := $(TEST_SRC:common/tests/%.c=$(BUILD)/tests/%)
+TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock
+
+PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS)
+
+.PHONY: all deps check-deps demo test test-run tests clean help
+all: $(PROGRAMS)
+tests: $(TESTS) $(TEST_HELPERS)
+
+help:
+	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+
+# ---- dependencies ----------------------------------------------------------
+deps:
+	@scripts/deps.sh
+
+# Say exactly what is missing before the compiler does, less clearly.
+$(BUILD)/.deps-ok: scripts/deps.sh
+	@scripts/deps.sh --check
+	@mkdir -p $(BUILD) && touch $@
+
+check-deps: $(BUILD)/.deps-ok
+
+# ---- compile and link ------------------------------------------------------
+$(OBJ)/%.o: %.c | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(OBJ)/%.cu.o: %.cu | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(LIB): $(COMMON_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/%: $(OBJ)/tools/%.o $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+
+# Check's static library calls the allocator too, so it comes before the
+# library that holds the wrapped allocator.
+$(BUILD)/tests/%: $(OBJ)/common/tests/%.o $(BUILD)/libtestutil.a $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
+
+$(BUILD)/libtestutil.a: $(OBJ)/common/tests/testutil.o $(OBJ)/common/tests/testutil_mpi.o
+	@rm -f $@
+	ar rcs $@ $^
+
+$(OBJ)/common/tests/%.o: CFLAGS += $(CHECK_CFLAGS)
+
+# ---- run -------------------------------------------------------------------
+NP ?= 4
+# mpirun refuses to run as root unless told, and needs --oversubscribe for
+# more ranks than cores; both are harmless otherwise.
+export OMPI_ALLOW_RUN_AS_ROOT := 1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM := 1
+MPIRUN := mpirun --oversubscribe
+
+# demo and test install what is missing first, then build in a fresh make so
+# the library flags above are found again.
+demo:
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory all
+	$(MPIRUN) -np $(NP) $(BUILD)/hello
+
+test:
+	@scripts/deps.sh
+	@$(MAKE) --no-print-directory test-run
+
+test-run: all
+	@scripts/run-tests.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(OBJ) -name '*.d' 2>/dev/null)
+.SECONDARY:
