@@ -1,0 +1,248 @@
+// args.c: the shared command line.
+#include "args.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+Args args_defaults(void) {
+    Args a = {
+        .steps = 50,
+        .seed = 1337,
+        .lr = 1e-3,
+        .timeout = 120,
+        .device = "auto",
+        .batch = 8,
+        .seq = 64,
+        .dim = 128,
+        .heads = 4,
+        .layers = 4,
+        .vocab = 256,
+        .data = NULL,
+        .dump = NULL,
+        .trace = NULL,
+    };
+    return a;
+}
+
+// The shared flags, described by the same table as a program's extras. The
+// value pointers are filled in by bind_common for the Args being parsed.
+enum { NCOMMON = 14 };
+
+static void bind_common(Args *a, ArgExtra *t) {
+    ArgExtra common[NCOMMON] = {
+        {"steps", ARG_INT, &a->steps, "training steps", 0, 1e9, NULL},
+        {"seed", ARG_U64, &a->seed, "seed of initialisation, data and dropout", 0, 2147483647.0, NULL},
+        {"lr", ARG_DOUBLE, &a->lr, "learning rate", 0, 10, NULL},
+        {"batch", ARG_INT, &a->batch, "B: rows in the global batch", 1, 1 << 20, NULL},
+        {"seq", ARG_INT, &a->seq, "T: tokens per row", 1, 1 << 20, NULL},
+        {"dim", ARG_INT, &a->dim, "C: channels", 1, 1 << 16, NULL},
+        {"heads", ARG_INT, &a->heads, "NH: attention heads (must divide C)", 1, 1 << 12, NULL},
+        {"layers", ARG_INT, &a->layers, "L: transformer blocks", 0, 1 << 12, NULL},
+        {"vocab", ARG_INT, &a->vocab, "V: vocabulary size (256 with --data)", 2, 1 << 24, NULL},
+        {"data", ARG_STRING, &a->data, "train on this file's bytes instead of synthetic data", 1, 0, NULL},
+        {"dump", ARG_STRING, &a->dump, "write results for the grader to this file", 1, 0, NULL},
+        {"trace", ARG_STRING, &a->trace, "write a Chrome trace (open in Perfetto) to this file", 1, 0, NULL},
+        {"timeout", ARG_DOUBLE, &a->timeout, "seconds a rank may wait in one call before the run is ended (0: never)", 0, 1e6, NULL},
+        {"device", ARG_CHOICE, &a->device, "where tensors live and kernels run", 1, 0, "cpu|cuda|auto"},
+    };
+    memcpy(t, common, sizeof common);
+}
+
+// Flags given on the command line, for args_given.
+enum { MAX_GIVEN = 64 };
+static char g_given[MAX_GIVEN][64];
+static int g_ngiven;
+
+bool args_given(const char *name) {
+    for (int i = 0; i < g_ngiven; i++)
+        if (strcmp(g_given[i], name) == 0) return true;
+    return false;
+}
+
+// Edit distance, to suggest the flag the user probably meant.
+static int distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 40 || lb > 40) return 99;
+    int d[41][41];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int sub = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            d[i][j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+    return d[la][lb];
+}
+
+static bool in_choices(const char *choices, const char *v) {
+    size_t n = strlen(v);
+    const char *p = choices;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, v, n) == 0) return true;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+static void print_flag(const ArgExtra *e) {
+    char left[64];
+    const char *kind = e->type == ARG_INT || e->type == ARG_U64 ? " N"
+                       : e->type == ARG_DOUBLE ? " X"
+                       : e->type == ARG_STRING ? " FILE"
+                       : e->type == ARG_CHOICE ? " WHICH"
+                                               : "";
+    snprintf(left, sizeof left, "--%s%s", e->name, kind);
+    char def[96] = "";
+    switch (e->type) {
+    case ARG_INT: snprintf(def, sizeof def, " (default %d)", *(int *)e->value); break;
+    case ARG_U64:
+        snprintf(def, sizeof def, " (default %llu)", (unsigned long long)*(uint64_t *)e->value);
+        break;
+    case ARG_DOUBLE: snprintf(def, sizeof def, " (default %g)", *(double *)e->value); break;
+    case ARG_STRING:
+        if (*(const char **)e->value) snprintf(def, sizeof def, " (default %s)", *(const char **)e->value);
+        break;
+    case ARG_CHOICE: snprintf(def, sizeof def, ": %s (default %s)", e->choices, *(const char **)e->value); break;
+    case ARG_FLAG: break;
+    }
+    printf("  %-22s %s%s\n", left, e->help, def);
+}
+
+static void usage(const char *about, const ArgExtra *common, const ArgExtra *extras) {
+    if (core_rank() != 0) return;
+    printf("usage: %s [flags]\n", core_program());
+    if (about) printf("%s\n", about);
+    if (extras && extras[0].name) {
+        printf("\n%s flags:\n", core_program());
+        for (const ArgExtra *e = extras; e->name; e++) print_flag(e);
+    }
+    printf("\nflags every program shares:\n");
+    for (int i = 0; i < NCOMMON; i++) print_flag(&common[i]);
+    printf("  %-22s %s\n", "--help", "print this and exit");
+    printf("\nFlags take their value as --flag VALUE or --flag=VALUE.\n");
+}
+
+static void set_value(const ArgExtra *e, const char *v) {
+    char *end = NULL;
+    errno = 0;
+    switch (e->type) {
+    case ARG_INT:
+    case ARG_U64: {
+        long long x = strtoll(v, &end, 10);
+        if (end == v || *end || errno)
+            core_usage_error("--%s wants a whole number, not '%s'", e->name, v);
+        if (e->min <= e->max && ((double)x < e->min || (double)x > e->max))
+            core_usage_error("--%s %s is out of range: use %.0f to %.0f", e->name, v, e->min, e->max);
+        if (e->type == ARG_U64)
+            *(uint64_t *)e->value = (uint64_t)x;
+        else
+            *(int *)e->value = (int)x;
+        break;
+    }
+    case ARG_DOUBLE: {
+        double x = strtod(v, &end);
+        if (end == v || *end || errno || !isfinite(x))
+            core_usage_error("--%s wants a number, not '%s'", e->name, v);
+        if (e->min <= e->max && (x < e->min || x > e->max))
+            core_usage_error("--%s %s is out of range: use %g to %g", e->name, v, e->min, e->max);
+        *(double *)e->value = x;
+        break;
+    }
+    case ARG_STRING:
+        if (!*v) core_usage_error("--%s wants a value, not an empty string", e->name);
+        *(const char **)e->value = v;
+        break;
+    case ARG_CHOICE:
+        if (!in_choices(e->choices, v))
+            core_usage_error("--%s must be one of %s, not '%s'", e->name, e->choices, v);
+        *(const char **)e->value = v;
+        break;
+    case ARG_FLAG: *(bool *)e->value = true; break;
+    }
+}
+
+// Checks that concern several flags at once.
+static void check_combinations(const Args *a) {
+    if (a->dim % a->heads != 0)
+        core_usage_error("%d heads do not divide %d channels; pick --heads among the divisors "
+                         "of --dim (e.g. --heads %d)",
+                         a->heads, a->dim, a->dim % 4 == 0 ? 4 : 1);
+    if (a->data && a->vocab != 256) {
+        if (args_given("vocab"))
+            core_usage_error("--data reads bytes, so the vocabulary is 256; drop --vocab or set "
+                             "--vocab 256");
+    }
+}
+
+void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtra *extras) {
+    if (argc > 0) core_set_program(argv[0]);
+    ArgExtra common[NCOMMON];
+    bind_common(a, common);
+    g_ngiven = 0;
+
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            usage(about, common, extras);
+            exit(0);
+        }
+        if (strncmp(arg, "--", 2) != 0 || !arg[2])
+            core_usage_error("unexpected argument '%s': flags start with -- (see --help)", arg);
+        char name[64];
+        const char *eq = strchr(arg + 2, '=');
+        size_t len = eq ? (size_t)(eq - arg - 2) : strlen(arg + 2);
+        if (len >= sizeof name) core_usage_error("unknown flag '%.40s...' (see --help)", arg);
+        memcpy(name, arg + 2, len);
+        name[len] = 0;
+
+        const ArgExtra *e = NULL;
+        for (const ArgExtra *x = extras; x && x->name && !e; x++)
+            if (strcmp(x->name, name) == 0) e = x;
+        for (int k = 0; k < NCOMMON && !e; k++)
+            if (strcmp(common[k].name, name) == 0) e = &common[k];
+        if (!e) {
+            const char *best = NULL;
+            int bestd = 3;
+            for (const ArgExtra *x = extras; x && x->name; x++)
+                if (distance(name, x->name) < bestd) bestd = distance(name, x->name), best = x->name;
+            for (int k = 0; k < NCOMMON; k++)
+                if (distance(name, common[k].name) < bestd)
+                    bestd = distance(name, common[k].name), best = common[k].name;
+            if (best) core_usage_error("unknown flag --%s; did you mean --%s? (see --help)", name, best);
+            core_usage_error("unknown flag --%s (see --help)", name);
+        }
+        if (args_given(name)) core_usage_error("--%s is given twice", name);
+        if (g_ngiven < MAX_GIVEN) snprintf(g_given[g_ngiven++], sizeof g_given[0], "%s", name);
+
+        if (e->type == ARG_FLAG) {
+            if (eq) core_usage_error("--%s takes no value", name);
+            set_value(e, "");
+            continue;
+        }
+        const char *v;
+        if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc) core_usage_error("--%s needs a value (see --help)", name);
+            v = argv[++i];
+        }
+        set_value(e, v);
+    }
+    if (a->data && !args_given("vocab")) a->vocab = 256;
+    check_combinations(a);
+}
+
+const char *args_model_string(const Args *a, char *buf, size_t len) {
+    snprintf(buf, len, "GPT %dL %dC %dH T%d B%d V%d", a->layers, a->dim, a->heads, a->seq,
+             a->batch, a->vocab);
+    return buf;
+}

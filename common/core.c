@@ -1,0 +1,133 @@
+// core.c: error checks, rank-aware printing, clock.
+#include "core.h"
+
+#include <mpi.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static int g_rank = -1;
+static int g_world = 0;
+static const char *g_program = "pl";
+static void (*g_abort_hook)(int) = NULL;
+
+// The launcher tells each process its rank in the environment; reading it lets
+// a program print argument errors once, before MPI is up.
+static int rank_from_env(void) {
+    static const char *names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK",
+                                  "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}
+
+int core_rank(void) { return g_rank >= 0 ? g_rank : rank_from_env(); }
+int core_world_size(void) { return g_world; }
+
+void core_set_rank(int rank, int world_size) {
+    g_rank = rank;
+    g_world = world_size;
+}
+
+void core_set_program(const char *name) {
+    const char *slash = strrchr(name, '/');
+    g_program = slash ? slash + 1 : name;
+}
+
+const char *core_program(void) { return g_program; }
+
+void core_set_abort_hook(void (*hook)(int)) { g_abort_hook = hook; }
+
+// Format into one buffer and write it with one call, so lines from several
+// ranks sharing a terminal do not interleave mid-line.
+static void vwrite_line(FILE *f, const char *prefix, const char *fmt, va_list ap) {
+    char buf[4096];
+    int n = snprintf(buf, sizeof buf, "%s", prefix);
+    if (n < 0) n = 0;
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n, fmt, ap);
+    if (m < 0) m = 0;
+    size_t len = strlen(buf);
+    fflush(f);
+    if (fwrite(buf, 1, len, f) != len) { /* nothing useful to do */ }
+    fflush(f);
+}
+
+PL_NORETURN void core_fail(const char *file, int line, const char *fmt, ...) {
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "[%s rank %d] error at %s:%d: ", g_program, core_rank(), file,
+             line);
+    char msg[3072];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s%s\n", prefix, msg);
+    fflush(stderr);
+    if (g_abort_hook) g_abort_hook(EXIT_CHECK);
+    exit(EXIT_CHECK);
+}
+
+PL_NORETURN void core_usage_error(const char *fmt, ...) {
+    if (core_rank() == 0) {
+        char msg[3072];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        fprintf(stderr, "%s: %s\n", g_program, msg);
+        fflush(stderr);
+    }
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Finalize();
+    exit(EXIT_USAGE);
+}
+
+void print0(const char *fmt, ...) {
+    if (core_rank() != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vwrite_line(stdout, "", fmt, ap);
+    va_end(ap);
+}
+
+void printr(const char *fmt, ...) {
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "[rank %d] ", core_rank());
+    va_list ap;
+    va_start(ap, fmt);
+    vwrite_line(stdout, prefix, fmt, ap);
+    va_end(ap);
+}
+
+double core_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *core_fmt_bytes(double bytes, char *buf, size_t len) {
+    const char *units[] = {"B", "kB", "MB", "GB", "TB"};
+    int u = 0;
+    double v = bytes < 0 ? -bytes : bytes;
+    while (v >= 1000.0 && u < 4) {
+        v /= 1000.0;
+        u++;
+    }
+    if (bytes < 0) v = -v;
+    if (u == 0)
+        snprintf(buf, len, "%.0f B", v);
+    else
+        snprintf(buf, len, "%.*f %s", v < 10 ? 2 : (v < 100 ? 1 : 0), v, units[u]);
+    return buf;
+}
+
+const char *core_mpi_error_string(int err) {
+    static char buf[MPI_MAX_ERROR_STRING + 1];
+    int len = 0;
+    if (MPI_Error_string(err, buf, &len) != MPI_SUCCESS) snprintf(buf, sizeof buf, "MPI error %d", err);
+    return buf;
+}

@@ -1,0 +1,75 @@
+// core.h: error checks, rank-aware printing and a monotonic clock.
+//
+// Every check prints the rank, the file and line, and a sentence that says
+// what was wrong and what to do, then ends the whole run (all ranks), so a
+// failure on one rank never leaves the others hanging.
+#pragma once
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#ifdef __cplusplus
+#define PL_NORETURN [[noreturn]]
+#else
+#define PL_NORETURN _Noreturn
+#endif
+
+// Exit codes shared by every program of the course.
+enum {
+    EXIT_USAGE = 2,     // bad command line or impossible configuration
+    EXIT_CHECK = 3,     // a CHECK failed at run time
+    EXIT_TIMEOUT = 4,   // the watchdog ended a run that stopped making progress
+};
+
+// The rank of this process in the world, or -1 before it is known.
+// Before MPI starts it is read from the launcher's environment (mpirun, srun),
+// so even argument errors are printed once, by rank 0.
+int core_rank(void);
+int core_world_size(void);
+void core_set_rank(int rank, int world_size);
+
+// The program's short name ("lab03", "ref"), used to prefix messages.
+void core_set_program(const char *name);
+const char *core_program(void);
+
+// Print the failure (rank, file, line, message) and end every rank.
+PL_NORETURN void core_fail(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// A mistake in how the program was called: one line on rank 0, exit code 2
+// on every rank. Safe before and after comm_init; every rank must call it.
+PL_NORETURN void core_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Hook run by core_fail before the process ends (comm sets it to MPI_Abort).
+void core_set_abort_hook(void (*hook)(int exit_code));
+
+// printf on rank 0 only (or when the rank is not known yet).
+void print0(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// printf with a "[rank r] " prefix, on every rank, in one write.
+void printr(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+// Seconds on a monotonic clock (never jumps back; for timing only).
+double core_now(void);
+
+// Human-readable byte count into buf: "512 B", "1.66 MB" (decimal units).
+const char *core_fmt_bytes(double bytes, char *buf, size_t len);
+
+// CHECK(cond, "sentence %d", x): if cond is false, report and end the run.
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) core_fail(__FILE__, __LINE__, __VA_ARGS__);               \
+    } while (0)
+
+// MPI_CHECK(MPI_Send(...)): an MPI call that must succeed.
+#define MPI_CHECK(call)                                                        \
+    do {                                                                       \
+        int mpi_err_ = (call);                                                 \
+        if (mpi_err_ != 0 /* MPI_SUCCESS */)                                   \
+            core_fail(__FILE__, __LINE__, "%s failed: %s", #call,              \
+                      core_mpi_error_string(mpi_err_));                        \
+    } while (0)
+const char *core_mpi_error_string(int err);
+
+// CUDA_CHECK and NCCL_CHECK live in the CUDA sources (they need the CUDA
+// headers); they report through core_fail in the same way.
