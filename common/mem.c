@@ -1,0 +1,394 @@
+// mem.c: tracked allocation by category, and the independent measure.
+#include "mem.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "comm.h"
+#include "core.h"
+#include "mem_cuda.h"
+
+// ---- a pointer -> size map -------------------------------------------------
+// Open addressing with linear probing; deletion shifts entries back so no
+// tombstones are needed. Its storage comes from the real allocator, so the
+// bookkeeping never counts itself.
+void *__real_malloc(size_t size);
+void __real_free(void *ptr);
+
+typedef struct {
+    uintptr_t *keys;   // 0 = empty slot
+    uint64_t *vals;
+    size_t cap;        // a power of two
+    size_t n;
+} PtrMap;
+
+static size_t ptrmap_slot(const PtrMap *m, uintptr_t k) {
+    uint64_t h = (uint64_t)k * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 16) & (m->cap - 1);
+}
+
+static void ptrmap_put(PtrMap *m, uintptr_t k, uint64_t v);
+
+static void ptrmap_grow(PtrMap *m) {
+    PtrMap old = *m;
+    m->cap = old.cap ? old.cap * 2 : 1024;
+    m->n = 0;
+    m->keys = __real_malloc(m->cap * sizeof *m->keys);
+    m->vals = __real_malloc(m->cap * sizeof *m->vals);
+    if (!m->keys || !m->vals) {
+        fputs("mem: out of memory for allocation bookkeeping\n", stderr);
+        abort();
+    }
+    memset(m->keys, 0, m->cap * sizeof *m->keys);
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.keys[i]) ptrmap_put(m, old.keys[i], old.vals[i]);
+    __real_free(old.keys);
+    __real_free(old.vals);
+}
+
+static void ptrmap_put(PtrMap *m, uintptr_t k, uint64_t v) {
+    if (2 * (m->n + 1) > m->cap) ptrmap_grow(m);
+    size_t i = ptrmap_slot(m, k);
+    while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
+    if (!m->keys[i]) m->n++;
+    m->keys[i] = k;
+    m->vals[i] = v;
+}
+
+// Remove k; returns true and its value when it was there.
+static bool ptrmap_take(PtrMap *m, uintptr_t k, uint64_t *v) {
+    if (!m->cap) return false;
+    size_t i = ptrmap_slot(m, k);
+    while (m->keys[i] != k) {
+        if (!m->keys[i]) return false;
+        i = (i + 1) & (m->cap - 1);
+    }
+    *v = m->vals[i];
+    m->keys[i] = 0;
+    m->n--;
+    // Shift back the entries of the same probe run that could sit earlier.
+    size_t j = i;
+    for (;;) {
+        j = (j + 1) & (m->cap - 1);
+        if (!m->keys[j]) break;
+        size_t home = ptrmap_slot(m, m->keys[j]);
+        // Move j to i when its home is not in the cyclic range (i, j].
+        bool in_range = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+        if (!in_range) {
+            m->keys[i] = m->keys[j];
+            m->vals[i] = m->vals[j];
+            m->keys[j] = 0;
+            i = j;
+        }
+    }
+    return true;
+}
+
+// ---- the independent measure: the wrapped allocator ------------------------
+// The link (-Wl,--wrap=malloc ...) sends every allocator call in the
+// program's objects here. Blocks are counted at the size asked for; a free of
+// a block allocated elsewhere (inside a library) is passed on uncounted.
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *ptr, size_t size);
+void *__real_reallocarray(void *ptr, size_t n, size_t size);
+int __real_posix_memalign(void **out, size_t align, size_t size);
+void *__real_aligned_alloc(size_t align, size_t size);
+void *__real_memalign(size_t align, size_t size);
+
+static pthread_mutex_t g_heap_lock = PTHREAD_MUTEX_INITIALIZER;
+static PtrMap g_heap;
+static size_t g_heap_live, g_heap_peak;
+
+static void heap_add(void *p, size_t size) {
+    if (!p) return;
+    pthread_mutex_lock(&g_heap_lock);
+    ptrmap_put(&g_heap, (uintptr_t)p, size);
+    g_heap_live += size;
+    if (g_heap_live > g_heap_peak) g_heap_peak = g_heap_live;
+    pthread_mutex_unlock(&g_heap_lock);
+}
+
+static void heap_remove(void *p) {
+    if (!p) return;
+    uint64_t size;
+    pthread_mutex_lock(&g_heap_lock);
+    if (ptrmap_take(&g_heap, (uintptr_t)p, &size)) g_heap_live -= size;
+    pthread_mutex_unlock(&g_heap_lock);
+}
+
+void *__wrap_malloc(size_t size) {
+    void *p = __real_malloc(size);
+    heap_add(p, size);
+    return p;
+}
+
+void *__wrap_calloc(size_t n, size_t size) {
+    void *p = __real_calloc(n, size);
+    heap_add(p, n * size);
+    return p;
+}
+
+void *__wrap_realloc(void *ptr, size_t size) {
+    void *p = __real_realloc(ptr, size);
+    if (p || size == 0) heap_remove(ptr);   // on failure the old block stays
+    heap_add(p, size);
+    return p;
+}
+
+void *__wrap_reallocarray(void *ptr, size_t n, size_t size) {
+    void *p = __real_reallocarray(ptr, n, size);
+    if (p) heap_remove(ptr);
+    heap_add(p, n * size);
+    return p;
+}
+
+void __wrap_free(void *ptr) {
+    heap_remove(ptr);
+    __real_free(ptr);
+}
+
+int __wrap_posix_memalign(void **out, size_t align, size_t size) {
+    int rc = __real_posix_memalign(out, align, size);
+    if (rc == 0) heap_add(*out, size);
+    return rc;
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t size) {
+    void *p = __real_aligned_alloc(align, size);
+    heap_add(p, size);
+    return p;
+}
+
+void *__wrap_memalign(size_t align, size_t size) {
+    void *p = __real_memalign(align, size);
+    heap_add(p, size);
+    return p;
+}
+
+// ---- devices ---------------------------------------------------------------
+static Device g_device = DEVICE_CPU;
+static int g_gpu = -1;
+static char g_device_name[32] = "cpu";
+static size_t g_gpu_base;   // device bytes in use before this rank allocated any
+static size_t g_gpu_peak;
+
+void mem_init(const char *device, int local_rank) {
+    bool want_cuda = false;
+    if (!device || strcmp(device, "cpu") == 0) {
+        want_cuda = false;
+    } else if (strcmp(device, "cuda") == 0 || strcmp(device, "auto") == 0) {
+        bool must = strcmp(device, "cuda") == 0;
+        int count = mem_cuda_device_count();
+        if (count < 0 && must)
+            core_usage_error("--device cuda: this build has no CUDA backend (nvcc was not found "
+                             "when it was built); use --device cpu, or install the CUDA toolkit "
+                             "and run make clean && make");
+        if (count == 0 && must)
+            core_usage_error("--device cuda: no GPU is visible to this process; use --device cpu");
+        want_cuda = count > 0;
+        if (want_cuda) g_gpu = local_rank % count;
+    } else {
+        core_usage_error("--device must be cpu, cuda or auto, not '%s'", device);
+    }
+    if (want_cuda) {
+        mem_cuda_set_device(g_gpu);
+        g_device = DEVICE_CUDA;
+        snprintf(g_device_name, sizeof g_device_name, "cuda:%d", g_gpu);
+        g_gpu_base = mem_cuda_used();
+        g_gpu_peak = 0;
+    }
+}
+
+Device mem_device(void) { return g_device; }
+const char *mem_device_name(void) { return g_device_name; }
+
+// ---- tracked allocation by category ----------------------------------------
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static PtrMap g_blocks;   // pointer -> bytes << 8 | category
+static size_t g_live[MEM_NCAT], g_peak[MEM_NCAT], g_live_total, g_peak_total;
+
+static const char *g_cat_names[MEM_NCAT] = {"PARAMS", "GRADS", "OPTIM", "ACTS", "COMM", "OTHER"};
+
+const char *mem_category_name(MemCategory cat) {
+    return (unsigned)cat < MEM_NCAT ? g_cat_names[cat] : "?";
+}
+
+static void gpu_sample(void) {
+    if (g_device != DEVICE_CUDA) return;
+    size_t used = mem_cuda_used();
+    size_t mine = used > g_gpu_base ? used - g_gpu_base : 0;
+    if (mine > g_gpu_peak) g_gpu_peak = mine;
+}
+
+void *mem_alloc(size_t bytes, MemCategory cat, const char *name) {
+    CHECK((unsigned)cat < MEM_NCAT, "mem_alloc('%s'): unknown category %d", name, (int)cat);
+    if (bytes == 0) return NULL;
+    void *p;
+    if (g_device == DEVICE_CUDA) {
+        p = mem_cuda_malloc(bytes);
+    } else {
+        // 64-byte alignment suits vector loads; aligned_alloc wants a multiple.
+        size_t rounded = (bytes + 63) & ~(size_t)63;
+        p = aligned_alloc(64, rounded);
+    }
+    if (!p) {
+        char want[32], live[32];
+        core_fail(__FILE__, __LINE__,
+                  "out of memory on %s allocating %s for '%s' (%s), with %s already live; "
+                  "try a smaller model or more ranks",
+                  g_device_name, core_fmt_bytes((double)bytes, want, sizeof want), name,
+                  mem_category_name(cat), core_fmt_bytes((double)g_live_total, live, sizeof live));
+    }
+    mem_zero(p, bytes);
+    pthread_mutex_lock(&g_lock);
+    ptrmap_put(&g_blocks, (uintptr_t)p, (uint64_t)bytes << 8 | (uint64_t)cat);
+    g_live[cat] += bytes;
+    g_live_total += bytes;
+    if (g_live[cat] > g_peak[cat]) g_peak[cat] = g_live[cat];
+    if (g_live_total > g_peak_total) g_peak_total = g_live_total;
+    pthread_mutex_unlock(&g_lock);
+    gpu_sample();
+    return p;
+}
+
+float *mem_alloc_floats(size_t count, MemCategory cat, const char *name) {
+    return mem_alloc(count * sizeof(float), cat, name);
+}
+
+void mem_free(void *ptr) {
+    if (!ptr) return;
+    uint64_t v;
+    pthread_mutex_lock(&g_lock);
+    bool known = ptrmap_take(&g_blocks, (uintptr_t)ptr, &v);
+    if (known) {
+        size_t bytes = (size_t)(v >> 8);
+        MemCategory cat = (MemCategory)(v & 0xff);
+        g_live[cat] -= bytes;
+        g_live_total -= bytes;
+    }
+    pthread_mutex_unlock(&g_lock);
+    CHECK(known, "mem_free(%p): not a live block from mem_alloc (freed twice, or allocated "
+                 "another way?)", ptr);
+    if (g_device == DEVICE_CUDA)
+        mem_cuda_free(ptr);
+    else
+        free(ptr);
+}
+
+void mem_to_host(void *host_dst, const void *dev_src, size_t bytes) {
+    if (!bytes) return;
+    if (g_device == DEVICE_CUDA)
+        mem_cuda_copy(host_dst, dev_src, bytes, MEM_CUDA_D2H);
+    else
+        memcpy(host_dst, dev_src, bytes);
+}
+
+void mem_from_host(void *dev_dst, const void *host_src, size_t bytes) {
+    if (!bytes) return;
+    if (g_device == DEVICE_CUDA)
+        mem_cuda_copy(dev_dst, host_src, bytes, MEM_CUDA_H2D);
+    else
+        memcpy(dev_dst, host_src, bytes);
+}
+
+void mem_copy(void *dev_dst, const void *dev_src, size_t bytes) {
+    if (!bytes || dev_dst == dev_src) return;
+    if (g_device == DEVICE_CUDA)
+        mem_cuda_copy(dev_dst, dev_src, bytes, MEM_CUDA_D2D);
+    else
+        memmove(dev_dst, dev_src, bytes);
+}
+
+void mem_zero(void *dev_ptr, size_t bytes) {
+    if (!bytes) return;
+    if (g_device == DEVICE_CUDA)
+        mem_cuda_zero(dev_ptr, bytes);
+    else
+        memset(dev_ptr, 0, bytes);
+}
+
+// ---- reports ---------------------------------------------------------------
+size_t mem_live(MemCategory cat) { return (unsigned)cat < MEM_NCAT ? g_live[cat] : 0; }
+size_t mem_peak(MemCategory cat) { return (unsigned)cat < MEM_NCAT ? g_peak[cat] : 0; }
+size_t mem_live_total(void) { return g_live_total; }
+size_t mem_peak_total(void) { return g_peak_total; }
+
+size_t mem_measured_live(void) {
+    if (g_device == DEVICE_CUDA) {
+        size_t used = mem_cuda_used();
+        return used > g_gpu_base ? used - g_gpu_base : 0;
+    }
+    pthread_mutex_lock(&g_heap_lock);
+    size_t v = g_heap_live;
+    pthread_mutex_unlock(&g_heap_lock);
+    return v;
+}
+
+size_t mem_measured_peak(void) {
+    if (g_device == DEVICE_CUDA) {
+        gpu_sample();
+        return g_gpu_peak;
+    }
+    pthread_mutex_lock(&g_heap_lock);
+    size_t v = g_heap_peak;
+    pthread_mutex_unlock(&g_heap_lock);
+    return v;
+}
+
+void mem_reset_peaks(void) {
+    pthread_mutex_lock(&g_lock);
+    for (int c = 0; c < MEM_NCAT; c++) g_peak[c] = g_live[c];
+    g_peak_total = g_live_total;
+    pthread_mutex_unlock(&g_lock);
+    pthread_mutex_lock(&g_heap_lock);
+    g_heap_peak = g_heap_live;
+    pthread_mutex_unlock(&g_heap_lock);
+    if (g_device == DEVICE_CUDA) g_gpu_peak = mem_measured_live();
+}
+
+MemReport mem_report(void) {
+    MemReport r;
+    for (int c = 0; c < MEM_NCAT; c++) r.peak[c] = (double)g_peak[c];
+    r.peak_total = (double)g_peak_total;
+    r.measured_peak = (double)mem_measured_peak();
+    return r;
+}
+
+void mem_print_report(const char *title) {
+    MemReport r = mem_report();
+    char line[1024], b[32];
+    int n = snprintf(line, sizeof line, "%s peak:", title ? title : "memory");
+    for (int c = 0; c < MEM_NCAT; c++)
+        if (r.peak[c] > 0)
+            n += snprintf(line + n, sizeof line - (size_t)n, " %s %s", g_cat_names[c],
+                          core_fmt_bytes(r.peak[c], b, sizeof b));
+    n += snprintf(line + n, sizeof line - (size_t)n, " | total %s",
+                  core_fmt_bytes(r.peak_total, b, sizeof b));
+    snprintf(line + n, sizeof line - (size_t)n, " | measured (%s) %s\n",
+             g_device == DEVICE_CUDA ? "device" : "heap",
+             core_fmt_bytes(r.measured_peak, b, sizeof b));
+    printr("%s", line);
+}
+
+void mem_print_table(Comm *c) {
+    int N = comm_size(c);
+    MemReport mine = mem_report();
+    MemReport *all = malloc((size_t)N * sizeof *all);
+    CHECK(all, "out of memory");
+    comm_all_gather_host(c, &mine, sizeof mine, all);
+    if (comm_rank(c) == 0) {
+        char b[32];
+        printf("%-8s", "peak");
+        for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", g_cat_names[k]);
+        printf(" %10s %16s\n", "total", g_device == DEVICE_CUDA ? "measured (GPU)" : "measured (heap)");
+        for (int r = 0; r < N; r++) {
+            printf("rank %-3d", r);
+            for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", core_fmt_bytes(all[r].peak[k], b, sizeof b));
+            printf(" %10s", core_fmt_bytes(all[r].peak_total, b, sizeof b));
+            printf(" %16s\n", core_fmt_bytes(all[r].measured_peak, b, sizeof b));
+        }
+        fflush(stdout);
+    }
+    free(all);
+}

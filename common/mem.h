@@ -1,0 +1,74 @@
+// mem.h: tracked allocation by category, on the rank's device.
+//
+// Every tensor a lab allocates goes through mem_alloc with a category, so each
+// rank can report its live and peak bytes per category: the numbers the ZeRO
+// paper's formulas predict. Beside them stands an independent measure that
+// code cannot sidestep: on the host, every malloc/calloc/realloc/free made by
+// the program's own code is counted (the link wraps the allocator), including
+// allocations that never went through mem_alloc; on the GPU, the device's
+// used memory.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum {
+    MEM_PARAMS,   // model parameters
+    MEM_GRADS,    // their gradients
+    MEM_OPTIM,    // optimizer state (AdamW moments)
+    MEM_ACTS,     // activations kept for the backward pass, and scratch
+    MEM_COMM,     // communication buffers
+    MEM_OTHER,    // anything else
+    MEM_NCAT
+} MemCategory;
+
+typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
+
+// The rank's device, chosen once at start ("cpu", "cuda" or "auto": the GPU
+// when one is visible and the CUDA backend is built in). With several GPUs,
+// rank r uses GPU r mod count. Before mem_init the device is the CPU.
+void mem_init(const char *device, int local_rank);
+Device mem_device(void);
+const char *mem_device_name(void);   // "cpu" or "cuda:0"
+
+// Allocate `bytes` on the rank's device, zero-filled, counted under `cat`.
+// `name` says what it is (shown in errors). Aborts with a clear message when
+// memory runs out. mem_alloc(0, ...) returns NULL.
+void *mem_alloc(size_t bytes, MemCategory cat, const char *name);
+float *mem_alloc_floats(size_t count, MemCategory cat, const char *name);
+void mem_free(void *ptr);   // NULL is ignored; a pointer mem_alloc did not return is an error
+
+// Copies and fills that work whichever device the buffers live on.
+void mem_to_host(void *host_dst, const void *dev_src, size_t bytes);
+void mem_from_host(void *dev_dst, const void *host_src, size_t bytes);
+void mem_copy(void *dev_dst, const void *dev_src, size_t bytes);
+void mem_zero(void *dev_ptr, size_t bytes);
+
+// Accounting, in bytes, for this rank.
+size_t mem_live(MemCategory cat);
+size_t mem_peak(MemCategory cat);
+size_t mem_live_total(void);
+size_t mem_peak_total(void);      // the peak of the sum (not the sum of peaks)
+// The independent measure: heap bytes live now and at peak (host), or device
+// memory in use (GPU), counted from program start or the last reset.
+size_t mem_measured_live(void);
+size_t mem_measured_peak(void);
+// Start peaks again from what is live now (to measure one phase).
+void mem_reset_peaks(void);
+
+const char *mem_category_name(MemCategory cat);   // "PARAMS", ...
+
+// Print this rank's peaks (per category, total, measured) on one line.
+void mem_print_report(const char *title);
+// Gather every rank's peaks and print them on rank 0 as a table, a row per
+// rank (collective over c).
+typedef struct Comm Comm;
+void mem_print_table(Comm *c);
+
+// Per-rank snapshot, for gathering to rank 0 and writing into a dump.
+typedef struct {
+    double peak[MEM_NCAT];
+    double peak_total;
+    double measured_peak;
+} MemReport;
+MemReport mem_report(void);
