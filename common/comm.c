@@ -1,0 +1,576 @@
+// comm.c: communicators, argument checks, byte counters, tracing and the
+// watchdog. The data moves in the backend (comm_mpi.c).
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "core.h"
+#include "mem.h"
+#include "trace.h"
+
+static Comm g_world;
+static bool g_up;
+static int g_local_rank;
+static CommStats g_stats;
+
+static const char *g_op_names[COMM_NOPS] = {"all_reduce", "reduce_scatter", "all_gather",
+                                            "broadcast",  "send",           "recv",
+                                            "barrier"};
+
+const char *comm_op_name(CommOp op) { return (unsigned)op < COMM_NOPS ? g_op_names[op] : "?"; }
+
+// ---- the watchdog ----------------------------------------------------------
+// The rank's state is a line saying what it is doing and since when. The
+// main thread writes the slot not in use and then flips `g_wd_cur`, so the
+// watchdog thread and the signal handler always read a whole line.
+typedef struct {
+    char what[200];   // "recv of 4.10 kB from rank 0" or "computing; last call: ..."
+    double since;     // core_now() when it began
+    int in_call;      // 1 while inside a communication call
+} WdState;
+
+static WdState g_wd[2];
+static atomic_int g_wd_cur;
+static double g_timeout;
+static pthread_t g_wd_thread;
+static atomic_int g_wd_stop;
+
+static void wd_set(int in_call, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wd_set(int in_call, const char *fmt, ...) {
+    int next = 1 - atomic_load(&g_wd_cur);
+    WdState *s = &g_wd[next];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->what, sizeof s->what, fmt, ap);
+    va_end(ap);
+    s->since = core_now();
+    s->in_call = in_call;
+    atomic_store(&g_wd_cur, next);
+}
+
+// Async-signal-safe formatting: append text, and a number with one decimal.
+static size_t put_str(char *buf, size_t n, size_t cap, const char *s) {
+    while (*s && n + 1 < cap) buf[n++] = *s++;
+    return n;
+}
+
+static size_t put_seconds(char *buf, size_t n, size_t cap, double s) {
+    if (s < 0) s = 0;
+    unsigned long tenths = (unsigned long)(s * 10.0 + 0.5);
+    char digits[32];
+    int k = 0;
+    unsigned long whole = tenths / 10;
+    do {
+        digits[k++] = (char)('0' + whole % 10);
+        whole /= 10;
+    } while (whole && k < 30);
+    while (k > 0 && n + 1 < cap) buf[n++] = digits[--k];
+    if (n + 3 < cap) {
+        buf[n++] = '.';
+        buf[n++] = (char)('0' + tenths % 10);
+        buf[n++] = ' ';
+        buf[n++] = 's';
+    }
+    return n;
+}
+
+static size_t put_int(char *buf, size_t n, size_t cap, int v) {
+    char digits[16];
+    int k = 0;
+    unsigned u = v < 0 ? 0u : (unsigned)v;
+    do {
+        digits[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u && k < 15);
+    while (k > 0 && n + 1 < cap) buf[n++] = digits[--k];
+    return n;
+}
+
+// "[lab01 rank 2] <head>in <what> for 10.0 s<tail>\n" (in a call), or
+// "[lab01 rank 2] <head><what> (for 10.0 s)<tail>\n", written with one write().
+static void wd_report(const char *head, const char *tail) {
+    const WdState *s = &g_wd[atomic_load(&g_wd_cur)];
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    char line[512];
+    size_t n = 0, cap = sizeof line;
+    n = put_str(line, n, cap, "[");
+    n = put_str(line, n, cap, core_program());
+    n = put_str(line, n, cap, " rank ");
+    n = put_int(line, n, cap, g_world.rank);
+    n = put_str(line, n, cap, "] ");
+    n = put_str(line, n, cap, head);
+    if (s->in_call) n = put_str(line, n, cap, "in ");
+    n = put_str(line, n, cap, s->what);
+    n = put_str(line, n, cap, s->in_call ? " for " : " (for ");
+    n = put_seconds(line, n, cap, now - s->since);
+    if (!s->in_call) n = put_str(line, n, cap, ")");
+    n = put_str(line, n, cap, tail);
+    n = put_str(line, n, cap, "\n");
+    ssize_t w = write(STDERR_FILENO, line, n);
+    (void)w;
+}
+
+// The launcher stops the other ranks with SIGTERM when one ends; each says
+// where it was, so a hang shows every rank's side of it.
+static void on_sigterm(int sig) {
+    (void)sig;
+    wd_report("stopped while ", "");
+    _exit(128 + SIGTERM);
+}
+
+static void *wd_main(void *arg) {
+    (void)arg;
+    while (!atomic_load(&g_wd_stop)) {
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        const WdState *s = &g_wd[atomic_load(&g_wd_cur)];
+        if (s->in_call && core_now() - s->since > g_timeout) {
+            char tail[160];
+            snprintf(tail, sizeof tail,
+                     " (--timeout %g); ending the run. A rank waits forever when its partner "
+                     "never makes the matching call",
+                     g_timeout);
+            wd_report("watchdog: waited ", tail);
+            _exit(EXIT_TIMEOUT);
+        }
+    }
+    return NULL;
+}
+
+// Every call is described, timed and counted the same way.
+typedef struct {
+    CommOp op;
+    double t0;
+    char what[160];
+} CallInfo;
+
+static void describe(CallInfo *ci, Comm *c, CommOp op, size_t bytes, int peer, const char *extra) {
+    char b[32];
+    core_fmt_bytes((double)bytes, b, sizeof b);
+    ci->op = op;
+    ci->t0 = core_now();
+    if (op == COMM_OP_SEND)
+        snprintf(ci->what, sizeof ci->what, "send of %s to rank %d%s", b, peer, extra);
+    else if (op == COMM_OP_RECV)
+        snprintf(ci->what, sizeof ci->what, "recv of %s from rank %d%s", b, peer, extra);
+    else if (op == COMM_OP_BARRIER)
+        snprintf(ci->what, sizeof ci->what, "barrier over %d ranks%s", c->size, extra);
+    else if (op == COMM_OP_BROADCAST)
+        snprintf(ci->what, sizeof ci->what, "broadcast of %s from rank %d over %d ranks%s", b,
+                 peer, c->size, extra);
+    else
+        snprintf(ci->what, sizeof ci->what, "%s of %s over %d ranks%s", comm_op_name(op), b,
+                 c->size, extra);
+}
+
+// nccl-tests' bus factors: what one rank sends under the best algorithm.
+static double bus_factor(CommOp op, int n) {
+    switch (op) {
+    case COMM_OP_ALL_REDUCE: return 2.0 * (n - 1) / n;
+    case COMM_OP_REDUCE_SCATTER:
+    case COMM_OP_ALL_GATHER: return (double)(n - 1) / n;
+    case COMM_OP_BROADCAST: return n > 1 ? 1.0 : 0.0;
+    default: return 1.0;
+    }
+}
+
+static void count(Comm *c, CommOp op, size_t bytes) {
+    g_stats.calls[op]++;
+    g_stats.bytes[op] += bytes;
+    g_stats.bus_bytes[op] += (uint64_t)(bus_factor(op, c->size) * (double)bytes + 0.5);
+}
+
+static void enter(CallInfo *ci) { wd_set(1, "%s", ci->what); }
+
+static void leave(CallInfo *ci, int track) {
+    double t1 = core_now();
+    wd_set(0, "computing; its last call was %s", ci->what);
+    if (trace_on()) {
+        char args[220];
+        snprintf(args, sizeof args, "\"what\": \"%s\"", ci->what);
+        trace_span(comm_op_name(ci->op), "comm", track, ci->t0, t1, args);
+    }
+}
+
+// ---- start and stop --------------------------------------------------------
+static void abort_all(int code) {
+    signal(SIGTERM, SIG_DFL);   // this rank has said why it stops; no second line
+    int up = 0, down = 0;
+    MPI_Initialized(&up);
+    MPI_Finalized(&down);
+    if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
+    exit(code);
+}
+
+Comm *comm_init(int *argc, char ***argv, double timeout_s) {
+    CHECK(!g_up, "comm_init called twice");
+    int provided = 0;
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+    CHECK(provided >= MPI_THREAD_FUNNELED, "this MPI cannot run a watchdog thread beside the main one");
+    g_world.mpi = MPI_COMM_WORLD;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));
+    core_set_rank(g_world.rank, g_world.size);
+    core_set_abort_hook(abort_all);
+
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, &g_local_rank));
+    MPI_CHECK(MPI_Comm_free(&node));
+
+    g_up = true;
+    g_timeout = timeout_s;
+    wd_set(0, "computing (no call yet)");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    if (timeout_s > 0) {
+        atomic_store(&g_wd_stop, 0);
+        CHECK(pthread_create(&g_wd_thread, NULL, wd_main, NULL) == 0, "cannot start the watchdog thread");
+    }
+    return &g_world;
+}
+
+void comm_finalize(void) {
+    if (!g_up) return;
+    // The last barrier is watched too: a rank that leaves early while others
+    // still wait for it shows up here.
+    CallInfo ci;
+    describe(&ci, &g_world, COMM_OP_BARRIER, 0, -1, " (finalize: waiting for every rank to finish)");
+    enter(&ci);
+    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
+    if (g_timeout > 0) {
+        atomic_store(&g_wd_stop, 1);
+        pthread_join(g_wd_thread, NULL);
+    }
+    signal(SIGTERM, SIG_DFL);
+    MPI_CHECK(MPI_Finalize());
+    g_up = false;
+}
+
+Comm *comm_world(void) {
+    CHECK(g_up, "comm_world() before comm_init()");
+    return &g_world;
+}
+
+int comm_rank(const Comm *c) { return c->rank; }
+int comm_size(const Comm *c) { return c->size; }
+int comm_local_rank(void) { return g_local_rank; }
+const char *comm_backend_name(void) { return "mpi"; }
+
+Comm *comm_split(Comm *c, int color, int key) {
+    CHECK(color >= 0, "comm_split: color must be >= 0, not %d", color);
+    Comm *g = malloc(sizeof *g);
+    CHECK(g, "out of memory");
+    MPI_CHECK(MPI_Comm_split(c->mpi, color, key, &g->mpi));
+    MPI_CHECK(MPI_Comm_rank(g->mpi, &g->rank));
+    MPI_CHECK(MPI_Comm_size(g->mpi, &g->size));
+    return g;
+}
+
+void comm_free(Comm *c) {
+    if (!c || c == &g_world) return;
+    MPI_CHECK(MPI_Comm_free(&c->mpi));
+    free(c);
+}
+
+void comm_block(size_t count, int n, int r, size_t *offset, size_t *len) {
+    CHECK(n > 0 && r >= 0 && r < n, "comm_block: rank %d of %d", r, n);
+    size_t base = count / (size_t)n, extra = count % (size_t)n;
+    size_t ur = (size_t)r;
+    *len = base + (ur < extra ? 1 : 0);
+    *offset = ur * base + (ur < extra ? ur : extra);
+}
+
+// ---- argument checks -------------------------------------------------------
+static void check_buf(const void *p, size_t count, const char *op, const char *which) {
+    CHECK(p || count == 0, "%s: the %s buffer is NULL but count is %zu", op, which, count);
+}
+
+static void check_peer(Comm *c, int peer, const char *op, bool self_ok) {
+    CHECK(peer >= 0 && peer < c->size, "%s: rank %d does not exist in a group of %d ranks", op,
+          peer, c->size);
+    CHECK(self_ok || peer != c->rank,
+          "%s: rank %d talking to itself would wait forever; copy the data instead", op, peer);
+}
+
+static bool overlap(const void *a, size_t na, const void *b, size_t nb) {
+    const char *x = a, *y = b;
+    return na && nb && x < y + nb && y < x + na;
+}
+
+static float avg_scale(Comm *c, CommReduce op) {
+    CHECK(op == COMM_SUM || op == COMM_AVG, "unknown reduction %d", (int)op);
+    return op == COMM_AVG ? 1.0f / (float)c->size : 1.0f;
+}
+
+// ---- handles ---------------------------------------------------------------
+struct CommHandle {
+    CallInfo ci;
+    MpiPending pending;
+};
+
+static CommHandle *start(CallInfo *ci, Comm *c, size_t bytes) {
+    CommHandle *h = malloc(sizeof *h);
+    CHECK(h, "out of memory");
+    count(c, ci->op, bytes);
+    h->ci = *ci;
+    return h;
+}
+
+void comm_wait(CommHandle *h) {
+    CHECK(h, "comm_wait(NULL)");
+    wd_set(1, "wait for %s", h->ci.what);
+    mpi_finish(&h->pending);
+    leave(&h->ci, TRACE_TRACK_COMM_ASYNC);
+    free(h);
+}
+
+bool comm_test(CommHandle *h) {
+    CHECK(h, "comm_test(NULL)");
+    return mpi_test(&h->pending);
+}
+
+// ---- the operations --------------------------------------------------------
+#define FLOATS(n) ((n) * sizeof(float))
+
+void comm_all_reduce(Comm *c, float *buf, size_t count_, CommReduce op) {
+    check_buf(buf, count_, "comm_all_reduce", "data");
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(count_), -1, "");
+    count(c, ci.op, FLOATS(count_));
+    enter(&ci);
+    mpi_all_reduce(c, buf, count_, avg_scale(c, op), NULL);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+static void check_reduce_scatter(Comm *c, const float *send, float *recv, size_t n) {
+    size_t off, len;
+    comm_block(n, c->size, c->rank, &off, &len);
+    check_buf(send, n, "comm_reduce_scatter", "send");
+    check_buf(recv, len, "comm_reduce_scatter", "recv");
+    CHECK(!overlap(send, FLOATS(n), recv, FLOATS(len)),
+          "comm_reduce_scatter: send and recv overlap; give the result its own buffer");
+}
+
+void comm_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op) {
+    check_reduce_scatter(c, send, recv, n);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, "");
+    count(c, ci.op, FLOATS(n));
+    enter(&ci);
+    mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), NULL);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+static void check_all_gather(Comm *c, const float *send, float *recv, size_t n) {
+    size_t off, len;
+    comm_block(n, c->size, c->rank, &off, &len);
+    check_buf(send, len, "comm_all_gather", "send");
+    check_buf(recv, n, "comm_all_gather", "recv");
+    CHECK(send == recv + off || !overlap(send, FLOATS(len), recv, FLOATS(n)),
+          "comm_all_gather: send overlaps recv but is not this rank's block of it (recv + %zu)",
+          off);
+}
+
+void comm_all_gather(Comm *c, const float *send, float *recv, size_t n) {
+    check_all_gather(c, send, recv, n);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_ALL_GATHER, FLOATS(n), -1, "");
+    count(c, ci.op, FLOATS(n));
+    enter(&ci);
+    mpi_all_gather(c, send, recv, n, NULL);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+void comm_broadcast(Comm *c, float *buf, size_t n, int root) {
+    check_buf(buf, n, "comm_broadcast", "data");
+    check_peer(c, root, "comm_broadcast", true);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, "");
+    count(c, ci.op, FLOATS(n));
+    enter(&ci);
+    mpi_broadcast(c, buf, n, root, NULL);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+void comm_send(Comm *c, const float *buf, size_t n, int peer) {
+    check_buf(buf, n, "comm_send", "data");
+    check_peer(c, peer, "comm_send", false);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, "");
+    count(c, ci.op, FLOATS(n));
+    enter(&ci);
+    mpi_send(c, buf, n, peer, NULL);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+void comm_recv(Comm *c, float *buf, size_t n, int peer) {
+    check_buf(buf, n, "comm_recv", "data");
+    check_peer(c, peer, "comm_recv", false);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, "");
+    count(c, ci.op, FLOATS(n));
+    enter(&ci);
+    mpi_recv(c, buf, n, peer, NULL);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+void comm_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, size_t nr, int src) {
+    check_buf(send, ns, "comm_sendrecv", "send");
+    check_buf(recv, nr, "comm_sendrecv", "recv");
+    check_peer(c, dst, "comm_sendrecv", true);
+    check_peer(c, src, "comm_sendrecv", true);
+    CHECK(!overlap(send, FLOATS(ns), recv, FLOATS(nr)),
+          "comm_sendrecv: send and recv overlap; use two buffers");
+    CallInfo ci;
+    char extra[64];
+    snprintf(extra, sizeof extra, " while sending to rank %d", dst);
+    describe(&ci, c, COMM_OP_RECV, FLOATS(nr), src, extra);
+    count(c, COMM_OP_SEND, FLOATS(ns));
+    count(c, COMM_OP_RECV, FLOATS(nr));
+    enter(&ci);
+    mpi_sendrecv(c, send, ns, dst, recv, nr, src);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+void comm_barrier(Comm *c) {
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_BARRIER, 0, -1, "");
+    count(c, ci.op, 0);
+    enter(&ci);
+    mpi_barrier(c, NULL);
+    leave(&ci, TRACE_TRACK_MAIN);
+}
+
+// The asynchronous forms: the same checks and counts, then start and return.
+CommHandle *comm_all_reduce_async(Comm *c, float *buf, size_t n, CommReduce op) {
+    check_buf(buf, n, "comm_all_reduce_async", "data");
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(n), -1, " (async)");
+    CommHandle *h = start(&ci, c, FLOATS(n));
+    mpi_all_reduce(c, buf, n, avg_scale(c, op), &h->pending);
+    return h;
+}
+
+CommHandle *comm_reduce_scatter_async(Comm *c, const float *send, float *recv, size_t n,
+                                      CommReduce op) {
+    check_reduce_scatter(c, send, recv, n);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, " (async)");
+    CommHandle *h = start(&ci, c, FLOATS(n));
+    mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), &h->pending);
+    return h;
+}
+
+CommHandle *comm_all_gather_async(Comm *c, const float *send, float *recv, size_t n) {
+    check_all_gather(c, send, recv, n);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_ALL_GATHER, FLOATS(n), -1, " (async)");
+    CommHandle *h = start(&ci, c, FLOATS(n));
+    mpi_all_gather(c, send, recv, n, &h->pending);
+    return h;
+}
+
+CommHandle *comm_broadcast_async(Comm *c, float *buf, size_t n, int root) {
+    check_buf(buf, n, "comm_broadcast_async", "data");
+    check_peer(c, root, "comm_broadcast_async", true);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, " (async)");
+    CommHandle *h = start(&ci, c, FLOATS(n));
+    mpi_broadcast(c, buf, n, root, &h->pending);
+    return h;
+}
+
+CommHandle *comm_send_async(Comm *c, const float *buf, size_t n, int peer) {
+    check_buf(buf, n, "comm_send_async", "data");
+    check_peer(c, peer, "comm_send_async", true);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, " (async)");
+    CommHandle *h = start(&ci, c, FLOATS(n));
+    mpi_send(c, buf, n, peer, &h->pending);
+    return h;
+}
+
+CommHandle *comm_recv_async(Comm *c, float *buf, size_t n, int peer) {
+    check_buf(buf, n, "comm_recv_async", "data");
+    check_peer(c, peer, "comm_recv_async", true);
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, " (async)");
+    CommHandle *h = start(&ci, c, FLOATS(n));
+    mpi_recv(c, buf, n, peer, &h->pending);
+    return h;
+}
+
+CommHandle *comm_barrier_async(Comm *c) {
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_BARRIER, 0, -1, " (async)");
+    CommHandle *h = start(&ci, c, 0);
+    mpi_barrier(c, &h->pending);
+    return h;
+}
+
+// ---- statistics ------------------------------------------------------------
+CommStats comm_stats(void) { return g_stats; }
+void comm_stats_reset(void) { memset(&g_stats, 0, sizeof g_stats); }
+
+uint64_t comm_stats_total_bus_bytes(const CommStats *s) {
+    uint64_t t = 0;
+    for (int i = 0; i < COMM_NOPS; i++) t += s->bus_bytes[i];
+    return t;
+}
+
+// ---- bookkeeping between ranks ---------------------------------------------
+void comm_all_gather_host(Comm *c, const void *send, size_t bytes, void *recv) {
+    CHECK(bytes <= INT32_MAX, "comm_all_gather_host: %zu bytes is too many", bytes);
+    MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->mpi));
+}
+
+void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t *lens) {
+    CHECK(bytes <= INT32_MAX, "comm_gather_host: %zu bytes is too many", bytes);
+    int mine = (int)bytes;
+    int *counts = NULL, *displs = NULL;
+    char *out = NULL;
+    if (c->rank == root) {
+        counts = malloc(2 * (size_t)c->size * sizeof(int));
+        CHECK(counts, "out of memory");
+        displs = counts + c->size;
+    }
+    MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, root, c->mpi));
+    if (c->rank == root) {
+        size_t total = 0;
+        for (int r = 0; r < c->size; r++) {
+            CHECK(total + (size_t)counts[r] <= INT32_MAX, "comm_gather_host: more than 2 GB");
+            displs[r] = (int)total;
+            total += (size_t)counts[r];
+            if (lens) lens[r] = (size_t)counts[r];
+        }
+        out = malloc(total ? total : 1);
+        CHECK(out, "out of memory gathering %zu bytes", total);
+    }
+    MPI_CHECK(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, c->mpi));
+    free(counts);
+    return out;
+}
+
+double comm_max_double(Comm *c, double v) {
+    double out;
+    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, c->mpi));
+    return out;
+}
+
+double comm_sum_double(Comm *c, double v) {
+    double out;
+    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, c->mpi));
+    return out;
+}

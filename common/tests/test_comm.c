@@ -1,0 +1,291 @@
+// test_comm.c: every collective, blocking and async, on exact inputs, against
+// a naive computation. Run under mpirun at several world sizes:
+//   mpirun -np 3 --oversubscribe build/tests/test_comm
+//
+// Inputs are small integers stored as floats, so every partial sum is an
+// exact integer and the result is the same whatever order the backend adds
+// in: any difference is a real error, counted element by element.
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "core.h"
+#include "mem.h"
+#include "testutil.h"
+
+static Comm *W;
+
+// Element i of rank r's input: a small integer, different per rank and index.
+static float input(int r, size_t i) { return (float)((int)((r + 1) * 7 + (i % 13) * 3) % 29 - 9); }
+
+// The exact sum over n ranks, computed naively.
+static float naive_sum(Comm *c, size_t i) {
+    float s = 0;
+    for (int r = 0; r < comm_size(c); r++) s += input(r, i);
+    return s;
+}
+
+static long agree(long wrong) { return (long)comm_sum_double(W, (double)wrong); }
+
+static const size_t COUNTS[] = {0, 1, 2, 3, 5, 7, 8, 13, 1000, 4099, 65537};
+enum { NCOUNTS = sizeof COUNTS / sizeof COUNTS[0] };
+
+static float *make_input(Comm *c, size_t n) {
+    float *x = mem_alloc_floats(n, MEM_COMM, "test input");
+    for (size_t i = 0; i < n; i++) x[i] = input(comm_rank(c), i);
+    return x;
+}
+
+// Count the elements of got that differ from want(i).
+static long count_wrong_sum(Comm *c, const float *got, size_t off, size_t len, float scale) {
+    long wrong = 0;
+    for (size_t i = 0; i < len; i++) {
+        float want = scale == 1.0f ? naive_sum(c, off + i) : naive_sum(c, off + i) * scale;
+        if (got[i] != want) wrong++;
+    }
+    return wrong;
+}
+
+START_TEST(all_reduce_exact) {
+    long wrong = 0;
+    for (int k = 0; k < NCOUNTS; k++)
+        for (int mode = 0; mode < 4; mode++) {
+            size_t n = COUNTS[k];
+            CommReduce op = mode & 1 ? COMM_AVG : COMM_SUM;
+            float *x = make_input(W, n);
+            if (mode & 2)
+                comm_wait(comm_all_reduce_async(W, x, n, op));
+            else
+                comm_all_reduce(W, x, n, op);
+            wrong += count_wrong_sum(W, x, 0, n, op == COMM_AVG ? 1.0f / (float)comm_size(W) : 1.0f);
+            mem_free(x);
+        }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "all-reduce: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(checker_catches_one_wrong_element) {
+    // Negative control: the counting above must see a single corrupted value.
+    size_t n = 1000;
+    float *x = make_input(W, n);
+    comm_all_reduce(W, x, n, COMM_SUM);
+    if (comm_rank(W) == comm_size(W) - 1) x[n / 2] += 1.0f;
+    long total = agree(count_wrong_sum(W, x, 0, n, 1.0f));
+    mem_free(x);
+    ck_assert_int_eq(total, 1);
+}
+END_TEST
+
+START_TEST(reduce_scatter_exact) {
+    long wrong = 0;
+    int N = comm_size(W), r = comm_rank(W);
+    for (int k = 0; k < NCOUNTS; k++)
+        for (int mode = 0; mode < 4; mode++) {
+            size_t n = COUNTS[k], off, len;
+            comm_block(n, N, r, &off, &len);
+            CommReduce op = mode & 1 ? COMM_AVG : COMM_SUM;
+            float *x = make_input(W, n);
+            float *y = mem_alloc_floats(len, MEM_COMM, "block");
+            if (mode & 2)
+                comm_wait(comm_reduce_scatter_async(W, x, y, n, op));
+            else
+                comm_reduce_scatter(W, x, y, n, op);
+            wrong += count_wrong_sum(W, y, off, len, op == COMM_AVG ? 1.0f / (float)N : 1.0f);
+            mem_free(x);
+            mem_free(y);
+        }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "reduce-scatter: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(all_gather_exact) {
+    long wrong = 0;
+    int N = comm_size(W), r = comm_rank(W);
+    for (int k = 0; k < NCOUNTS; k++)
+        for (int mode = 0; mode < 4; mode++) {
+            size_t n = COUNTS[k], off, len;
+            comm_block(n, N, r, &off, &len);
+            // Rank r's block holds the values rank r would hold: input(r, i).
+            float *out = mem_alloc_floats(n, MEM_COMM, "gathered");
+            float *mine = (mode & 1) ? out + off : mem_alloc_floats(len, MEM_COMM, "block");
+            for (size_t i = 0; i < len; i++) mine[i] = input(r, off + i);
+            if (mode & 2)
+                comm_wait(comm_all_gather_async(W, mine, out, n));
+            else
+                comm_all_gather(W, mine, out, n);
+            for (int q = 0; q < N; q++) {
+                size_t qo, ql;
+                comm_block(n, N, q, &qo, &ql);
+                for (size_t i = 0; i < ql; i++) wrong += out[qo + i] != input(q, qo + i);
+            }
+            if (!(mode & 1)) mem_free(mine);
+            mem_free(out);
+        }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "all-gather: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(broadcast_from_every_root) {
+    long wrong = 0;
+    int N = comm_size(W), r = comm_rank(W);
+    for (int root = 0; root < N; root++)
+        for (int k = 0; k < NCOUNTS; k++)
+            for (int async = 0; async < 2; async++) {
+                size_t n = COUNTS[k];
+                float *x = make_input(W, n);   // every rank starts with its own values
+                if (async)
+                    comm_wait(comm_broadcast_async(W, x, n, root));
+                else
+                    comm_broadcast(W, x, n, root);
+                for (size_t i = 0; i < n; i++) wrong += x[i] != input(root, i);
+                mem_free(x);
+            }
+    (void)r;
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "broadcast: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(point_to_point_ring) {
+    int N = comm_size(W), r = comm_rank(W);
+    int next = (r + 1) % N, prev = (r + N - 1) % N;
+    long wrong = 0;
+    for (int k = 0; k < NCOUNTS; k++) {
+        size_t n = COUNTS[k];
+        float *x = make_input(W, n);
+        float *y = mem_alloc_floats(n, MEM_COMM, "recv");
+        // sendrecv around the ring (works for N = 1: a rank may sendrecv with itself)
+        comm_sendrecv(W, x, n, next, y, n, prev);
+        for (size_t i = 0; i < n; i++) wrong += y[i] != input(prev, i);
+        if (N > 1) {
+            // async send and recv, both posted before either waits
+            mem_zero(y, n * sizeof(float));
+            CommHandle *hr = comm_recv_async(W, y, n, prev);
+            CommHandle *hs = comm_send_async(W, x, n, next);
+            comm_wait(hs);
+            comm_wait(hr);
+            for (size_t i = 0; i < n; i++) wrong += y[i] != input(prev, i);
+            // blocking send and recv, ordered so the ring cannot deadlock
+            // even for messages too large to be buffered: even ranks send
+            // first, odd ranks receive first (for odd N, rank N-1 sends to
+            // rank 0, which receives once its own send has completed).
+            mem_zero(y, n * sizeof(float));
+            if (r % 2 == 0) {
+                comm_send(W, x, n, next);
+                comm_recv(W, y, n, prev);
+            } else {
+                comm_recv(W, y, n, prev);
+                comm_send(W, x, n, next);
+            }
+            for (size_t i = 0; i < n; i++) wrong += y[i] != input(prev, i);
+        }
+        mem_free(x);
+        mem_free(y);
+    }
+    comm_barrier(W);
+    comm_wait(comm_barrier_async(W));
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "point to point: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(split_into_groups) {
+    int N = comm_size(W), r = comm_rank(W);
+    // Two groups: even and odd world ranks, ordered by descending world rank.
+    Comm *g = comm_split(W, r % 2, -r);
+    int want_size = (N + 1 - r % 2) / 2;
+    long wrong = comm_size(g) != want_size;
+    // Group rank 0 is the highest world rank of the group.
+    int top = (N - 1) - ((N - 1) % 2 != r % 2);
+    wrong += (comm_rank(g) == 0) != (r == top);
+    // All-reduce inside the group: each member gives its world rank + 1.
+    float x = (float)(r + 1);
+    comm_all_reduce(g, &x, 1, COMM_SUM);
+    float want = 0;
+    for (int q = r % 2; q < N; q += 2) want += (float)(q + 1);
+    wrong += x != want;
+    comm_free(g);
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "comm_split: %ld wrong facts over all ranks", total);
+}
+END_TEST
+
+START_TEST(byte_counters) {
+    int N = comm_size(W);
+    size_t n = 1000;
+    float *x = make_input(W, n);
+    float *y = mem_alloc_floats(n, MEM_COMM, "y");
+    comm_stats_reset();
+    comm_all_reduce(W, x, n, COMM_SUM);
+    comm_wait(comm_all_reduce_async(W, x, n, COMM_AVG));
+    comm_reduce_scatter(W, x, y, n, COMM_SUM);
+    comm_all_gather(W, y, x, n);
+    comm_broadcast(W, x, n, 0);
+    CommStats s = comm_stats();
+    mem_free(x);
+    mem_free(y);
+    double B = 4.0 * (double)n;
+    long wrong = 0;
+    wrong += s.calls[COMM_OP_ALL_REDUCE] != 2;
+    wrong += s.bytes[COMM_OP_ALL_REDUCE] != (uint64_t)(2 * B);
+    wrong += s.bus_bytes[COMM_OP_ALL_REDUCE] != 2 * (uint64_t)(2.0 * (N - 1) / N * B + 0.5);
+    wrong += s.bytes[COMM_OP_REDUCE_SCATTER] != (uint64_t)B;
+    wrong += s.bus_bytes[COMM_OP_REDUCE_SCATTER] != (uint64_t)((double)(N - 1) / N * B + 0.5);
+    wrong += s.bus_bytes[COMM_OP_ALL_GATHER] != (uint64_t)((double)(N - 1) / N * B + 0.5);
+    wrong += s.bus_bytes[COMM_OP_BROADCAST] != (N > 1 ? (uint64_t)B : 0);
+    wrong += s.calls[COMM_OP_SEND] != 0 || s.calls[COMM_OP_RECV] != 0;
+    // Bookkeeping calls are not counted.
+    comm_sum_double(W, 1.0);
+    CommStats s2 = comm_stats();
+    wrong += memcmp(&s, &s2, sizeof s) != 0;
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "byte counters: %ld wrong counts over all ranks", total);
+}
+END_TEST
+
+START_TEST(block_split_tiles) {
+    long wrong = 0;
+    for (int n = 1; n <= 9; n++)
+        for (size_t count = 0; count < 40; count++) {
+            size_t next = 0;
+            for (int r = 0; r < n; r++) {
+                size_t off, len;
+                comm_block(count, n, r, &off, &len);
+                wrong += off != next;
+                wrong += len != count / n && len != count / n + 1;
+                next = off + len;
+            }
+            wrong += next != count;
+        }
+    ck_assert_int_eq(wrong, 0);
+}
+END_TEST
+
+static Suite *comm_suite(void) {
+    Suite *s = suite_create("comm");
+    TCase *tc = tcase_create("collectives");
+    tcase_add_test(tc, all_reduce_exact);
+    tcase_add_test(tc, checker_catches_one_wrong_element);
+    tcase_add_test(tc, reduce_scatter_exact);
+    tcase_add_test(tc, all_gather_exact);
+    tcase_add_test(tc, broadcast_from_every_root);
+    tcase_add_test(tc, point_to_point_ring);
+    tcase_add_test(tc, split_into_groups);
+    tcase_add_test(tc, byte_counters);
+    tcase_add_test(tc, block_split_tiles);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv) {
+    core_set_program("test_comm");
+    W = comm_init(&argc, &argv, 60);
+    mem_init("cpu", comm_local_rank());
+    print0("test_comm: %d ranks\n", comm_size(W));
+    int rc = test_run_suite_mpi(comm_suite(), W);
+    comm_finalize();
+    return rc;
+}
