@@ -1,0 +1,582 @@
+// dump.c: result files (the format is described in dump.h).
+//
+// Integers and floats are written byte by byte in little-endian order, so a
+// file means the same on every host. The writer builds the file under a
+// temporary name and renames it at dump_close: a file found under its real
+// name is always whole, even when the run died while writing. (The format has
+// no end marker, so a file cut exactly between two records would otherwise
+// read as a valid dump with arrays missing; the reader catches every other cut.)
+//
+// Nothing here calls strdup or other functions that allocate inside libc:
+// programs link malloc/free through a counting wrapper (see mem.h), and a
+// block libc allocated must not be freed through it.
+#include "dump.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "comm.h"
+#include "core.h"
+#include "mem.h"
+
+static const uint8_t DUMP_MAGIC[8] = {'P', 'L', 'D', 'U', 'M', 'P', '1', '\n'};
+enum { DUMP_MAX_NAME = 4095 };   // bytes; longer lengths mean a damaged file
+
+static size_t dump_type_size(DumpType t) {
+    switch (t) {
+    case DUMP_F32: return 4;
+    case DUMP_F64: return 8;
+    case DUMP_I64: return 8;
+    case DUMP_TEXT: return 1;
+    }
+    return 0;
+}
+
+static char *dump_copy_string(const char *s, size_t len) {
+    char *copy = malloc(len + 1);
+    CHECK(copy, "out of memory copying a %zu-byte name", len);
+    memcpy(copy, s, len);
+    copy[len] = 0;
+    return copy;
+}
+
+// The number of elements of a shape; false when the product does not fit in
+// 64 bits. A zero dimension makes the product zero whatever the others are.
+static bool dump_shape_count(int ndim, const uint64_t *shape, uint64_t *count) {
+    for (int d = 0; d < ndim; d++)
+        if (shape[d] == 0) {
+            *count = 0;
+            return true;
+        }
+    uint64_t n = 1;
+    for (int d = 0; d < ndim; d++) {
+        if (n > UINT64_MAX / shape[d]) return false;
+        n *= shape[d];
+    }
+    *count = n;
+    return true;
+}
+
+// ---- writing ---------------------------------------------------------------
+
+struct DumpWriter {
+    FILE *f;            // NULL: the writer that writes nothing
+    char *path;         // the file's real name
+    char *open_path;    // where the bytes go until dump_close (path.partial, or path)
+    bool rename_at_close;
+    char **names;       // every name written so far, to refuse duplicates
+    int n_names, cap_names;
+};
+
+DumpWriter *dump_create(const char *path) {
+    DumpWriter *w = calloc(1, sizeof *w);
+    CHECK(w, "out of memory creating a dump writer");
+    if (!path) return w;
+    CHECK(path[0], "the dump file name is empty; pass a path such as --dump run.dump");
+    size_t len = strlen(path);
+    w->path = dump_copy_string(path, len);
+
+    // A regular file is written under a temporary name and renamed at close,
+    // so neither an old file nor half of a new one is mistaken for this run's
+    // result. Anything else (/dev/null, a pipe) is written in place.
+    struct stat st;
+    w->rename_at_close = !(stat(path, &st) == 0 && !S_ISREG(st.st_mode));
+    if (w->rename_at_close) {
+        w->open_path = malloc(len + sizeof ".partial");
+        CHECK(w->open_path, "out of memory creating a dump writer");
+        memcpy(w->open_path, path, len);
+        memcpy(w->open_path + len, ".partial", sizeof ".partial");
+        CHECK(unlink(path) == 0 || errno == ENOENT,
+              "cannot replace the dump file %s: %s; choose another path", path, strerror(errno));
+    } else {
+        w->open_path = dump_copy_string(path, len);
+    }
+    w->f = fopen(w->open_path, "wb");
+    CHECK(w->f, "cannot create the dump file %s: %s; check that its directory exists and is "
+          "writable", w->open_path, strerror(errno));
+    CHECK(fwrite(DUMP_MAGIC, 1, 8, w->f) == 8, "cannot write the dump file %s: %s", w->open_path,
+          strerror(errno));
+    return w;
+}
+
+static void writer_put(DumpWriter *w, const void *bytes, size_t n) {
+    if (n == 0) return;
+    CHECK(fwrite(bytes, 1, n, w->f) == n, "cannot write the dump file %s: %s (is the disk full?)",
+          w->open_path, strerror(errno));
+}
+
+static void writer_put_u32(DumpWriter *w, uint32_t v) {
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(v >> (8 * i));
+    writer_put(w, b, 4);
+}
+
+static void writer_put_u64(DumpWriter *w, uint64_t v) {
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(v >> (8 * i));
+    writer_put(w, b, 8);
+}
+
+// count elements of `size` bytes (4 or 8), as little-endian bytes, a chunk at
+// a time; the host's own byte order does not matter.
+static void writer_put_elements(DumpWriter *w, const void *data, uint64_t count, size_t size) {
+    const uint8_t *src = data;
+    uint8_t chunk[8192];
+    size_t used = 0;
+    for (uint64_t i = 0; i < count; i++) {
+        uint64_t bits;
+        if (size == 4) {
+            uint32_t u;
+            memcpy(&u, src + i * 4, 4);
+            bits = u;
+        } else {
+            memcpy(&bits, src + i * 8, 8);
+        }
+        for (size_t k = 0; k < size; k++) chunk[used++] = (uint8_t)(bits >> (8 * k));
+        if (used == sizeof chunk) {
+            writer_put(w, chunk, used);
+            used = 0;
+        }
+    }
+    writer_put(w, chunk, used);
+}
+
+static void writer_remember_name(DumpWriter *w, const char *name, size_t len) {
+    for (int i = 0; i < w->n_names; i++)
+        CHECK(strcmp(w->names[i], name) != 0,
+              "the array name '%s' is written twice to %s; every name in a dump must be unique",
+              name, w->path);
+    if (w->n_names == w->cap_names) {
+        int cap = w->cap_names ? 2 * w->cap_names : 64;
+        char **names = realloc(w->names, (size_t)cap * sizeof *names);
+        CHECK(names, "out of memory listing the names of %s", w->path);
+        w->names = names;
+        w->cap_names = cap;
+    }
+    w->names[w->n_names++] = dump_copy_string(name, len);
+}
+
+static void writer_record(DumpWriter *w, const char *name, DumpType type, int ndim,
+                          const uint64_t *shape, const void *data) {
+    if (!w || !w->f) return;
+    CHECK(name && name[0], "an array written to %s has an empty name; every array needs one",
+          w->path);
+    size_t len = strlen(name);
+    CHECK(len <= DUMP_MAX_NAME, "the array name '%.40s...' (%zu bytes) is too long for %s; at most %d",
+          name, len, w->path, DUMP_MAX_NAME);
+    CHECK(ndim >= 0 && ndim <= DUMP_MAX_DIMS, "array '%s' has %d dimensions; a dump holds 0 to %d",
+          name, ndim, DUMP_MAX_DIMS);
+    CHECK(ndim == 0 || shape, "array '%s' has %d dimensions but no shape", name, ndim);
+    uint64_t count;
+    CHECK(dump_shape_count(ndim, shape, &count),
+          "the shape of array '%s' has more elements than 64 bits can count", name);
+    CHECK(count == 0 || data, "array '%s' has %" PRIu64 " elements but its data is NULL", name,
+          count);
+    writer_remember_name(w, name, len);
+
+    writer_put_u32(w, (uint32_t)len);
+    writer_put(w, name, len);
+    writer_put_u32(w, (uint32_t)type);
+    writer_put_u32(w, (uint32_t)ndim);
+    for (int d = 0; d < ndim; d++) writer_put_u64(w, shape[d]);
+    if (type == DUMP_TEXT)
+        writer_put(w, data, (size_t)count);
+    else
+        writer_put_elements(w, data, count, dump_type_size(type));
+}
+
+void dump_f32(DumpWriter *w, const char *name, const float *data, int ndim, const uint64_t *shape) {
+    writer_record(w, name, DUMP_F32, ndim, shape, data);
+}
+
+void dump_f64(DumpWriter *w, const char *name, const double *data, int ndim, const uint64_t *shape) {
+    writer_record(w, name, DUMP_F64, ndim, shape, data);
+}
+
+void dump_i64(DumpWriter *w, const char *name, const int64_t *data, int ndim,
+              const uint64_t *shape) {
+    writer_record(w, name, DUMP_I64, ndim, shape, data);
+}
+
+void dump_text(DumpWriter *w, const char *name, const char *text) {
+    if (!w || !w->f) return;
+    CHECK(text, "text '%s' written to %s is NULL", name ? name : "", w->path);
+    uint64_t shape[1] = {strlen(text)};
+    writer_record(w, name, DUMP_TEXT, 1, shape, text);
+}
+
+void dump_scalar_f64(DumpWriter *w, const char *name, double v) {
+    writer_record(w, name, DUMP_F64, 0, NULL, &v);
+}
+
+void dump_scalar_i64(DumpWriter *w, const char *name, int64_t v) {
+    writer_record(w, name, DUMP_I64, 0, NULL, &v);
+}
+
+void dump_close(DumpWriter *w) {
+    if (!w) return;
+    if (w->f) {
+        // A full disk often shows only here, when the last buffer is flushed.
+        CHECK(fclose(w->f) == 0, "cannot finish writing the dump file %s: %s (is the disk full?)",
+              w->open_path, strerror(errno));
+        CHECK(!w->rename_at_close || rename(w->open_path, w->path) == 0,
+              "cannot rename %s to %s: %s", w->open_path, w->path, strerror(errno));
+    }
+    for (int i = 0; i < w->n_names; i++) free(w->names[i]);
+    free(w->names);
+    free(w->path);
+    free(w->open_path);
+    free(w);
+}
+
+// ---- reading ---------------------------------------------------------------
+
+// The sentence dump_read returns; one buffer, so it holds the latest error.
+static char read_error[512];
+
+static const char *read_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static const char *read_fail(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(read_error, sizeof read_error, fmt, ap);
+    va_end(ap);
+    return read_error;
+}
+
+// The whole file in one buffer (read in a loop, so pipes work too).
+static uint8_t *read_whole_file(const char *path, size_t *size, const char **err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        *err = read_fail("cannot open it (%s)", strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        if (!buf) {
+            fclose(f);
+            *err = read_fail("out of memory after reading %zu bytes", n);
+            return NULL;
+        }
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap) break;
+        uint8_t *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+        if (!bigger) free(buf);
+        buf = bigger;
+        cap *= 2;
+    }
+    bool failed = ferror(f);
+    int saved = errno;
+    fclose(f);
+    if (failed) {
+        free(buf);
+        *err = read_fail("read error (%s)", strerror(saved));
+        return NULL;
+    }
+    // Exactly the file's size, so that a read past its end is a read past the
+    // allocation, which a sanitizer reports.
+    uint8_t *exact = realloc(buf, n ? n : 1);
+    *size = n;
+    return exact ? exact : buf;
+}
+
+// A cursor over the file's bytes; every take checks what is left first.
+typedef struct {
+    const uint8_t *p;
+    size_t left;
+} Cursor;
+
+static bool cursor_take_u32(Cursor *c, uint32_t *v) {
+    if (c->left < 4) return false;
+    *v = 0;
+    for (int i = 0; i < 4; i++) *v |= (uint32_t)c->p[i] << (8 * i);
+    c->p += 4;
+    c->left -= 4;
+    return true;
+}
+
+static bool cursor_take_u64(Cursor *c, uint64_t *v) {
+    if (c->left < 8) return false;
+    *v = 0;
+    for (int i = 0; i < 8; i++) *v |= (uint64_t)c->p[i] << (8 * i);
+    c->p += 8;
+    c->left -= 8;
+    return true;
+}
+
+// Decode count little-endian elements of a's type from the cursor into a->data.
+static void cursor_take_elements(Cursor *c, DumpArray *a) {
+    size_t size = dump_type_size(a->type);
+    uint8_t *dst = a->data;
+    for (uint64_t i = 0; i < a->count; i++) {
+        uint64_t bits = 0;
+        for (size_t k = 0; k < size; k++) bits |= (uint64_t)c->p[i * size + k] << (8 * k);
+        if (size == 4) {
+            uint32_t u = (uint32_t)bits;
+            memcpy(dst + i * 4, &u, 4);
+        } else {
+            memcpy(dst + i * 8, &bits, 8);
+        }
+    }
+    c->p += a->count * size;
+    c->left -= a->count * size;
+}
+
+// Parse one record into a (whose name and data the caller frees, even on error).
+static const char *parse_record(Cursor *c, int index, DumpArray *a) {
+    uint32_t len;
+    if (!cursor_take_u32(c, &len))
+        return read_fail("truncated: record %d ends inside its name length", index);
+    if (len == 0 || len > DUMP_MAX_NAME)
+        return read_fail("record %d has a name length of %" PRIu32 " bytes; it must be 1 to %d "
+                         "(damaged file?)", index, len, DUMP_MAX_NAME);
+    if (c->left < len)
+        return read_fail("truncated: record %d needs %" PRIu32 " bytes of name, %zu remain", index,
+                         len, c->left);
+    if (memchr(c->p, 0, len))
+        return read_fail("the name of record %d contains a NUL byte (damaged file?)", index);
+    a->name = dump_copy_string((const char *)c->p, len);
+    c->p += len;
+    c->left -= len;
+
+    uint32_t type, ndim;
+    if (!cursor_take_u32(c, &type))
+        return read_fail("truncated: array '%s' ends before its dtype", a->name);
+    if (type > DUMP_TEXT)
+        return read_fail("array '%s' has unknown dtype %" PRIu32 " (known: 0 f32, 1 f64, 2 i64, "
+                         "3 text)", a->name, type);
+    a->type = (DumpType)type;
+    if (!cursor_take_u32(c, &ndim))
+        return read_fail("truncated: array '%s' ends before its ndim", a->name);
+    if (ndim > DUMP_MAX_DIMS)
+        return read_fail("array '%s' has ndim %" PRIu32 "; at most %d", a->name, ndim,
+                         DUMP_MAX_DIMS);
+    a->ndim = (int)ndim;
+    for (int d = 0; d < a->ndim; d++)
+        if (!cursor_take_u64(c, &a->shape[d]))
+            return read_fail("truncated: array '%s' ends inside its shape", a->name);
+    if (!dump_shape_count(a->ndim, a->shape, &a->count))
+        return read_fail("array '%s' has a shape whose product overflows 64 bits", a->name);
+
+    size_t size = dump_type_size(a->type);
+    if (a->count > c->left / size) {
+        if (a->count > UINT64_MAX / size)
+            return read_fail("truncated: array '%s' needs more than 2^64 bytes, %zu remain",
+                             a->name, c->left);
+        return read_fail("truncated: array '%s' needs %" PRIu64 " bytes, %zu remain", a->name,
+                         a->count * size, c->left);
+    }
+    // Now count * size <= what is left, so it fits in size_t; +1 for text's NUL
+    // (and so that an empty array still gets a pointer).
+    size_t bytes = (size_t)a->count * size;
+    a->data = malloc(bytes + 1);
+    if (!a->data) return read_fail("out of memory: array '%s' needs %zu bytes", a->name, bytes);
+    if (a->type == DUMP_TEXT) {
+        memcpy(a->data, c->p, bytes);
+        ((char *)a->data)[bytes] = 0;
+        c->p += bytes;
+        c->left -= bytes;
+    } else {
+        cursor_take_elements(c, a);
+    }
+    return NULL;
+}
+
+static int compare_names(const void *x, const void *y) {
+    return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+// Names must be unique, or dump_find would silently pick one of them.
+// Sorting keeps this fast for files with many records.
+static const char *check_unique_names(const DumpFile *f) {
+    if (f->count < 2) return NULL;
+    char **names = malloc((size_t)f->count * sizeof *names);
+    if (!names) return read_fail("out of memory checking %d names", f->count);
+    for (int i = 0; i < f->count; i++) names[i] = f->arrays[i].name;
+    qsort(names, (size_t)f->count, sizeof *names, compare_names);
+    const char *err = NULL;
+    for (int i = 1; i < f->count && !err; i++)
+        if (strcmp(names[i - 1], names[i]) == 0)
+            err = read_fail("the name '%s' appears twice; a dump's names must be unique", names[i]);
+    free(names);
+    return err;
+}
+
+static const char *parse_file(const uint8_t *bytes, size_t size, DumpFile *f) {
+    if (size < 8 || memcmp(bytes, DUMP_MAGIC, 8) != 0)
+        return read_fail("not a dump file (bad magic)");
+    Cursor c = {bytes + 8, size - 8};
+    int cap = 0;
+    while (c.left > 0) {
+        if (f->count == cap) {
+            if (cap > INT32_MAX / 2) return read_fail("more records than a dump may hold");
+            cap = cap ? 2 * cap : 16;
+            DumpArray *more = realloc(f->arrays, (size_t)cap * sizeof *more);
+            if (!more) return read_fail("out of memory after %d records", f->count);
+            f->arrays = more;
+        }
+        DumpArray *a = &f->arrays[f->count++];
+        memset(a, 0, sizeof *a);
+        const char *err = parse_record(&c, f->count - 1, a);
+        if (err) return err;
+    }
+    return check_unique_names(f);
+}
+
+DumpFile *dump_read(const char *path, const char **err) {
+    const char *ignored;
+    if (!err) err = &ignored;
+    *err = NULL;
+    size_t size = 0;
+    uint8_t *bytes = read_whole_file(path, &size, err);
+    if (!bytes) return NULL;
+    DumpFile *f = calloc(1, sizeof *f);
+    if (!f) {
+        free(bytes);
+        *err = read_fail("out of memory");
+        return NULL;
+    }
+    *err = parse_file(bytes, size, f);
+    free(bytes);
+    if (*err) {
+        dump_free(f);
+        return NULL;
+    }
+    return f;
+}
+
+void dump_free(DumpFile *f) {
+    if (!f) return;
+    for (int i = 0; i < f->count; i++) {
+        free(f->arrays[i].name);
+        free(f->arrays[i].data);
+    }
+    free(f->arrays);
+    free(f);
+}
+
+const DumpArray *dump_find(const DumpFile *f, const char *name) {
+    if (!f || !name) return NULL;
+    for (int i = 0; i < f->count; i++)
+        if (strcmp(f->arrays[i].name, name) == 0) return &f->arrays[i];
+    return NULL;
+}
+
+// Element i as a double; text gives its byte values, so two texts can be compared.
+static double dump_element(const DumpArray *a, uint64_t i) {
+    switch (a->type) {
+    case DUMP_F32: return ((const float *)a->data)[i];
+    case DUMP_F64: return ((const double *)a->data)[i];
+    case DUMP_I64: return (double)((const int64_t *)a->data)[i];
+    case DUMP_TEXT: return ((const unsigned char *)a->data)[i];
+    }
+    return NAN;
+}
+
+double dump_get(const DumpArray *a, uint64_t i) {
+    CHECK(a->type != DUMP_TEXT, "dump_get on '%s', which is text, not numbers", a->name);
+    CHECK(i < a->count, "dump_get: index %" PRIu64 " is outside array '%s' of %" PRIu64
+          " elements", i, a->name, a->count);
+    return dump_element(a, i);
+}
+
+// ---- comparing -------------------------------------------------------------
+
+// Arrays whose shapes differ, or a text against numbers, get shape_ok false
+// and infinite errors, so that no tolerance can pass them. A NaN against a
+// number is an infinite error too (NaN in both places, or the same infinity,
+// counts as equal): a diverged run must never look close.
+DumpDiff dump_diff(const DumpArray *a, const DumpArray *b) {
+    DumpDiff r = {INFINITY, INFINITY, 0, false};
+    if ((a->type == DUMP_TEXT) != (b->type == DUMP_TEXT) || a->ndim != b->ndim) return r;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return r;
+
+    r.shape_ok = true;
+    r.max_abs = 0;
+    double diff2 = 0, ref2 = 0;   // ||a - b||^2, ||b||^2
+    for (uint64_t i = 0; i < a->count; i++) {
+        double x = dump_element(a, i), y = dump_element(b, i);
+        double d;
+        if (x == y || (isnan(x) && isnan(y)))
+            d = 0;
+        else
+            d = fabs(x - y);
+        if (isnan(d)) d = INFINITY;
+        if (d > r.max_abs) {
+            r.max_abs = d;
+            r.argmax = i;
+        }
+        diff2 += d * d;
+        if (!isnan(y)) ref2 += y * y;
+    }
+    double ref = sqrt(ref2), diff = sqrt(diff2);
+    r.rel_frob = ref > 0 ? diff / ref : diff;
+    if (isnan(r.rel_frob)) r.rel_frob = INFINITY;   // inf / inf: an infinity in both
+    return r;
+}
+
+// ---- what every program of the course writes ----
+
+void dump_run_meta(DumpWriter *w, Comm *c, const char *program, const Args *a, const char *extra) {
+    if (comm_rank(c) != 0) return;
+    char config[2048];
+    snprintf(config, sizeof config,
+             "steps %d\nseed %llu\nlr %.9g\nbatch %d\nseq %d\ndim %d\nheads %d\nlayers %d\n"
+             "vocab %d\ndata %s\ndevice %s\nbackend %s\nworld_size %d\n%s",
+             a->steps, (unsigned long long)a->seed, a->lr, a->batch, a->seq, a->dim, a->heads,
+             a->layers, a->vocab, a->data ? a->data : "synthetic", mem_device_name(),
+             comm_backend_name(), comm_size(c), extra ? extra : "");
+    dump_text(w, "meta/program", program);
+    dump_scalar_i64(w, "meta/world_size", comm_size(c));
+    dump_scalar_i64(w, "meta/seed", (int64_t)a->seed);
+    dump_text(w, "meta/config", config);
+}
+
+void dump_rank_stats(DumpWriter *w, Comm *c) {
+    int N = comm_size(c);
+    typedef struct {
+        MemReport mem;
+        CommStats comm;
+    } RankStats;
+    RankStats mine = {mem_report(), comm_stats()};
+    RankStats *all = malloc((size_t)N * sizeof *all);
+    CHECK(all, "out of memory gathering statistics");
+    comm_all_gather_host(c, &mine, sizeof mine, all);
+    if (comm_rank(c) == 0) {
+        size_t cells = (size_t)N * ((int)MEM_NCAT > (int)COMM_NOPS ? (int)MEM_NCAT : (int)COMM_NOPS);
+        double *f = malloc(cells * sizeof *f);
+        int64_t *calls = malloc(3 * cells * sizeof *calls);
+        CHECK(f && calls, "out of memory gathering statistics");
+        int64_t *bytes = calls + cells, *bus = calls + 2 * cells;
+        uint64_t shape[2] = {(uint64_t)N, MEM_NCAT};
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < MEM_NCAT; k++) f[r * MEM_NCAT + k] = all[r].mem.peak[k];
+        dump_f64(w, "mem/peak", f, 2, shape);
+        for (int r = 0; r < N; r++) f[r] = all[r].mem.peak_total;
+        dump_f64(w, "mem/peak_total", f, 1, shape);
+        for (int r = 0; r < N; r++) f[r] = all[r].mem.measured_peak;
+        dump_f64(w, "mem/measured_peak", f, 1, shape);
+        shape[1] = COMM_NOPS;
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < COMM_NOPS; k++) {
+                calls[r * COMM_NOPS + k] = (int64_t)all[r].comm.calls[k];
+                bytes[r * COMM_NOPS + k] = (int64_t)all[r].comm.bytes[k];
+                bus[r * COMM_NOPS + k] = (int64_t)all[r].comm.bus_bytes[k];
+            }
+        dump_i64(w, "comm/calls", calls, 2, shape);
+        dump_i64(w, "comm/bytes", bytes, 2, shape);
+        dump_i64(w, "comm/bus_bytes", bus, 2, shape);
+        free(f);
+        free(calls);
+    }
+    free(all);
+}

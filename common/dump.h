@@ -1,0 +1,85 @@
+// dump.h: result files, the grader's only evidence.
+//
+// A dump is a list of named arrays with shapes. The harness writes it on
+// rank 0 (after gathering what the other ranks hold); the grader and
+// build/dumptool read it back and compare two of them.
+//
+// File format (all integers little-endian):
+//   magic    8 bytes  "PLDUMP1\n"
+//   then records until the end of the file, each:
+//     u32    name length L, then L bytes of name (UTF-8, no NUL)
+//     u32    dtype: 0 = f32, 1 = f64, 2 = i64, 3 = text (UTF-8 bytes)
+//     u32    ndim (0 to 8), then ndim u64 dimensions
+//     data   product of dimensions times the element size (1 for text),
+//            row-major
+// Names are paths: "loss", "param/final/block0.attn.wq", "mem/peak".
+// What the course's programs write is listed in docs/dump-format.md.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { DUMP_F32 = 0, DUMP_F64 = 1, DUMP_I64 = 2, DUMP_TEXT = 3 } DumpType;
+
+enum { DUMP_MAX_DIMS = 8 };
+
+typedef struct {
+    char *name;
+    DumpType type;
+    int ndim;
+    uint64_t shape[DUMP_MAX_DIMS];
+    uint64_t count;      // product of the shape (bytes for text)
+    void *data;          // count elements of the type (text: count bytes plus a NUL)
+} DumpArray;
+
+// ---- writing (one process) ----
+typedef struct DumpWriter DumpWriter;
+// Open for writing; NULL path gives a writer that writes nothing (so callers
+// need no branches). Errors (cannot create the file) abort with a clear line.
+DumpWriter *dump_create(const char *path);
+void dump_f32(DumpWriter *w, const char *name, const float *data, int ndim, const uint64_t *shape);
+void dump_f64(DumpWriter *w, const char *name, const double *data, int ndim, const uint64_t *shape);
+void dump_i64(DumpWriter *w, const char *name, const int64_t *data, int ndim, const uint64_t *shape);
+void dump_text(DumpWriter *w, const char *name, const char *text);
+// Scalars, stored as one-element arrays of ndim 0.
+void dump_scalar_f64(DumpWriter *w, const char *name, double v);
+void dump_scalar_i64(DumpWriter *w, const char *name, int64_t v);
+void dump_close(DumpWriter *w);
+
+// ---- reading ----
+typedef struct {
+    DumpArray *arrays;
+    int count;
+} DumpFile;
+// Read a whole dump. Returns NULL and sets *err (a static sentence) when the
+// file is missing, not a dump, or truncated.
+DumpFile *dump_read(const char *path, const char **err);
+void dump_free(DumpFile *f);
+const DumpArray *dump_find(const DumpFile *f, const char *name);
+// Element i of a numeric array as a double.
+double dump_get(const DumpArray *a, uint64_t i);
+
+// ---- what every program of the course writes ----
+// Collective over c: every rank calls them; rank 0 writes (with the writer it
+// made; the others pass any writer, NULL included).
+typedef struct Comm Comm;
+typedef struct Args Args;
+// meta/program, meta/world_size, meta/seed and meta/config (one "key value"
+// per line: the model, data, run flags, device and backend, then `extra`
+// lines of the program's own, if any).
+void dump_run_meta(DumpWriter *w, Comm *c, const char *program, const Args *a, const char *extra);
+// Each rank's memory peaks (mem/peak, mem/peak_total, mem/measured_peak) and
+// communication counters (comm/calls, comm/bytes, comm/bus_bytes), gathered
+// to rank 0: tables with a row per rank.
+void dump_rank_stats(DumpWriter *w, Comm *c);
+
+// ---- comparing ----
+typedef struct {
+    double max_abs;      // max |a - b|
+    double rel_frob;     // ||a - b|| / ||b|| (||a - b|| when ||b|| is 0)
+    uint64_t argmax;     // where max_abs is reached
+    bool shape_ok;       // same type class and shape
+} DumpDiff;
+// Compare two numeric arrays element by element (b is the reference).
+DumpDiff dump_diff(const DumpArray *a, const DumpArray *b);
