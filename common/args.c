@@ -14,6 +14,8 @@ Args args_defaults(void) {
         .steps = 50,
         .seed = 1337,
         .lr = 1e-3,
+        .wd = 0.1,
+        .dropout = 0.0,
         .timeout = 120,
         .device = "auto",
         .batch = 8,
@@ -31,13 +33,15 @@ Args args_defaults(void) {
 
 // The shared flags, described by the same table as a program's extras. The
 // value pointers are filled in by bind_common for the Args being parsed.
-enum { NCOMMON = 14 };
+enum { NCOMMON = 16 };
 
 static void bind_common(Args *a, ArgExtra *t) {
     ArgExtra common[NCOMMON] = {
         {"steps", ARG_INT, &a->steps, "training steps", 0, 1e9, NULL},
         {"seed", ARG_U64, &a->seed, "seed of initialisation, data and dropout", 0, 2147483647.0, NULL},
         {"lr", ARG_DOUBLE, &a->lr, "learning rate", 0, 10, NULL},
+        {"wd", ARG_DOUBLE, &a->wd, "AdamW weight decay (on every parameter)", 0, 10, NULL},
+        {"dropout", ARG_DOUBLE, &a->dropout, "dropout probability", 0, 0.95, NULL},
         {"batch", ARG_INT, &a->batch, "B: rows in the global batch", 1, 1 << 20, NULL},
         {"seq", ARG_INT, &a->seq, "T: tokens per row", 1, 1 << 20, NULL},
         {"dim", ARG_INT, &a->dim, "C: channels", 1, 1 << 16, NULL},

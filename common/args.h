@@ -14,6 +14,8 @@ typedef struct Args {
     int steps;            // training steps
     uint64_t seed;        // seed of initialisation, data and dropout
     double lr;            // learning rate
+    double wd;            // AdamW weight decay, on every parameter
+    double dropout;       // dropout probability (0: none)
     double timeout;       // seconds a rank may wait in one call before the watchdog ends the run (0: never)
     const char *device;   // "cpu", "cuda" or "auto"
     // model: B batch, T sequence, C channels, NH heads, L layers, V vocabulary

@@ -53,7 +53,7 @@ END_TEST
 START_TEST(help_lists_every_flag) {
     ck_assert_int_eq(run("--help"), 0);
     const char *flags[] = {"--steps", "--seed", "--batch", "--seq", "--dim", "--heads",
-                           "--layers", "--vocab", "--lr", "--data", "--dump", "--trace",
+                           "--layers", "--vocab", "--lr", "--wd", "--dropout", "--data", "--dump", "--trace",
                            "--timeout", "--device", "--help", "--stage", "--strategy",
                            "naive|flat|bucketed", "(default 50)"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
@@ -84,6 +84,7 @@ static const struct {
     {"steps 3", "unexpected argument 'steps'"},
     {"--dump ''", "--dump wants a value"},
     {"--batch 0", "--batch 0 is out of range"},
+    {"--dropout 1", "--dropout 1 is out of range: use 0 to 0.95"},
 };
 
 START_TEST(bad_input_one_line_exit_2) {
