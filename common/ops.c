@@ -1,0 +1,471 @@
+// ops.c: the CPU kernels of every operation the model needs (see ops.h).
+//
+// The matrix products, including the two inside attention, go to BLAS
+// (cblas_sgemm): they are nearly all of the arithmetic, and a tuned sgemm is
+// what PyTorch's CPU path uses too, so the comparison is fair. Everything else
+// is a plain loop over rows, written so that the compiler can see the rows do
+// not overlap (`restrict`) and keep the inner loop tight.
+//
+// Every backward ADDS into its gradients and skips a gradient given as NULL;
+// sgemm's beta = 1 is the "+=".
+#include "ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "core.h"
+#include "mem.h"
+#include "rng.h"
+
+// The kernels below read and write through plain pointers, which is only
+// right when the buffers are in host memory.
+static void cpu_only(const char *op) {
+    CHECK(mem_device() == DEVICE_CPU, "%s: the CUDA kernels are not written yet; run with --device cpu",
+          op);
+}
+
+void ops_init(void) {
+    cpu_only("ops_init");
+    // Ranks are the parallelism: N ranks each with N BLAS threads would fight
+    // over the same cores.
+    openblas_set_num_threads(1);
+}
+
+// ---- matrix product ----------------------------------------------------------
+
+void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M,
+                        int K, int N) {
+    // Start every row of out at the bias, then let sgemm add inp @ w on top
+    // (beta = 1): one pass over out instead of a product and a second add.
+    float beta = 0.0f;
+    if (bias) {
+        for (int m = 0; m < M; m++) memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, beta, out,
+                N);
+}
+
+void ops_matmul_backward(float *dinp, float *dw, float *restrict dbias, const float *restrict dout,
+                         const float *inp, const float *w, int M, int K, int N) {
+    // dinp (M, K) += dout (M, N) @ w^T (N, K)
+    if (dinp)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.0f, dout, N, w, N, 1.0f,
+                    dinp, K);
+    // dw (K, N) += inp^T (K, M) @ dout (M, N)
+    if (dw)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K, dout, N, 1.0f,
+                    dw, N);
+    // dbias (N) += the sum of dout's rows; row by row so the inner loop runs
+    // along memory.
+    if (dbias)
+        for (int m = 0; m < M; m++) {
+            const float *restrict row = dout + (size_t)m * N;   // (N)
+            for (int n = 0; n < N; n++) dbias[n] += row[n];
+        }
+}
+
+// ---- elementwise -------------------------------------------------------------
+
+// out may be a or b (x = x + y), so no restrict here.
+void ops_add(float *out, const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+}
+
+void ops_accumulate(float *restrict y, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+void ops_scale(float *x, float s, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+void ops_fill(float *x, float v, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = v;
+}
+
+// sqrt(2/pi), and the cubic coefficient of the tanh approximation of GELU.
+static const float GELU_K = 0.7978845608028654f;
+static const float GELU_A = 0.044715f;
+
+// 0.5 (1 + tanh u) is the logistic sigmoid of 2u, so
+//   gelu(x) = x s,   s = 1 / (1 + exp(-2u)).
+// One expf instead of a tanhf (a sixth of the time, measured), and more accurate: in
+// GELU's left tail 1 + tanhf(u) cancels to a few correct digits, while s stays
+// exact to float precision (exp overflows to inf there and s to 0, as it
+// should). No branch, so no mispredicted one on inputs of random sign.
+void ops_gelu_forward(float *out, const float *x, size_t n) {   // out may be x
+    for (size_t i = 0; i < n; i++) {
+        float xi = x[i];
+        float u = GELU_K * (xi + GELU_A * xi * xi * xi);
+        out[i] = xi / (1.0f + expf(-2.0f * u));
+    }
+}
+
+void ops_gelu_backward(float *restrict dx, const float *restrict dout, const float *restrict x,
+                       size_t n) {
+    // d/dx [x s(2u)] = s + x s (1 - s) 2 du/dx, with u = k (x + a x^3) and
+    // du/dx = k (1 + 3 a x^2); s (1 - s) is the sigmoid's derivative.
+    for (size_t i = 0; i < n; i++) {
+        float xi = x[i];
+        float u = GELU_K * (xi + GELU_A * xi * xi * xi);
+        float s = 1.0f / (1.0f + expf(-2.0f * u));
+        float du = GELU_K * (1.0f + 3.0f * GELU_A * xi * xi);
+        dx[i] += (s + 2.0f * xi * s * (1.0f - s) * du) * dout[i];
+    }
+}
+
+// ---- layer norm --------------------------------------------------------------
+
+static const float LN_EPS = 1e-5f;
+
+void ops_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
+                           const float *restrict x, const float *restrict w,
+                           const float *restrict b, int M, int C) {
+    for (int m = 0; m < M; m++) {
+        const float *xr = x + (size_t)m * C;   // (C)
+        float *outr = out + (size_t)m * C;     // (C)
+        // Mean, then the variance around it (two passes: the one-pass
+        // E[x^2] - E[x]^2 cancels badly when the mean is large). Double
+        // accumulators cost nothing at C = 128 and make the statistics exact
+        // to float precision whatever C is.
+        double sum = 0.0;
+        for (int c = 0; c < C; c++) sum += xr[c];
+        float mu = (float)(sum / C);
+        double sq = 0.0;
+        for (int c = 0; c < C; c++) {
+            float d = xr[c] - mu;
+            sq += d * d;
+        }
+        float rs = (float)(1.0 / sqrt(sq / C + LN_EPS));   // biased variance, as torch
+        for (int c = 0; c < C; c++) outr[c] = (xr[c] - mu) * rs * w[c] + b[c];
+        mean[m] = mu;
+        rstd[m] = rs;
+    }
+}
+
+void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restrict db,
+                            const float *restrict dout, const float *restrict x,
+                            const float *restrict w, const float *restrict mean,
+                            const float *restrict rstd, int M, int C) {
+    // With n = (x - mean) rstd and out = n w + b, the gradient through the
+    // normalization is (llm.c's form)
+    //   dx = rstd (dn - mean(dn) - n mean(dn n)),   dn = dout w,
+    // the two means being what the mean and the variance depend on every x.
+    for (int m = 0; m < M; m++) {
+        const float *doutr = dout + (size_t)m * C;   // (C)
+        const float *xr = x + (size_t)m * C;         // (C)
+        float mu = mean[m], rs = rstd[m];
+        if (dw || db)
+            for (int c = 0; c < C; c++) {
+                float n = (xr[c] - mu) * rs;
+                if (dw) dw[c] += n * doutr[c];
+                if (db) db[c] += doutr[c];
+            }
+        if (!dx) continue;
+        float dn_mean = 0.0f, dn_n_mean = 0.0f;
+        for (int c = 0; c < C; c++) {
+            float n = (xr[c] - mu) * rs;
+            float dn = w[c] * doutr[c];
+            dn_mean += dn;
+            dn_n_mean += dn * n;
+        }
+        dn_mean /= C;
+        dn_n_mean /= C;
+        float *dxr = dx + (size_t)m * C;   // (C)
+        for (int c = 0; c < C; c++) {
+            float n = (xr[c] - mu) * rs;
+            float dn = w[c] * doutr[c];
+            dxr[c] += rs * (dn - dn_mean - n * dn_n_mean);
+        }
+    }
+}
+
+// ---- causal multi-head self-attention ----------------------------------------
+//
+// Head h of batch row b is a (T, hs) matrix inside q: it starts at
+// q + b T C + h hs and its rows are C floats apart. sgemm takes that row
+// stride as the leading dimension, so no head is ever copied out.
+
+void ops_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                           int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * hs;
+            const float *qh = q + off;   // (T, hs), row stride C
+            const float *kh = k + off;   // (T, hs), row stride C
+            const float *vh = v + off;   // (T, hs), row stride C
+            float *oh = out + off;       // (T, hs), row stride C
+            float *a = att + ((size_t)b * NH + h) * T * T;   // (T, T)
+            // scores (T, T) = scale q k^T. The half above the diagonal is
+            // computed and thrown away: one sgemm is still faster than T
+            // short dot products.
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, qh, C, kh, C,
+                        0.0f, a, T);
+            // Softmax of each row over the past s <= t; the future gets
+            // probability exactly 0, so the next product may run over all T.
+            for (int t = 0; t < T; t++) {
+                float *row = a + (size_t)t * T;   // (T)
+                float mx = row[0];
+                for (int s = 1; s <= t; s++) mx = row[s] > mx ? row[s] : mx;
+                float sum = 0.0f;
+                for (int s = 0; s <= t; s++) {
+                    row[s] = expf(row[s] - mx);
+                    sum += row[s];
+                }
+                float inv = 1.0f / sum;
+                for (int s = 0; s <= t; s++) row[s] *= inv;
+                for (int s = t + 1; s < T; s++) row[s] = 0.0f;
+            }
+            // out (T, hs) = att (T, T) @ v (T, hs)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, vh, C,
+                        0.0f, oh, C);
+        }
+}
+
+void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                            const float *att, const float *q, const float *k, const float *v,
+                            int B, int T, int C, int NH) {
+    int hs = C / NH;
+    float scale = 1.0f / sqrtf((float)hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++) {
+            size_t off = (size_t)b * T * C + (size_t)h * hs;
+            const float *qh = q + off;     // (T, hs), row stride C
+            const float *kh = k + off;     // (T, hs), row stride C
+            const float *vh = v + off;     // (T, hs), row stride C
+            const float *doh = dout + off; // (T, hs), row stride C
+            const float *a = att + ((size_t)b * NH + h) * T * T;   // (T, T) probabilities
+            float *d = scratch + ((size_t)b * NH + h) * T * T;     // (T, T) datt, then dscores
+            // dv (T, hs) += att^T (T, T) @ dout (T, hs)
+            if (dv)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, doh, C,
+                            1.0f, dv + off, C);
+            if (!dq && !dk) continue;
+            // datt (T, T) = dout (T, hs) @ v^T (hs, T)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, doh, C, vh, C,
+                        0.0f, d, T);
+            // Softmax backward, row by row, in place:
+            //   dscores[s] = att[s] (datt[s] - sum_s' att[s'] datt[s']).
+            // att is 0 above the diagonal, so dscores is too: the future had no
+            // effect and gets no gradient.
+            for (int t = 0; t < T; t++) {
+                const float *ar = a + (size_t)t * T;   // (T)
+                float *dr = d + (size_t)t * T;         // (T)
+                float dot = 0.0f;
+                for (int s = 0; s <= t; s++) dot += ar[s] * dr[s];
+                for (int s = 0; s <= t; s++) dr[s] = ar[s] * (dr[s] - dot);
+                for (int s = t + 1; s < T; s++) dr[s] = 0.0f;
+            }
+            // scores = scale q k^T, so dq += scale dscores k, dk += scale dscores^T q.
+            if (dq)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, scale, d, T, kh,
+                            C, 1.0f, dq + off, C);
+            if (dk)
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, scale, d, T, qh, C,
+                            1.0f, dk + off, C);
+        }
+}
+
+// ---- embeddings --------------------------------------------------------------
+
+void ops_embedding_forward(float *restrict out, const int *restrict tokens,
+                           const float *restrict wte, const float *restrict wpe, int B, int T,
+                           int C, int pos0) {
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            float *o = out + ((size_t)b * T + t) * C;                  // (C)
+            const float *e = wte + (size_t)tokens[b * T + t] * C;      // (C)
+            const float *p = wpe + (size_t)(pos0 + t) * C;             // (C)
+            for (int c = 0; c < C; c++) o[c] = e[c] + p[c];
+        }
+}
+
+void ops_embedding_backward(float *restrict dwte, float *restrict dwpe, const float *restrict dout,
+                            const int *restrict tokens, int B, int T, int C, int pos0) {
+    // A token that appears twice gets both rows' gradients: always +=.
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            const float *d = dout + ((size_t)b * T + t) * C;   // (C)
+            if (dwte) {
+                float *g = dwte + (size_t)tokens[b * T + t] * C;   // (C)
+                for (int c = 0; c < C; c++) g[c] += d[c];
+            }
+            if (dwpe) {
+                float *g = dwpe + (size_t)(pos0 + t) * C;   // (C)
+                for (int c = 0; c < C; c++) g[c] += d[c];
+            }
+        }
+}
+
+// ---- softmax cross-entropy ---------------------------------------------------
+
+void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
+                              const float *restrict logits, const int *restrict targets, int M,
+                              int V) {
+    for (int m = 0; m < M; m++) {
+        const float *lr = logits + (size_t)m * V;   // (V)
+        float *pr = probs + (size_t)m * V;          // (V)
+        int y = targets[m];
+        CHECK(y >= 0 && y < V, "cross-entropy: target %d of row %d is outside the vocabulary "
+              "[0, %d); the data and the model disagree on V", y, m, V);
+        // Subtract the row's max so that no exp overflows; the softmax is
+        // unchanged.
+        float mx = lr[0];
+        for (int v = 1; v < V; v++) mx = lr[v] > mx ? lr[v] : mx;
+        float sum = 0.0f;
+        for (int v = 0; v < V; v++) {
+            pr[v] = expf(lr[v] - mx);
+            sum += pr[v];
+        }
+        float inv = 1.0f / sum;
+        for (int v = 0; v < V; v++) pr[v] *= inv;
+        // -log p_y = log sum - (logit_y - max): finite even when p_y rounds to 0.
+        losses[m] = logf(sum) - (lr[y] - mx);
+    }
+}
+
+void ops_crossentropy_backward(float *restrict dlogits, const float *restrict probs,
+                               const int *restrict targets, float scale, int M, int V) {
+    // One add per element, of the whole term: the target's element too, so
+    // that a second call adds exactly the same again.
+    for (int m = 0; m < M; m++) {
+        float *dr = dlogits + (size_t)m * V;        // (V)
+        const float *pr = probs + (size_t)m * V;    // (V)
+        int y = targets[m];
+        for (int v = 0; v < V; v++) dr[v] += scale * (pr[v] - (v == y ? 1.0f : 0.0f));
+    }
+}
+
+// ---- dropout keyed by global position ----------------------------------------
+
+// The stream of one (layer, site, step): four sites per layer.
+static uint64_t dropout_stream(DropoutKey key) {
+    CHECK(key.site >= 0 && key.site < 4, "dropout site %d: a layer has sites 0..3", key.site);
+    CHECK(key.layer >= 0 && (int64_t)key.layer * 4 + key.site < (1 << 28),
+          "dropout layer %d does not fit the generator's 28-bit stream field", key.layer);
+    CHECK(key.step >= 0 && key.step < (1 << 28),
+          "dropout step %d does not fit the generator's 28-bit stream field", key.step);
+    return rng_stream(RNG_DROPOUT, (uint32_t)(key.layer * 4 + key.site), (uint32_t)key.step);
+}
+
+// dst = src * keep / (1 - p) (accumulate = 0) or dst += ... (accumulate = 1),
+// keep drawn from the element's global index, so that any slice of the
+// tensor draws what one device would.
+static void dropout_apply(float *dst, const float *src, float p, DropoutKey key, int B, int T,
+                          int C, int accumulate) {
+    CHECK(p >= 0.0f && p < 1.0f, "dropout probability %g: it must be in [0, 1)", p);
+    uint64_t stream = dropout_stream(key);
+    // Divide rather than multiply by 1 / (1 - p): a kept value is then
+    // exactly x / (1 - p), and the division is nothing beside the Philox draw.
+    float keep_div = 1.0f - p;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) {
+            // Global index of element (b, t, 0); channel c adds c.
+            uint64_t base = ((uint64_t)(key.row0 + b) * key.Tg + (uint64_t)(key.t0 + t)) * key.Cg +
+                            (uint64_t)key.c0;
+            size_t row = ((size_t)b * T + t) * C;
+            for (int c = 0; c < C; c++) {
+                float u = rng_uniform(key.seed, stream, base + (uint64_t)c);
+                float y = u >= p ? src[row + c] / keep_div : 0.0f;
+                if (accumulate)
+                    dst[row + c] += y;
+                else
+                    dst[row + c] = y;
+            }
+        }
+}
+
+void ops_dropout_forward(float *out, const float *x, float p, DropoutKey key, int B, int T, int C) {
+    if (p == 0.0f) {
+        // No mask to draw: the identity (and out may be x).
+        if (out != x) memmove(out, x, (size_t)B * T * C * sizeof(float));
+        return;
+    }
+    dropout_apply(out, x, p, key, B, T, C, 0);
+}
+
+void ops_dropout_backward(float *dx, const float *dout, float p, DropoutKey key, int B, int T,
+                          int C) {
+    if (!dx) return;
+    if (p == 0.0f) {
+        ops_accumulate(dx, dout, (size_t)B * T * C);
+        return;
+    }
+    dropout_apply(dx, dout, p, key, B, T, C, 1);
+}
+
+// ---- reductions to the host --------------------------------------------------
+
+// Four running sums, combined at the end: each add waits for the one before
+// it in its own sum only, so four are in flight at once (about 4x faster
+// than one chain), and the order is still fixed, so the result is the same
+// on every call.
+double ops_sum(const float *x, size_t n) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+    }
+    for (; i < n; i++) s0 += x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+double ops_sumsq(const float *x, size_t n) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += (double)x[i] * x[i];
+        s1 += (double)x[i + 1] * x[i + 1];
+        s2 += (double)x[i + 2] * x[i + 2];
+        s3 += (double)x[i + 3] * x[i + 3];
+    }
+    for (; i < n; i++) s0 += (double)x[i] * x[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+// ---- optimizers --------------------------------------------------------------
+
+void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
+               size_t n, float lr, float beta1, float beta2, float eps, float wd, int t) {
+    CHECK(t >= 1, "ops_adamw: step %d; AdamW's steps count from 1 (bias correction 1 - beta^t)", t);
+    // The bias corrections in double: 1 - 0.95^t loses digits in float when
+    // t is small, and these two numbers scale every update.
+    double bc1 = 1.0 - pow((double)beta1, t);
+    double bc2 = 1.0 - pow((double)beta2, t);
+    // As torch.optim.AdamW arranges it: p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps),
+    // which is the formula in ops.h with the decay taken on the OLD p.
+    float step_size = (float)(lr / bc1);
+    float bc2_sqrt = (float)sqrt(bc2);
+    float decay = 1.0f - lr * wd;
+    for (size_t i = 0; i < n; i++) {
+        float gi = g[i];
+        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] = p[i] * decay - step_size * m[i] / denom;
+    }
+}
+
+void ops_sgd(float *restrict p, const float *restrict g, float *restrict buf, size_t n, float lr,
+             float mu, float wd) {
+    // torch.optim.SGD's rule (no dampening, no Nesterov): the weight decay is
+    // added to the gradient, and momentum keeps a running sum of it. A buffer
+    // that starts at 0 makes the first step's buf equal to g, as in torch.
+    CHECK(mu == 0.0f || buf, "ops_sgd: momentum %g needs a buffer; pass buf (n floats, zeroed)",
+          mu);
+    for (size_t i = 0; i < n; i++) {
+        float d = g[i] + wd * p[i];
+        if (mu != 0.0f) {
+            buf[i] = mu * buf[i] + d;
+            d = buf[i];
+        }
+        p[i] -= lr * d;
+    }
+}

@@ -1,0 +1,105 @@
+// ops.h: forward and backward of every operation the model needs.
+//
+// Each is a plain function over float arrays on the rank's device (from
+// mem_alloc), with the shapes beside it. Matrices are row-major. Every
+// backward ADDS into its gradient outputs (+=), so gradients accumulate over
+// micro-batches and over the two uses of a residual stream; zero them first
+// where a fresh gradient is wanted. A gradient output given as NULL is
+// skipped.
+//
+// Names of dimensions: B batch rows, T tokens per row, C channels, NH heads,
+// hs = C / NH head size, V vocabulary, M = B * T rows of a flattened batch.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+// Call once after mem_init: one BLAS thread per rank (ranks are the
+// parallelism), and the device's kernels.
+void ops_init(void);
+
+// ---- matrix product ----
+// out (M, N) = inp (M, K) @ w (K, N) + bias (N); bias may be NULL.
+void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M,
+                        int K, int N);
+// dinp (M, K) += dout (M, N) @ w^T;  dw (K, N) += inp^T @ dout;  dbias (N) += column sums of dout
+void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
+                         const float *w, int M, int K, int N);
+
+// ---- elementwise ----
+void ops_add(float *out, const float *a, const float *b, size_t n);   // out = a + b
+void ops_accumulate(float *y, const float *x, size_t n);              // y += x
+void ops_scale(float *x, float s, size_t n);                          // x *= s
+void ops_fill(float *x, float v, size_t n);                           // x = v
+// GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+void ops_gelu_forward(float *out, const float *x, size_t n);
+void ops_gelu_backward(float *dx, const float *dout, const float *x, size_t n);   // dx += gelu'(x) dout
+
+// ---- layer norm over the last dimension (eps 1e-5) ----
+// out (M, C) = (x - mean) * rstd * w + b;  saves mean (M) and rstd (M) for the backward
+void ops_layernorm_forward(float *out, float *mean, float *rstd, const float *x, const float *w,
+                           const float *b, int M, int C);
+// dx (M, C) += ...;  dw (C) += ...;  db (C) += ...
+void ops_layernorm_backward(float *dx, float *dw, float *db, const float *dout, const float *x,
+                            const float *w, const float *mean, const float *rstd, int M, int C);
+
+// ---- causal multi-head self-attention ----
+// q, k, v, out (B, T, C), head h in channels [h*hs, (h+1)*hs); att (B, NH, T, T)
+// keeps the softmax probabilities (zero above the diagonal) for the backward.
+// out[b,t,h] = sum_{s<=t} softmax_s(q[b,t,h] . k[b,s,h] / sqrt(hs)) v[b,s,h]
+void ops_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
+                           int B, int T, int C, int NH);
+// dq, dk, dv (B, T, C) +=;  scratch (B, NH, T, T) is overwritten
+void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
+                            const float *att, const float *q, const float *k, const float *v,
+                            int B, int T, int C, int NH);
+
+// ---- embeddings ----
+// out (B, T, C) = wte[tokens[b, t]] + wpe[pos0 + t];  tokens (B, T) on the device,
+// wte (V, C), wpe (maxT, C). pos0 is the position of the first token (a
+// sequence-parallel rank holds a span of positions).
+void ops_embedding_forward(float *out, const int *tokens, const float *wte, const float *wpe,
+                           int B, int T, int C, int pos0);
+// dwte (V, C) +=, dwpe (maxT, C) += (either may be NULL)
+void ops_embedding_backward(float *dwte, float *dwpe, const float *dout, const int *tokens, int B,
+                            int T, int C, int pos0);
+
+// ---- softmax cross-entropy over the vocabulary ----
+// probs (M, V) = softmax(logits);  losses (M) = -log probs[m, targets[m]]
+void ops_crossentropy_forward(float *losses, float *probs, const float *logits,
+                              const int *targets, int M, int V);
+// dlogits (M, V) += scale * (probs - onehot(targets)); scale is 1 / (tokens
+// the loss averages over), so the gradient is that of the mean loss.
+void ops_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
+                               float scale, int M, int V);
+
+// ---- dropout keyed by global position ----
+// The mask of element (row, token, channel) is a pure function of the seed,
+// the layer, the site in the layer, the step and the element's GLOBAL
+// coordinates, so any partition of rows, tokens or channels draws the same
+// mask as one device does. x and out (B, T, C) hold rows [row0, row0+B),
+// tokens [t0, t0+T) and channels [c0, c0+C) of a global (Bg, Tg, Cg) tensor.
+typedef struct {
+    uint64_t seed;
+    int layer, site, step;
+    int row0, t0, c0;     // global coordinates of local element (0, 0, 0)
+    int Tg, Cg;           // global tokens per row and channels
+} DropoutKey;
+// out = x * keep / (1 - p), keep = uniform >= p. p = 0 copies x.
+void ops_dropout_forward(float *out, const float *x, float p, DropoutKey key, int B, int T, int C);
+// dx += dout * keep / (1 - p), the same mask, drawn again
+void ops_dropout_backward(float *dx, const float *dout, float p, DropoutKey key, int B, int T,
+                          int C);
+
+// ---- reductions to the host ----
+double ops_sum(const float *x, size_t n);       // sum in double, returned on the host
+double ops_sumsq(const float *x, size_t n);     // sum of squares in double
+
+// ---- optimizers (any contiguous slice of a unit) ----
+// AdamW, step t >= 1 (bias correction 1 - beta^t), decoupled weight decay:
+//   m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
+void ops_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+               float beta2, float eps, float wd, int t);
+// SGD with momentum mu (0 for plain SGD; buf may be NULL then) and weight decay.
+void ops_sgd(float *p, const float *g, float *buf, size_t n, float lr, float mu, float wd);

@@ -1,0 +1,890 @@
+// test_ops.c: every kernel of ops.c against a reference computed another way.
+//
+// Forwards are compared with naive loops written here in double. Backwards
+// are compared with central differences of a scalar loss L = sum(out * R)
+// (R fixed and random), taken on those same double loops: in double the
+// difference quotient is exact to ~1e-9, so what remains is only the fp32
+// rounding of the kernel, and the tolerance can be tight (see FD_TOL). Two
+// deliberately wrong gradients must fail the same comparison. Then the
+// contract of ops.h: backwards add (+=) and skip NULL outputs; dropout's mask
+// depends only on global coordinates; AdamW and SGD match their formulas.
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "mem.h"
+#include "ops.h"
+#include "rng.h"
+#include "testutil.h"
+
+// ---- inputs and comparisons --------------------------------------------------
+
+static const uint64_t SEED = 20240611;
+
+// n values of N(mean, std^2), test stream k: deterministic and distinct per k.
+static float *randn(size_t n, uint32_t k, float mean, float std) {
+    float *x = malloc(n * sizeof *x);
+    rng_fill_normal(x, n, SEED, rng_stream(RNG_TEST, k, 0), 0, mean, std);
+    return x;
+}
+
+static float *zeros(size_t n) { return calloc(n, sizeof(float)); }
+static double *dzeros(size_t n) { return calloc(n, sizeof(double)); }
+
+static double *to_double(const float *x, size_t n) {
+    double *d = malloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+
+// Forward results: |got - want| / (1 + |want|). fp32 kernels over O(1)
+// inputs are off by a few ulps of the terms they sum; the worst seen is
+// 3.5e-6, the sums of 72 products of the larger matmul, the others 3e-7 or
+// less. A wrong formula (an eps of 1e-6, a future token let in) is off by
+// 0.07 and more.
+static const double FWD_TOL = 1e-5;
+
+static double fwd_err(const float *got, const double *want, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(got[i] - want[i]) / (1.0 + fabs(want[i]));
+        if (!(e <= worst)) worst = e;   // a NaN is the worst of all
+    }
+    return worst;
+}
+
+#define ASSERT_FWD(got, want, n, what)                                                  \
+    do {                                                                                \
+        double e_ = fwd_err(got, want, n);                                              \
+        ck_assert_msg(e_ <= FWD_TOL, "%s: error %.3g above %.1g", what, e_, FWD_TOL);  \
+    } while (0)
+
+// ---- finite differences --------------------------------------------------------
+//
+// The loss is evaluated by a naive forward in double, so the step can be
+// small: with h = 1e-5 the truncation error is ~h^2 |L'''| ~ 1e-10 and the
+// cancellation error is ~1e-16 |L| / h ~ 1e-10, both far below fp32. What
+// remains is the fp32 rounding of the kernel: a few ulps (~3e-7) of the O(1)
+// terms it sums. The comparison is
+//     |got - want| / max(FD_FLOOR, |got| + |want|)  <=  FD_TOL.
+// Where a gradient is large that is a relative error, ~1e-6; where it is
+// small by cancellation (a softmax backward subtracts nearly equal numbers)
+// the same absolute error is a larger share of it: the worst seen, over six
+// OpenBLAS kernels (OPENBLAS_CORETYPE Prescott to SkylakeX), is 1.3e-5, an
+// element of attention's dq of 0.014 off by 3.5e-7. FD_TOL = 1e-4 leaves a
+// factor of ~8 over that, and stays three orders below what a wrong formula
+// gives (a missing 1/sqrt(hs) is off by 0.33, a layernorm dx without its mean
+// terms by 1). FD_FLOOR keeps a gradient that is ~0 from being judged
+// relatively: there an absolute error of FD_TOL * FD_FLOOR = 1e-6 is allowed.
+static const double FD_STEP = 1e-5;
+static const double FD_TOL = 1e-4;
+static const double FD_FLOOR = 1e-2;
+
+typedef double (*LossFn)(void *ctx);
+
+// want[i] = dL/dx[i] by central differences; x is a double input the loss
+// function reads through ctx, perturbed one element at a time and restored.
+static void fd_grad(double *want, double *x, size_t n, LossFn loss, void *ctx) {
+    for (size_t i = 0; i < n; i++) {
+        double x0 = x[i];
+        x[i] = x0 + FD_STEP;
+        double lp = loss(ctx);
+        x[i] = x0 - FD_STEP;
+        double lm = loss(ctx);
+        x[i] = x0;
+        want[i] = (lp - lm) / (2.0 * FD_STEP);
+    }
+}
+
+// The worst relative mismatch of an analytic gradient against the finite
+// differences, over every element (see FD_TOL).
+static double fd_mismatch(const float *got, const double *want, size_t n) {
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs(got[i] - want[i]) / fmax(FD_FLOOR, fabs(got[i]) + fabs(want[i]));
+        if (!(e <= worst)) worst = e;
+    }
+    return worst;
+}
+
+#define ASSERT_GRAD(got, want, n, what)                                                   \
+    do {                                                                                  \
+        double e_ = fd_mismatch(got, want, n);                                            \
+        ck_assert_msg(e_ <= FD_TOL, "%s: mismatch %.3g with finite differences (bound %.1g)", \
+                      what, e_, FD_TOL);                                                  \
+    } while (0)
+
+// A second call of a backward, from the first one's result, must give twice
+// it: outputs are added to, not overwritten (which would give 1x). Bit for bit
+// where each element gets one product (x + x = 2x exactly); where the kernel
+// sums over rows into the output (dbias, layernorm dw and db, dwte, dwpe) the
+// second sum starts from the first one's value rather than 0 and rounds
+// differently, by a few ulps of the partial sums, so there 1e-5 relative
+// (absolute below 1) is allowed.
+static void assert_doubled(const float *once, const float *twice, size_t n, const char *what,
+                           bool summed_over_rows) {
+    for (size_t i = 0; i < n; i++) {
+        float tol = summed_over_rows ? 1e-5f * fmaxf(1.0f, fabsf(once[i])) : 0.0f;
+        ck_assert_msg(fabsf(twice[i] - 2.0f * once[i]) <= tol,
+                      "%s[%zu]: twice %.9g, once %.9g: a second call must add the same again",
+                      what, i, twice[i], once[i]);
+    }
+}
+
+static void assert_same(const float *a, const float *b, size_t n, const char *what) {
+    ck_assert_msg(memcmp(a, b, n * sizeof(float)) == 0, "%s differs when other outputs are NULL",
+                  what);
+}
+
+// ---- matrix product ------------------------------------------------------------
+
+static void ref_matmul(double *out, const double *inp, const double *w, const double *bias, int M,
+                       int K, int N) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = bias ? bias[n] : 0.0;
+            for (int k = 0; k < K; k++) s += inp[m * K + k] * w[k * N + n];
+            out[m * N + n] = s;
+        }
+}
+
+typedef struct {
+    double *inp, *w, *bias, *R, *out;   // (M, K), (K, N), (N), (M, N), (M, N)
+    int M, K, N;
+} MatmulCase;
+
+static double matmul_loss(void *ctx) {
+    MatmulCase *c = ctx;
+    ref_matmul(c->out, c->inp, c->w, c->bias, c->M, c->K, c->N);
+    double L = 0.0;
+    for (int i = 0; i < c->M * c->N; i++) L += c->out[i] * c->R[i];
+    return L;
+}
+
+// Shapes that are neither square nor multiples of a vector width, and one
+// (M = 520 rows, the inner dimension of dw's product) long enough for BLAS to
+// split its sum into blocks.
+START_TEST(matmul_forward_matches_naive) {
+    const int shapes[2][3] = {{7, 9, 5}, {520, 72, 40}};
+    for (int si = 0; si < 2; si++) {
+        int M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+        float *inp = randn((size_t)M * K, 1, 0, 1), *w = randn((size_t)K * N, 2, 0, 1);
+        float *bias = randn(N, 3, 0, 1), *out = zeros((size_t)M * N);
+        double *dinp = to_double(inp, (size_t)M * K), *dw = to_double(w, (size_t)K * N);
+        double *dbias = to_double(bias, N), *want = dzeros((size_t)M * N);
+
+        ops_matmul_forward(out, inp, w, bias, M, K, N);
+        ref_matmul(want, dinp, dw, dbias, M, K, N);
+        ASSERT_FWD(out, want, (size_t)M * N, "matmul with bias");
+
+        ops_matmul_forward(out, inp, w, NULL, M, K, N);
+        ref_matmul(want, dinp, dw, NULL, M, K, N);
+        ASSERT_FWD(out, want, (size_t)M * N, "matmul without bias");
+        free(inp), free(w), free(bias), free(out), free(dinp), free(dw), free(dbias), free(want);
+    }
+}
+END_TEST
+
+START_TEST(matmul_backward_matches_finite_differences) {
+    const int M = 7, K = 9, N = 5;
+    float *inp = randn(M * K, 1, 0, 1), *w = randn(K * N, 2, 0, 1), *bias = randn(N, 3, 0, 1);
+    float *R = randn(M * N, 4, 0, 1);
+    MatmulCase c = {to_double(inp, M * K), to_double(w, K * N), to_double(bias, N),
+                    to_double(R, M * N), dzeros(M * N), M, K, N};
+
+    float *ginp = zeros(M * K), *gw = zeros(K * N), *gb = zeros(N);
+    ops_matmul_backward(ginp, gw, gb, R, inp, w, M, K, N);   // dout = dL/dout = R
+
+    double *want = dzeros(M * K);
+    fd_grad(want, c.inp, M * K, matmul_loss, &c);
+    ASSERT_GRAD(ginp, want, M * K, "matmul dinp");
+    fd_grad(want, c.w, K * N, matmul_loss, &c);
+    ASSERT_GRAD(gw, want, K * N, "matmul dw");
+    fd_grad(want, c.bias, N, matmul_loss, &c);
+    ASSERT_GRAD(gb, want, N, "matmul dbias");
+
+    // += : a second call adds the same again.
+    float *ginp2 = zeros(M * K), *gw2 = zeros(K * N), *gb2 = zeros(N);
+    ops_matmul_backward(ginp2, gw2, gb2, R, inp, w, M, K, N);
+    ops_matmul_backward(ginp2, gw2, gb2, R, inp, w, M, K, N);
+    assert_doubled(ginp, ginp2, M * K, "matmul dinp", false);
+    assert_doubled(gw, gw2, K * N, "matmul dw", false);
+    assert_doubled(gb, gb2, N, "matmul dbias", true);
+
+    // NULL outputs are skipped; the others come out as before.
+    float *one = zeros(K * N);
+    ops_matmul_backward(NULL, NULL, NULL, R, inp, w, M, K, N);
+    ops_matmul_backward(NULL, one, NULL, R, inp, w, M, K, N);
+    assert_same(one, gw, K * N, "matmul dw");
+    free(inp), free(w), free(bias), free(R), free(ginp), free(gw), free(gb), free(ginp2);
+    free(gw2), free(gb2), free(one), free(want);
+    free(c.inp), free(c.w), free(c.bias), free(c.R), free(c.out);
+}
+END_TEST
+
+// ---- layer norm ----------------------------------------------------------------
+
+static void ref_layernorm(double *out, double *mean, double *rstd, const double *x,
+                          const double *w, const double *b, int M, int C) {
+    for (int m = 0; m < M; m++) {
+        const double *xr = x + m * C;
+        double mu = 0.0, var = 0.0;
+        for (int c = 0; c < C; c++) mu += xr[c];
+        mu /= C;
+        for (int c = 0; c < C; c++) var += (xr[c] - mu) * (xr[c] - mu);
+        var /= C;
+        double rs = 1.0 / sqrt(var + 1e-5);
+        for (int c = 0; c < C; c++) out[m * C + c] = (xr[c] - mu) * rs * w[c] + b[c];
+        if (mean) mean[m] = mu;
+        if (rstd) rstd[m] = rs;
+    }
+}
+
+typedef struct {
+    double *x, *w, *b, *R, *out;   // (M, C), (C), (C), (M, C), (M, C)
+    int M, C;
+} LayernormCase;
+
+static double layernorm_loss(void *ctx) {
+    LayernormCase *c = ctx;
+    ref_layernorm(c->out, NULL, NULL, c->x, c->w, c->b, c->M, c->C);
+    double L = 0.0;
+    for (int i = 0; i < c->M * c->C; i++) L += c->out[i] * c->R[i];
+    return L;
+}
+
+// Rows with a mean far from 0 and a spread far from 1, so that both the
+// centring and the scaling matter, and one row of tiny spread for eps.
+START_TEST(layernorm_forward_matches_naive) {
+    const int M = 6, C = 40;
+    float *x = randn(M * C, 10, 3.0f, 2.5f), *w = randn(C, 11, 1, 0.5f), *b = randn(C, 12, 0, 1);
+    // Row 0 has variance ~1e-4, where eps = 1e-5 moves rstd by 5%: a wrong
+    // eps cannot pass.
+    for (int c = 0; c < C; c++) x[c] = 0.01f * (x[c] - 3.0f) / 2.5f;
+    float *out = zeros(M * C), *mean = zeros(M), *rstd = zeros(M);
+    double *want = dzeros(M * C), *wmean = dzeros(M), *wrstd = dzeros(M);
+    double *dx = to_double(x, M * C), *dw = to_double(w, C), *db = to_double(b, C);
+    ops_layernorm_forward(out, mean, rstd, x, w, b, M, C);
+    ref_layernorm(want, wmean, wrstd, dx, dw, db, M, C);
+    ASSERT_FWD(out, want, M * C, "layernorm out");
+    ASSERT_FWD(mean, wmean, M, "layernorm mean");
+    ASSERT_FWD(rstd, wrstd, M, "layernorm rstd");
+    free(x), free(w), free(b), free(out), free(mean), free(rstd), free(want), free(wmean);
+    free(wrstd), free(dx), free(dw), free(db);
+}
+END_TEST
+
+// The negative control's wrong variant: dx = rstd w dout, which forgets that
+// the mean and the variance depend on every x of the row.
+static void wrong_layernorm_dx(float *dx, const float *dout, const float *w, const float *rstd,
+                               int M, int C) {
+    for (int m = 0; m < M; m++)
+        for (int c = 0; c < C; c++) dx[m * C + c] += rstd[m] * w[c] * dout[m * C + c];
+}
+
+START_TEST(layernorm_backward_matches_finite_differences) {
+    const int M = 5, C = 8;
+    float *x = randn(M * C, 10, 0.5f, 1.5f), *w = randn(C, 11, 1, 0.5f), *b = randn(C, 12, 0, 1);
+    float *R = randn(M * C, 13, 0, 1);
+    float *out = zeros(M * C), *mean = zeros(M), *rstd = zeros(M);
+    ops_layernorm_forward(out, mean, rstd, x, w, b, M, C);
+    LayernormCase c = {to_double(x, M * C), to_double(w, C), to_double(b, C), to_double(R, M * C),
+                       dzeros(M * C), M, C};
+
+    float *gx = zeros(M * C), *gw = zeros(C), *gb = zeros(C);
+    ops_layernorm_backward(gx, gw, gb, R, x, w, mean, rstd, M, C);
+    double *want = dzeros(M * C);
+    fd_grad(want, c.w, C, layernorm_loss, &c);
+    ASSERT_GRAD(gw, want, C, "layernorm dw");
+    fd_grad(want, c.b, C, layernorm_loss, &c);
+    ASSERT_GRAD(gb, want, C, "layernorm db");
+    fd_grad(want, c.x, M * C, layernorm_loss, &c);
+    ASSERT_GRAD(gx, want, M * C, "layernorm dx");
+
+    // Negative control: the same comparison rejects the gradient without the
+    // mean terms.
+    float *bad = zeros(M * C);
+    wrong_layernorm_dx(bad, R, w, rstd, M, C);
+    double e_bad = fd_mismatch(bad, want, M * C);
+    ck_assert_msg(e_bad > FD_TOL, "a wrong layernorm dx passed (mismatch %.3g)", e_bad);
+
+    float *gx2 = zeros(M * C), *gw2 = zeros(C), *gb2 = zeros(C);
+    ops_layernorm_backward(gx2, gw2, gb2, R, x, w, mean, rstd, M, C);
+    ops_layernorm_backward(gx2, gw2, gb2, R, x, w, mean, rstd, M, C);
+    assert_doubled(gx, gx2, M * C, "layernorm dx", false);
+    assert_doubled(gw, gw2, C, "layernorm dw", true);
+    assert_doubled(gb, gb2, C, "layernorm db", true);
+
+    float *only_dx = zeros(M * C), *only_db = zeros(C);
+    ops_layernorm_backward(NULL, NULL, NULL, R, x, w, mean, rstd, M, C);
+    ops_layernorm_backward(only_dx, NULL, NULL, R, x, w, mean, rstd, M, C);
+    ops_layernorm_backward(NULL, NULL, only_db, R, x, w, mean, rstd, M, C);
+    assert_same(only_dx, gx, M * C, "layernorm dx");
+    assert_same(only_db, gb, C, "layernorm db");
+    free(x), free(w), free(b), free(R), free(out), free(mean), free(rstd), free(gx), free(gw);
+    free(gb), free(want), free(bad), free(gx2), free(gw2), free(gb2), free(only_dx), free(only_db);
+    free(c.x), free(c.w), free(c.b), free(c.R), free(c.out);
+}
+END_TEST
+
+// ---- GELU ----------------------------------------------------------------------
+
+static double ref_gelu(double x) {
+    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+
+typedef struct {
+    double *x, *R;
+    int n;
+} GeluCase;
+
+static double gelu_loss(void *ctx) {
+    GeluCase *c = ctx;
+    double L = 0.0;
+    for (int i = 0; i < c->n; i++) L += ref_gelu(c->x[i]) * c->R[i];
+    return L;
+}
+
+// Inputs spread over [-9, 9] (std 3), where GELU goes from 0 through its
+// bend to the identity, plus the far tails where tanh saturates.
+START_TEST(gelu_matches_naive_and_finite_differences) {
+    const int n = 200;
+    float *x = randn(n, 20, 0, 3), *R = randn(n, 21, 0, 1), *out = zeros(n), *gx = zeros(n);
+    x[0] = -30.0f, x[1] = 30.0f, x[2] = 0.0f;
+    double *dx = to_double(x, n), *want = dzeros(n);
+    for (int i = 0; i < n; i++) want[i] = ref_gelu(dx[i]);
+    ops_gelu_forward(out, x, n);
+    ASSERT_FWD(out, want, n, "gelu");
+
+    ops_gelu_backward(gx, R, x, n);
+    GeluCase c = {dx, to_double(R, n), n};
+    fd_grad(want, dx, n, gelu_loss, &c);
+    ASSERT_GRAD(gx, want, n, "gelu dx");
+
+    float *gx2 = zeros(n);
+    ops_gelu_backward(gx2, R, x, n);
+    ops_gelu_backward(gx2, R, x, n);
+    assert_doubled(gx, gx2, n, "gelu dx", false);
+    free(x), free(R), free(out), free(gx), free(gx2), free(dx), free(want), free(c.R);
+}
+END_TEST
+
+// ---- attention -----------------------------------------------------------------
+
+static void ref_attention(double *out, double *att, const double *q, const double *k,
+                          const double *v, int B, int T, int C, int NH) {
+    int hs = C / NH;
+    double scale = 1.0 / sqrt(hs);
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                double *a = att + (((size_t)b * NH + h) * T + t) * T;   // (T)
+                const double *qt = q + ((size_t)b * T + t) * C + h * hs;
+                double mx = -INFINITY;
+                for (int s = 0; s <= t; s++) {
+                    const double *ks = k + ((size_t)b * T + s) * C + h * hs;
+                    double dot = 0.0;
+                    for (int d = 0; d < hs; d++) dot += qt[d] * ks[d];
+                    a[s] = dot * scale;
+                    mx = fmax(mx, a[s]);
+                }
+                double sum = 0.0;
+                for (int s = 0; s <= t; s++) sum += (a[s] = exp(a[s] - mx));
+                for (int s = 0; s <= t; s++) a[s] /= sum;
+                for (int s = t + 1; s < T; s++) a[s] = 0.0;
+                for (int d = 0; d < hs; d++) {
+                    double o = 0.0;
+                    for (int s = 0; s <= t; s++) o += a[s] * v[((size_t)b * T + s) * C + h * hs + d];
+                    out[((size_t)b * T + t) * C + h * hs + d] = o;
+                }
+            }
+}
+
+typedef struct {
+    double *q, *k, *v, *R, *out, *att;   // (B, T, C) x 5, (B, NH, T, T)
+    int B, T, C, NH;
+} AttentionCase;
+
+static double attention_loss(void *ctx) {
+    AttentionCase *c = ctx;
+    ref_attention(c->out, c->att, c->q, c->k, c->v, c->B, c->T, c->C, c->NH);
+    double L = 0.0;
+    for (int i = 0; i < c->B * c->T * c->C; i++) L += c->out[i] * c->R[i];
+    return L;
+}
+
+// The model's own head size (hs 32, T 64) and a small odd one.
+START_TEST(attention_forward_matches_naive) {
+    const int shapes[2][4] = {{2, 5, 8, 2}, {1, 64, 128, 4}};   // B, T, C, NH
+    for (int si = 0; si < 2; si++) {
+        int B = shapes[si][0], T = shapes[si][1], C = shapes[si][2], NH = shapes[si][3];
+        size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+        float *q = randn(n, 30, 0, 1), *k = randn(n, 31, 0, 1), *v = randn(n, 32, 0, 1);
+        float *out = zeros(n), *att = zeros(na);
+        double *dq = to_double(q, n), *dk = to_double(k, n), *dv = to_double(v, n);
+        double *want = dzeros(n), *watt = dzeros(na);
+        ops_attention_forward(out, att, q, k, v, B, T, C, NH);
+        ref_attention(want, watt, dq, dk, dv, B, T, C, NH);
+        ASSERT_FWD(out, want, n, "attention out");
+        ASSERT_FWD(att, watt, na, "attention probabilities");
+        // The future is excluded exactly, not merely made small.
+        size_t above = 0;
+        for (size_t r = 0; r < (size_t)B * NH * T; r++)
+            for (int s = (int)(r % T) + 1; s < T; s++) above += att[r * T + s] != 0.0f;
+        ck_assert_msg(above == 0, "%zu probabilities above the diagonal are not 0", above);
+        free(q), free(k), free(v), free(out), free(att), free(dq), free(dk), free(dv);
+        free(want), free(watt);
+    }
+}
+END_TEST
+
+START_TEST(attention_backward_matches_finite_differences) {
+    const int B = 2, T = 5, C = 8, NH = 2;
+    const size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *q = randn(n, 30, 0, 1), *k = randn(n, 31, 0, 1), *v = randn(n, 32, 0, 1);
+    float *R = randn(n, 33, 0, 1), *out = zeros(n), *att = zeros(na), *scratch = zeros(na);
+    ops_attention_forward(out, att, q, k, v, B, T, C, NH);
+    AttentionCase c = {to_double(q, n), to_double(k, n), to_double(v, n), to_double(R, n),
+                       dzeros(n), dzeros(na), B, T, C, NH};
+
+    float *gq = zeros(n), *gk = zeros(n), *gv = zeros(n);
+    ops_attention_backward(gq, gk, gv, scratch, R, att, q, k, v, B, T, C, NH);
+    double *wq = dzeros(n), *wk = dzeros(n), *wv = dzeros(n);
+    fd_grad(wq, c.q, n, attention_loss, &c);
+    fd_grad(wk, c.k, n, attention_loss, &c);
+    fd_grad(wv, c.v, n, attention_loss, &c);
+    ASSERT_GRAD(gq, wq, n, "attention dq");
+    ASSERT_GRAD(gk, wk, n, "attention dk");
+    ASSERT_GRAD(gv, wv, n, "attention dv");
+
+    // Negative control: without the 1/sqrt(hs) of the scores, dq and dk are
+    // sqrt(hs) = 2 times too large, and the comparison must say so.
+    float *bad_q = malloc(n * sizeof(float)), *bad_k = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) bad_q[i] = gq[i] * sqrtf(C / NH), bad_k[i] = gk[i] * sqrtf(C / NH);
+    double e_q = fd_mismatch(bad_q, wq, n), e_k = fd_mismatch(bad_k, wk, n);
+    ck_assert_msg(e_q > FD_TOL && e_k > FD_TOL, "unscaled dq, dk passed (mismatch %.3g, %.3g)",
+                  e_q, e_k);
+
+    float *gq2 = zeros(n), *gk2 = zeros(n), *gv2 = zeros(n);
+    ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
+    ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
+    assert_doubled(gq, gq2, n, "attention dq", false);
+    assert_doubled(gk, gk2, n, "attention dk", false);
+    assert_doubled(gv, gv2, n, "attention dv", false);
+
+    float *only_k = zeros(n), *only_v = zeros(n);
+    ops_attention_backward(NULL, NULL, NULL, scratch, R, att, q, k, v, B, T, C, NH);
+    ops_attention_backward(NULL, only_k, NULL, scratch, R, att, q, k, v, B, T, C, NH);
+    ops_attention_backward(NULL, NULL, only_v, scratch, R, att, q, k, v, B, T, C, NH);
+    assert_same(only_k, gk, n, "attention dk");
+    assert_same(only_v, gv, n, "attention dv");
+    free(q), free(k), free(v), free(R), free(out), free(att), free(scratch), free(gq), free(gk);
+    free(gv), free(wq), free(wk), free(wv), free(bad_q), free(bad_k), free(gq2), free(gk2);
+    free(gv2), free(only_k), free(only_v);
+    free(c.q), free(c.k), free(c.v), free(c.R), free(c.out), free(c.att);
+}
+END_TEST
+
+// ---- embeddings ----------------------------------------------------------------
+
+// Token 3 appears three times and token 7 twice, so their rows of dwte must
+// collect several gradients; positions start at pos0 = 2 of maxT = 9.
+enum { EMB_B = 2, EMB_T = 5, EMB_C = 8, EMB_V = 11, EMB_MAXT = 9, EMB_POS0 = 2 };
+static const int EMB_TOKENS[EMB_B * EMB_T] = {3, 7, 3, 0, 10, 7, 3, 1, 5, 9};
+
+typedef struct {
+    double *wte, *wpe, *R;   // (V, C), (maxT, C), (B, T, C)
+} EmbeddingCase;
+
+static double embedding_loss(void *ctx) {
+    EmbeddingCase *c = ctx;
+    double L = 0.0;
+    for (int bt = 0; bt < EMB_B * EMB_T; bt++)
+        for (int ch = 0; ch < EMB_C; ch++) {
+            double o = c->wte[EMB_TOKENS[bt] * EMB_C + ch] +
+                       c->wpe[(EMB_POS0 + bt % EMB_T) * EMB_C + ch];
+            L += o * c->R[bt * EMB_C + ch];
+        }
+    return L;
+}
+
+START_TEST(embedding_matches_naive_and_finite_differences) {
+    const int n = EMB_B * EMB_T * EMB_C;
+    float *wte = randn(EMB_V * EMB_C, 40, 0, 1), *wpe = randn(EMB_MAXT * EMB_C, 41, 0, 1);
+    float *R = randn(n, 42, 0, 1), *out = zeros(n);
+    double *want = dzeros(n);
+    ops_embedding_forward(out, EMB_TOKENS, wte, wpe, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    for (int bt = 0; bt < EMB_B * EMB_T; bt++)
+        for (int ch = 0; ch < EMB_C; ch++)
+            want[bt * EMB_C + ch] = (double)wte[EMB_TOKENS[bt] * EMB_C + ch] +
+                                    wpe[(EMB_POS0 + bt % EMB_T) * EMB_C + ch];
+    ASSERT_FWD(out, want, n, "embedding");
+
+    float *gte = zeros(EMB_V * EMB_C), *gpe = zeros(EMB_MAXT * EMB_C);
+    ops_embedding_backward(gte, gpe, R, EMB_TOKENS, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    EmbeddingCase c = {to_double(wte, EMB_V * EMB_C), to_double(wpe, EMB_MAXT * EMB_C),
+                       to_double(R, n)};
+    double *wg = dzeros(EMB_MAXT * EMB_C > EMB_V * EMB_C ? EMB_MAXT * EMB_C : EMB_V * EMB_C);
+    fd_grad(wg, c.wte, EMB_V * EMB_C, embedding_loss, &c);
+    ASSERT_GRAD(gte, wg, EMB_V * EMB_C, "embedding dwte");
+    fd_grad(wg, c.wpe, EMB_MAXT * EMB_C, embedding_loss, &c);
+    ASSERT_GRAD(gpe, wg, EMB_MAXT * EMB_C, "embedding dwpe");
+
+    float *gte2 = zeros(EMB_V * EMB_C), *gpe2 = zeros(EMB_MAXT * EMB_C);
+    ops_embedding_backward(gte2, gpe2, R, EMB_TOKENS, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    ops_embedding_backward(gte2, gpe2, R, EMB_TOKENS, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    assert_doubled(gte, gte2, EMB_V * EMB_C, "embedding dwte", true);
+    assert_doubled(gpe, gpe2, EMB_MAXT * EMB_C, "embedding dwpe", true);
+
+    float *only_pe = zeros(EMB_MAXT * EMB_C);
+    ops_embedding_backward(NULL, NULL, R, EMB_TOKENS, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    ops_embedding_backward(NULL, only_pe, R, EMB_TOKENS, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    assert_same(only_pe, gpe, EMB_MAXT * EMB_C, "embedding dwpe");
+    free(wte), free(wpe), free(R), free(out), free(want), free(gte), free(gpe), free(wg);
+    free(gte2), free(gpe2), free(only_pe), free(c.wte), free(c.wpe), free(c.R);
+}
+END_TEST
+
+// ---- cross-entropy -------------------------------------------------------------
+
+static void ref_crossentropy(double *losses, double *probs, const double *logits,
+                             const int *targets, int M, int V) {
+    for (int m = 0; m < M; m++) {
+        double sum = 0.0;
+        for (int v = 0; v < V; v++) sum += exp(logits[m * V + v]);
+        for (int v = 0; v < V; v++)
+            if (probs) probs[m * V + v] = exp(logits[m * V + v]) / sum;
+        losses[m] = log(sum) - logits[m * V + targets[m]];
+    }
+}
+
+enum { CE_M = 7, CE_V = 11 };
+static const int CE_TARGETS[CE_M] = {0, 10, 3, 3, 7, 1, 5};
+
+typedef struct {
+    double *logits, *losses;   // (M, V), (M)
+    double scale;
+} CrossentropyCase;
+
+static double crossentropy_loss(void *ctx) {
+    CrossentropyCase *c = ctx;
+    ref_crossentropy(c->losses, NULL, c->logits, CE_TARGETS, CE_M, CE_V);
+    double L = 0.0;
+    for (int m = 0; m < CE_M; m++) L += c->losses[m];
+    return c->scale * L;
+}
+
+START_TEST(crossentropy_matches_naive_and_finite_differences) {
+    const int n = CE_M * CE_V;
+    float *logits = randn(n, 50, 0, 2), *probs = zeros(n), *losses = zeros(CE_M);
+    double *dl = to_double(logits, n), *wprobs = dzeros(n), *wlosses = dzeros(CE_M);
+    ops_crossentropy_forward(losses, probs, logits, CE_TARGETS, CE_M, CE_V);
+    ref_crossentropy(wlosses, wprobs, dl, CE_TARGETS, CE_M, CE_V);
+    ASSERT_FWD(losses, wlosses, CE_M, "cross-entropy losses");
+    ASSERT_FWD(probs, wprobs, n, "cross-entropy probs");
+
+    // The gradient of the mean loss over the M rows.
+    const float scale = 1.0f / CE_M;
+    float *g = zeros(n);
+    ops_crossentropy_backward(g, probs, CE_TARGETS, scale, CE_M, CE_V);
+    CrossentropyCase c = {dl, dzeros(CE_M), scale};
+    double *want = dzeros(n);
+    fd_grad(want, dl, n, crossentropy_loss, &c);
+    ASSERT_GRAD(g, want, n, "cross-entropy dlogits");
+
+    float *g2 = zeros(n);
+    ops_crossentropy_backward(g2, probs, CE_TARGETS, scale, CE_M, CE_V);
+    ops_crossentropy_backward(g2, probs, CE_TARGETS, scale, CE_M, CE_V);
+    assert_doubled(g, g2, n, "cross-entropy dlogits", false);
+    free(logits), free(probs), free(losses), free(dl), free(wprobs), free(wlosses), free(g);
+    free(c.losses), free(want), free(g2);
+}
+END_TEST
+
+// Logits of 1000 overflow exp() in float; subtracting the row's max must keep
+// the loss finite and equal to that of the same row shifted down.
+START_TEST(crossentropy_is_stable_for_large_logits) {
+    enum { V = 4 };
+    const float high[V] = {1000.0f, 1001.0f, 999.0f, 1002.0f}, low[V] = {0.0f, 1.0f, -1.0f, 2.0f};
+    const int target = 0;
+    float loss_high, loss_low, probs[V];
+    ops_crossentropy_forward(&loss_high, probs, high, &target, 1, V);
+    ops_crossentropy_forward(&loss_low, probs, low, &target, 1, V);
+    ck_assert_msg(isfinite(loss_high), "loss of large logits is %g", loss_high);
+    ck_assert_msg(fabsf(loss_high - loss_low) < 1e-5f, "shifted logits: loss %.7g vs %.7g",
+                  loss_high, loss_low);
+}
+END_TEST
+
+// ---- dropout -------------------------------------------------------------------
+
+// The mask as dropout's documentation defines it, computed here independently.
+static int ref_keep(DropoutKey key, float p, int b, int t, int c) {
+    uint64_t stream = rng_stream(RNG_DROPOUT, key.layer * 4 + key.site, key.step);
+    uint64_t index = ((uint64_t)(key.row0 + b) * key.Tg + (key.t0 + t)) * key.Cg + (key.c0 + c);
+    return rng_uniform(key.seed, stream, index) >= p;
+}
+
+START_TEST(dropout_p0_is_exact_copy) {
+    const int B = 2, T = 3, C = 5, n = B * T * C;
+    float *x = randn(n, 60, 0, 1), *out = zeros(n), *g = zeros(n);
+    DropoutKey key = {.seed = 7, .layer = 1, .site = 2, .step = 3, .Tg = T, .Cg = C};
+    ops_dropout_forward(out, x, 0.0f, key, B, T, C);
+    ck_assert(memcmp(out, x, n * sizeof(float)) == 0);
+    ops_dropout_backward(g, x, 0.0f, key, B, T, C);
+    ops_dropout_backward(g, x, 0.0f, key, B, T, C);
+    for (int i = 0; i < n; i++) ck_assert_float_eq(g[i], 2.0f * x[i]);
+    free(x), free(out), free(g);
+}
+END_TEST
+
+START_TEST(dropout_masks_as_documented) {
+    const int B = 8, T = 64, C = 128, n = B * T * C;
+    const float p = 0.3f;
+    // x = 1 + |normal| is never 0, so a 0 in out can only be a drop.
+    float *x = randn(n, 61, 0, 1), *out = zeros(n);
+    for (int i = 0; i < n; i++) x[i] = 1.0f + fabsf(x[i]);
+    DropoutKey key = {.seed = 99, .layer = 2, .site = 1, .step = 17, .Tg = T, .Cg = C};
+    ops_dropout_forward(out, x, p, key, B, T, C);
+
+    size_t kept = 0, wrong = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                int i = (b * T + t) * C + c;
+                int keep = ref_keep(key, p, b, t, c);
+                kept += keep;
+                wrong += out[i] != (keep ? x[i] / (1.0f - p) : 0.0f);
+            }
+    ck_assert_msg(wrong == 0, "%zu of %d elements differ from x * keep / (1 - p)", wrong, n);
+    // The kept fraction is a binomial proportion: within 4 standard errors of
+    // 1 - p (a false alarm once in ~16000 seeds; this seed is fixed anyway).
+    double frac = (double)kept / n, se = sqrt(p * (1.0 - p) / n);
+    ck_assert_msg(fabs(frac - (1.0 - p)) < 4.0 * se, "kept %.4f, expected %.2f +- %.4f", frac,
+                  1.0 - p, 4.0 * se);
+
+    // Another step, layer or site draws another mask.
+    DropoutKey other[3] = {key, key, key};
+    other[0].step++, other[1].layer++, other[2].site++;
+    for (int o = 0; o < 3; o++) {
+        float *out2 = zeros(n);
+        ops_dropout_forward(out2, x, p, other[o], B, T, C);
+        size_t same_mask = 0;
+        for (int i = 0; i < n; i++) same_mask += (out2[i] == 0.0f) == (out[i] == 0.0f);
+        ck_assert_msg(same_mask < (size_t)n * 0.7, "variant %d repeats the mask (%zu of %d)", o,
+                      same_mask, n);
+        free(out2);
+    }
+    free(x), free(out);
+}
+END_TEST
+
+START_TEST(dropout_backward_uses_the_same_mask) {
+    const int B = 2, T = 5, C = 8, n = B * T * C;
+    const float p = 0.3f;
+    float *x = randn(n, 62, 0, 1), *dout = randn(n, 63, 0, 1), *out = zeros(n), *g = zeros(n);
+    DropoutKey key = {.seed = 5, .layer = 0, .site = 0, .step = 4, .Tg = T, .Cg = C};
+    ops_dropout_forward(out, x, p, key, B, T, C);
+    ops_dropout_backward(g, dout, p, key, B, T, C);
+    size_t dropped = 0;
+    for (int i = 0; i < n; i++) {
+        int keep = out[i] != 0.0f;   // x is never exactly 0
+        dropped += !keep;
+        ck_assert_float_eq(g[i], keep ? dout[i] / (1.0f - p) : 0.0f);
+    }
+    ck_assert_msg(dropped > 0 && dropped < (size_t)n, "degenerate mask: %zu of %d dropped",
+                  dropped, n);
+    ops_dropout_backward(g, dout, p, key, B, T, C);   // += : twice the first
+    for (int i = 0; i < n; i++) ck_assert_float_eq(g[i], 2.0f * (out[i] != 0.0f ? dout[i] / (1.0f - p) : 0.0f));
+    free(x), free(dout), free(out), free(g);
+}
+END_TEST
+
+// A rank holding rows 2..3, tokens 4..9 and channels 8..15 of a (4, 16, 32)
+// tensor draws exactly the global mask's slice.
+START_TEST(dropout_slice_equals_slice_of_whole) {
+    enum { BG = 4, TG = 16, CG = 32, R0 = 2, NB = 2, T0 = 4, NT = 6, C0 = 8, NC = 8 };
+    const float p = 0.5f;
+    float *x = randn(BG * TG * CG, 64, 0, 1), *whole = zeros(BG * TG * CG);
+    DropoutKey key = {.seed = 11, .layer = 3, .site = 2, .step = 9, .Tg = TG, .Cg = CG};
+    ops_dropout_forward(whole, x, p, key, BG, TG, CG);
+
+    float *xs = zeros(NB * NT * NC), *part = zeros(NB * NT * NC);
+    for (int b = 0; b < NB; b++)
+        for (int t = 0; t < NT; t++)
+            for (int c = 0; c < NC; c++)
+                xs[(b * NT + t) * NC + c] = x[((R0 + b) * TG + T0 + t) * CG + C0 + c];
+    DropoutKey slice = key;
+    slice.row0 = R0, slice.t0 = T0, slice.c0 = C0;
+    ops_dropout_forward(part, xs, p, slice, NB, NT, NC);
+    size_t differ = 0, dropped = 0;
+    for (int b = 0; b < NB; b++)
+        for (int t = 0; t < NT; t++)
+            for (int c = 0; c < NC; c++) {
+                float w = whole[((R0 + b) * TG + T0 + t) * CG + C0 + c];
+                differ += part[(b * NT + t) * NC + c] != w;
+                dropped += w == 0.0f;
+            }
+    ck_assert_msg(differ == 0, "%zu elements of the slice differ from the whole", differ);
+    ck_assert_msg(dropped > 0, "the slice drew no drops: the comparison proves nothing");
+    free(x), free(whole), free(xs), free(part);
+}
+END_TEST
+
+START_TEST(dropout_step_out_of_range) {
+    float x = 1.0f, out;
+    DropoutKey key = {.seed = 1, .step = 1 << 28, .Tg = 1, .Cg = 1};
+    ops_dropout_forward(&out, &x, 0.1f, key, 1, 1, 1);
+}
+END_TEST
+
+// ---- small elementwise ops and reductions ----------------------------------------
+
+START_TEST(elementwise_and_reductions) {
+    enum { N = 37 };
+    float *a = randn(N, 70, 0, 1), *b = randn(N, 71, 0, 1), *y = zeros(N);
+    ops_add(y, a, b, N);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], a[i] + b[i]);
+    ops_accumulate(y, a, N);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], (a[i] + b[i]) + a[i]);
+    ops_scale(y, 0.5f, N);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], ((a[i] + b[i]) + a[i]) * 0.5f);
+    ops_fill(y, 3.25f, N);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(y[i], 3.25f);
+    // In place: out may be one of the inputs (x = x + y).
+    for (int i = 0; i < N; i++) y[i] = a[i] + b[i];
+    ops_add(a, a, b, N);
+    for (int i = 0; i < N; i++) ck_assert_float_eq(a[i], y[i]);
+
+    // 2^24 + 1 + 1 + ... : in float every +1 is lost; in double none is.
+    enum { NS = 1001 };
+    float *s = zeros(NS);
+    s[0] = 16777216.0f;
+    for (int i = 1; i < NS; i++) s[i] = 1.0f;
+    ck_assert(ops_sum(s, NS) == 16777216.0 + (NS - 1));
+    ck_assert(ops_sumsq(s, NS) == 16777216.0 * 16777216.0 + (NS - 1));
+    free(a), free(b), free(y), free(s);
+}
+END_TEST
+
+// ---- optimizers ----------------------------------------------------------------
+
+// Three steps of AdamW on a few parameters, against the formula of ops.h
+// evaluated in double: with the defaults, and with a large lr and wd, where
+// taking the decay on the updated p instead of the old one is off by
+// lr^2 wd ~ 5e-3 (with the defaults that would hide at 1e-7).
+START_TEST(adamw_matches_closed_form) {
+    enum { N = 6, STEPS = 3 };
+    const float settings[2][2] = {{1e-3f, 0.1f}, {0.1f, 0.5f}};   // lr, wd
+    const float b1 = 0.9f, b2 = 0.95f, eps = 1e-8f;
+    for (int si = 0; si < 2; si++) {
+        const float lr = settings[si][0], wd = settings[si][1];
+        float p[N] = {1.0f, -0.5f, 0.25f, 2.0f, -3.0f, 0.0f}, m[N] = {0}, v[N] = {0};
+        double pd[N], md[N] = {0}, vd[N] = {0};
+        for (int i = 0; i < N; i++) pd[i] = p[i];
+        for (int t = 1; t <= STEPS; t++) {
+            float g[N];
+            for (int i = 0; i < N; i++) g[i] = 0.3f * (float)(i - 2) + 0.1f * (float)t;
+            ops_adamw(p, g, m, v, N, lr, b1, b2, eps, wd, t);
+            for (int i = 0; i < N; i++) {
+                md[i] = b1 * md[i] + (1.0 - b1) * g[i];
+                vd[i] = b2 * vd[i] + (1.0 - b2) * (double)g[i] * g[i];
+                double mhat = md[i] / (1.0 - pow(b1, t)), vhat = vd[i] / (1.0 - pow(b2, t));
+                pd[i] -= lr * (mhat / (sqrt(vhat) + eps) + wd * pd[i]);
+            }
+        }
+        // fp32 holds p (|p| <= 3) to ~2e-7; three steps add a few ulps.
+        for (int i = 0; i < N; i++) {
+            ck_assert_msg(fabs(p[i] - pd[i]) < 1e-6, "lr %g wd %g: p[%d] %.9g, closed form %.9g",
+                          lr, wd, i, p[i], pd[i]);
+            ck_assert_msg(fabs(m[i] - md[i]) < 1e-6 && fabs(v[i] - vd[i]) < 1e-6,
+                          "moments of %d: m %.9g (%.9g), v %.9g (%.9g)", i, m[i], md[i], v[i],
+                          vd[i]);
+        }
+    }
+}
+END_TEST
+
+// At the first step the bias corrections make mhat = g and vhat = g^2, so
+// each parameter moves by lr * g / (|g| + eps) (about lr, whatever the size of
+// g) plus the decay lr * wd * p. Worked by hand with lr 1e-3, wd 0.1:
+//   p 1,    g 0.5   -> 1 - 0.001 - 0.0001             = 0.9989
+//   p -2,   g -4    -> -2 + 0.001 + 0.0002            = -1.9988
+//   p 0.5,  g 0     -> 0.5 - 0.00005                  = 0.49995   (only decay)
+//   p 0,    g 1e-8  -> 0 - 0.001 * 1e-8 / 2e-8        = -0.0005   (g = eps: half a step)
+START_TEST(adamw_first_step_by_hand) {
+    float p[4] = {1.0f, -2.0f, 0.5f, 0.0f}, g[4] = {0.5f, -4.0f, 0.0f, 1e-8f};
+    float m[4] = {0}, v[4] = {0};
+    const float want[4] = {0.9989f, -1.9988f, 0.49995f, -0.0005f};
+    ops_adamw(p, g, m, v, 4, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(fabsf(p[i] - want[i]) < 2e-7f, "p[%d] = %.9g, by hand %.9g", i, p[i], want[i]);
+}
+END_TEST
+
+START_TEST(sgd_plain_and_momentum) {
+    enum { N = 3 };
+    const float lr = 0.1f, wd = 0.01f, mu = 0.9f;
+    const float g1[N] = {1.0f, -2.0f, 0.5f}, g2[N] = {0.5f, 1.0f, -1.0f};
+    float p[N] = {1.0f, 2.0f, -1.0f}, q[N] = {1.0f, 2.0f, -1.0f}, buf[N] = {0};
+    double pd[N], qd[N], bd[N] = {0};
+    for (int i = 0; i < N; i++) pd[i] = qd[i] = p[i];
+
+    // Plain: p -= lr (g + wd p), twice; buf unused, so NULL.
+    ops_sgd(p, g1, NULL, N, lr, 0.0f, wd);
+    ops_sgd(p, g2, NULL, N, lr, 0.0f, wd);
+    // Momentum: buf = mu buf + (g + wd p); p -= lr buf (torch.optim.SGD).
+    ops_sgd(q, g1, buf, N, lr, mu, wd);
+    ops_sgd(q, g2, buf, N, lr, mu, wd);
+    for (int i = 0; i < N; i++) {
+        pd[i] -= lr * (g1[i] + wd * pd[i]);
+        pd[i] -= lr * (g2[i] + wd * pd[i]);
+        bd[i] = g1[i] + wd * qd[i];
+        qd[i] -= lr * bd[i];
+        bd[i] = mu * bd[i] + g2[i] + wd * qd[i];
+        qd[i] -= lr * bd[i];
+        ck_assert_msg(fabs(p[i] - pd[i]) < 1e-6, "plain p[%d] %.9g vs %.9g", i, p[i], pd[i]);
+        ck_assert_msg(fabs(q[i] - qd[i]) < 1e-6, "momentum p[%d] %.9g vs %.9g", i, q[i], qd[i]);
+        ck_assert_msg(fabs(buf[i] - bd[i]) < 1e-6, "buf[%d] %.9g vs %.9g", i, buf[i], bd[i]);
+    }
+    // By hand, element 0's first plain step: 1 - 0.1 (1 + 0.01) = 0.899.
+    float r = 1.0f;
+    ops_sgd(&r, g1, NULL, 1, lr, 0.0f, wd);
+    ck_assert_msg(fabsf(r - 0.899f) < 1e-7f, "one SGD step: %.9g, by hand 0.899", r);
+}
+END_TEST
+
+static Suite *ops_suite(void) {
+    Suite *s = suite_create("ops");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, matmul_forward_matches_naive);
+    tcase_add_test(tc, matmul_backward_matches_finite_differences);
+    tcase_add_test(tc, layernorm_forward_matches_naive);
+    tcase_add_test(tc, layernorm_backward_matches_finite_differences);
+    tcase_add_test(tc, gelu_matches_naive_and_finite_differences);
+    tcase_add_test(tc, attention_forward_matches_naive);
+    tcase_add_test(tc, attention_backward_matches_finite_differences);
+    tcase_add_test(tc, embedding_matches_naive_and_finite_differences);
+    tcase_add_test(tc, crossentropy_matches_naive_and_finite_differences);
+    tcase_add_test(tc, crossentropy_is_stable_for_large_logits);
+    tcase_add_test(tc, dropout_p0_is_exact_copy);
+    tcase_add_test(tc, dropout_masks_as_documented);
+    tcase_add_test(tc, dropout_backward_uses_the_same_mask);
+    tcase_add_test(tc, dropout_slice_equals_slice_of_whole);
+    tcase_add_exit_test(tc, dropout_step_out_of_range, EXIT_CHECK);
+    tcase_add_test(tc, elementwise_and_reductions);
+    tcase_add_test(tc, adamw_matches_closed_form);
+    tcase_add_test(tc, adamw_first_step_by_hand);
+    tcase_add_test(tc, sgd_plain_and_momentum);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) {
+    mem_init("cpu", 0);
+    ops_init();
+    return test_run_suite(ops_suite());
+}
