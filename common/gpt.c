@@ -1,0 +1,459 @@
+// gpt.c: the model as units; forward and backward one unit at a time.
+#include "gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "dump.h"
+#include "ops.h"
+#include "rng.h"
+
+// ---- units and tensors -----------------------------------------------------
+
+static void add_tensor(GptUnit *u, const char *name, int rows, int cols, float std, float value) {
+    CHECK(u->ntensors < GPT_MAX_TENSORS, "unit %s has too many tensors", u->name);
+    GptTensor *t = &u->tensors[u->ntensors++];
+    t->name = name;
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols > 0 ? cols : 1;
+    t->offset = u->size;
+    t->count = (size_t)rows * (size_t)(cols > 0 ? cols : 1);
+    t->init_std = std;
+    t->init_value = value;
+    u->size += t->count;
+}
+
+Gpt *gpt_create(const GptConfig *cfg) {
+    const GptConfig c = *cfg;
+    CHECK(c.B > 0 && c.T > 0 && c.C > 0 && c.NH > 0 && c.L >= 0 && c.V > 0,
+          "model sizes must be positive (B %d, T %d, C %d, NH %d, L %d, V %d)", c.B, c.T, c.C,
+          c.NH, c.L, c.V);
+    CHECK(c.C % c.NH == 0, "%d heads do not divide %d channels; pick --heads among the divisors of --dim",
+          c.NH, c.C);
+    CHECK(c.dropout >= 0 && c.dropout < 1, "dropout %g must be in [0, 1)", c.dropout);
+    Gpt *m = calloc(1, sizeof *m);
+    CHECK(m, "out of memory");
+    m->cfg = c;
+    m->nunits = c.L + 2;
+    m->units = calloc((size_t)m->nunits, sizeof *m->units);
+    CHECK(m->units, "out of memory");
+    const float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)(c.L > 0 ? c.L : 1));
+
+    GptUnit *e = &m->units[0];
+    e->kind = UNIT_EMBED;
+    snprintf(e->name, sizeof e->name, "embed");
+    add_tensor(e, "wte", c.V, c.C, std, 0);
+    add_tensor(e, "wpe", c.T, c.C, std, 0);
+
+    for (int l = 0; l < c.L; l++) {
+        GptUnit *b = &m->units[1 + l];
+        b->kind = UNIT_BLOCK;
+        snprintf(b->name, sizeof b->name, "block%d", l);
+        add_tensor(b, "ln1.w", c.C, 0, 0, 1);
+        add_tensor(b, "ln1.b", c.C, 0, 0, 0);
+        add_tensor(b, "attn.wq", c.C, c.C, std, 0);
+        add_tensor(b, "attn.bq", c.C, 0, 0, 0);
+        add_tensor(b, "attn.wk", c.C, c.C, std, 0);
+        add_tensor(b, "attn.bk", c.C, 0, 0, 0);
+        add_tensor(b, "attn.wv", c.C, c.C, std, 0);
+        add_tensor(b, "attn.bv", c.C, 0, 0, 0);
+        add_tensor(b, "attn.wo", c.C, c.C, proj_std, 0);
+        add_tensor(b, "attn.bo", c.C, 0, 0, 0);
+        add_tensor(b, "ln2.w", c.C, 0, 0, 1);
+        add_tensor(b, "ln2.b", c.C, 0, 0, 0);
+        add_tensor(b, "mlp.w1", c.C, 4 * c.C, std, 0);
+        add_tensor(b, "mlp.b1", 4 * c.C, 0, 0, 0);
+        add_tensor(b, "mlp.w2", 4 * c.C, c.C, proj_std, 0);
+        add_tensor(b, "mlp.b2", c.C, 0, 0, 0);
+    }
+
+    GptUnit *h = &m->units[c.L + 1];
+    h->kind = UNIT_HEAD;
+    snprintf(h->name, sizeof h->name, "head");
+    add_tensor(h, "lnf.w", c.C, 0, 0, 1);
+    add_tensor(h, "lnf.b", c.C, 0, 0, 0);
+    add_tensor(h, "lm_head", c.C, c.V, std, 0);
+
+    for (int u = 0; u < m->nunits; u++) m->nparams += m->units[u].size;
+    return m;
+}
+
+static void free_acts(Gpt *m);
+
+void gpt_free(Gpt *m) {
+    if (!m) return;
+    free_acts(m);
+    free(m->units);
+    free(m);
+}
+
+// ---- views -----------------------------------------------------------------
+
+static float *tensor_of(const Gpt *m, int u, int k, float *unit) {
+    return unit + m->units[u].tensors[k].offset;
+}
+
+GptEmbedView gpt_embed_view(const Gpt *m, float *unit) {
+    GptEmbedView v = {tensor_of(m, 0, 0, unit), tensor_of(m, 0, 1, unit)};
+    return v;
+}
+
+GptBlockView gpt_block_view(const Gpt *m, float *unit) {
+    // Every block has the same layout; block 0's offsets serve them all.
+    float *t[16];
+    for (int k = 0; k < 16; k++) t[k] = tensor_of(m, 1, k, unit);
+    GptBlockView v = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+                      t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
+    return v;
+}
+
+GptHeadView gpt_head_view(const Gpt *m, float *unit) {
+    int u = m->cfg.L + 1;
+    GptHeadView v = {tensor_of(m, u, 0, unit), tensor_of(m, u, 1, unit), tensor_of(m, u, 2, unit)};
+    return v;
+}
+
+float **gpt_alloc_units(const Gpt *m, MemCategory cat, const char *what) {
+    float **units = calloc((size_t)m->nunits, sizeof *units);
+    CHECK(units, "out of memory");
+    for (int u = 0; u < m->nunits; u++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s %s", m->units[u].name, what);
+        units[u] = mem_alloc_floats(m->units[u].size, cat, name);
+    }
+    return units;
+}
+
+void gpt_free_units(const Gpt *m, float **units) {
+    if (!units) return;
+    for (int u = 0; u < m->nunits; u++) mem_free(units[u]);
+    free(units);
+}
+
+// ---- initialisation --------------------------------------------------------
+
+void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count) {
+    CHECK(u >= 0 && u < m->nunits, "unit %d does not exist", u);
+    const GptUnit *unit = &m->units[u];
+    CHECK(offset + count <= unit->size, "slice [%zu, %zu) is outside unit %s (%zu floats)", offset,
+          offset + count, unit->name, unit->size);
+    // Made on the host, tensor by tensor, then copied to the device.
+    float *host = malloc((count ? count : 1) * sizeof(float));
+    CHECK(host, "out of memory initialising %s", unit->name);
+    for (int k = 0; k < unit->ntensors; k++) {
+        const GptTensor *t = &unit->tensors[k];
+        size_t lo = offset > t->offset ? offset : t->offset;
+        size_t hi = offset + count < t->offset + t->count ? offset + count : t->offset + t->count;
+        if (lo >= hi) continue;
+        float *dst = host + (lo - offset);
+        if (t->init_std > 0)
+            rng_fill_normal(dst, hi - lo, m->cfg.seed, rng_stream(RNG_INIT, (uint32_t)(32 * u + k), 0),
+                            lo - t->offset, 0.0f, t->init_std);
+        else
+            for (size_t i = 0; i < hi - lo; i++) dst[i] = t->init_value;
+    }
+    mem_from_host(out, host, count * sizeof(float));
+    free(host);
+}
+
+void gpt_init_units(const Gpt *m, float **params) {
+    for (int u = 0; u < m->nunits; u++) gpt_init_slice(m, u, params[u], 0, m->units[u].size);
+}
+
+// ---- activations -----------------------------------------------------------
+
+static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_ACTS, name); }
+
+void gpt_alloc_acts(Gpt *m) {
+    CHECK(!m->stream, "gpt_alloc_acts called twice");
+    const GptConfig c = m->cfg;
+    size_t BT = (size_t)c.B * c.T, BTC = BT * c.C;
+    m->tokens = mem_alloc(BT * sizeof(int), MEM_ACTS, "tokens");
+    m->targets = mem_alloc(BT * sizeof(int), MEM_ACTS, "targets");
+    m->stream = calloc((size_t)m->nunits + 1, sizeof *m->stream);
+    m->dstream = calloc((size_t)m->nunits + 1, sizeof *m->dstream);
+    m->blocks = calloc((size_t)(c.L > 0 ? c.L : 1), sizeof *m->blocks);
+    CHECK(m->stream && m->dstream && m->blocks, "out of memory");
+    for (int u = 1; u <= m->nunits - 1; u++) {
+        m->stream[u] = acts(BTC, "residual stream");
+        m->dstream[u] = acts(BTC, "residual stream gradient");
+    }
+    for (int l = 0; l < c.L; l++) {
+        GptBlockActs *a = &m->blocks[l];
+        a->ln1 = acts(BTC, "ln1");
+        a->ln1_mean = acts(BT, "ln1 mean");
+        a->ln1_rstd = acts(BT, "ln1 rstd");
+        a->q = acts(BTC, "q");
+        a->k = acts(BTC, "k");
+        a->v = acts(BTC, "v");
+        a->att = acts((size_t)c.B * c.NH * c.T * c.T, "attention");
+        a->y = acts(BTC, "attention out");
+        a->mid = acts(BTC, "residual mid");
+        a->ln2 = acts(BTC, "ln2");
+        a->ln2_mean = acts(BT, "ln2 mean");
+        a->ln2_rstd = acts(BT, "ln2 rstd");
+        a->h = acts(4 * BTC, "mlp hidden");
+        a->hg = acts(4 * BTC, "mlp gelu");
+    }
+    m->lnf = acts(BTC, "lnf");
+    m->lnf_mean = acts(BT, "lnf mean");
+    m->lnf_rstd = acts(BT, "lnf rstd");
+    m->logits = acts(BT * c.V, "logits");
+    m->probs = acts(BT * c.V, "probs");
+    m->losses = acts(BT, "losses");
+    m->s_c = acts(BTC, "scratch");
+    m->s_c2 = acts(BTC, "scratch");
+    m->s_4c = acts(4 * BTC, "scratch");
+    m->s_4c2 = acts(4 * BTC, "scratch");
+    m->s_att = acts((size_t)c.B * c.NH * c.T * c.T, "scratch");
+    m->s_dq = acts(BTC, "scratch");
+    m->s_dk = acts(BTC, "scratch");
+    m->s_dv = acts(BTC, "scratch");
+    m->s_logits = acts(BT * c.V, "scratch");
+}
+
+static void free_acts(Gpt *m) {
+    if (!m->stream) return;
+    mem_free(m->tokens);
+    mem_free(m->targets);
+    for (int u = 1; u <= m->nunits - 1; u++) {
+        mem_free(m->stream[u]);
+        mem_free(m->dstream[u]);
+    }
+    for (int l = 0; l < m->cfg.L; l++) {
+        GptBlockActs *a = &m->blocks[l];
+        float *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->q,        a->k,        a->v, a->att,
+                        a->y,   a->mid,      a->ln2,      a->ln2_mean, a->ln2_rstd, a->h, a->hg};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+    }
+    float *rest[] = {m->lnf,  m->lnf_mean, m->lnf_rstd, m->logits, m->probs, m->losses,
+                     m->s_c,  m->s_c2,     m->s_4c,     m->s_4c2,  m->s_att, m->s_dq,
+                     m->s_dk, m->s_dv,     m->s_logits};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
+    free(m->stream);
+    free(m->dstream);
+    free(m->blocks);
+    m->stream = m->dstream = NULL;
+    m->blocks = NULL;
+}
+
+void gpt_set_batch(Gpt *m, const int *x, const int *y, int step, int row0, float loss_scale) {
+    CHECK(m->stream, "gpt_set_batch before gpt_alloc_acts");
+    size_t BT = (size_t)m->cfg.B * m->cfg.T;
+    for (size_t i = 0; i < BT; i++)
+        CHECK(x[i] >= 0 && x[i] < m->cfg.V && y[i] >= 0 && y[i] < m->cfg.V,
+              "token %d or %d at %zu is outside the vocabulary of %d", x[i], y[i], i, m->cfg.V);
+    mem_from_host(m->tokens, x, BT * sizeof(int));
+    mem_from_host(m->targets, y, BT * sizeof(int));
+    m->step = step;
+    m->row0 = row0;
+    m->loss_scale = loss_scale;
+}
+
+// ---- forward and backward --------------------------------------------------
+
+static DropoutKey dropout_key(const Gpt *m, int layer, int site) {
+    DropoutKey k = {.seed = m->cfg.seed, .layer = layer, .site = site, .step = m->step,
+                    .row0 = m->row0, .t0 = 0, .c0 = 0, .Tg = m->cfg.T, .Cg = m->cfg.C};
+    return k;
+}
+
+static void embed_forward(Gpt *m, const float *params) {
+    const GptConfig c = m->cfg;
+    GptEmbedView p = gpt_embed_view(m, (float *)params);
+    float *out = m->stream[1];   // (B, T, C)
+    if (c.dropout > 0) {
+        ops_embedding_forward(m->s_c, m->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
+        ops_dropout_forward(out, m->s_c, c.dropout, dropout_key(m, 0, 0), c.B, c.T, c.C);
+    } else {
+        ops_embedding_forward(out, m->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
+    }
+}
+
+static void embed_backward(Gpt *m, float *grads) {
+    const GptConfig c = m->cfg;
+    GptEmbedView g = gpt_embed_view(m, grads);
+    const float *dout = m->dstream[1];
+    if (c.dropout > 0) {
+        size_t BTC = (size_t)c.B * c.T * c.C;
+        ops_fill(m->s_c, 0, BTC);
+        ops_dropout_backward(m->s_c, dout, c.dropout, dropout_key(m, 0, 0), c.B, c.T, c.C);
+        dout = m->s_c;
+    }
+    ops_embedding_backward(g.wte, g.wpe, dout, m->tokens, c.B, c.T, c.C, 0);
+}
+
+// x_out = x + dropout(branch): the residual add, with the branch's dropout.
+static void residual(Gpt *m, float *x_out, const float *x, const float *branch, int layer, int site) {
+    const GptConfig c = m->cfg;
+    size_t BTC = (size_t)c.B * c.T * c.C;
+    if (c.dropout > 0) {
+        ops_dropout_forward(m->s_c2, branch, c.dropout, dropout_key(m, layer, site), c.B, c.T, c.C);
+        branch = m->s_c2;
+    }
+    ops_add(x_out, x, branch, BTC);
+}
+
+static void block_forward(Gpt *m, int u, const float *params) {
+    const GptConfig c = m->cfg;
+    const int M = c.B * c.T, C = c.C;
+    GptBlockView p = gpt_block_view(m, (float *)params);
+    GptBlockActs *a = &m->blocks[u - 1];
+    const float *x = m->stream[u];   // (B, T, C)
+    float *out = m->stream[u + 1];   // (B, T, C)
+
+    ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln1w, p.ln1b, M, C);
+    ops_matmul_forward(a->q, a->ln1, p.wq, p.bq, M, C, C);
+    ops_matmul_forward(a->k, a->ln1, p.wk, p.bk, M, C, C);
+    ops_matmul_forward(a->v, a->ln1, p.wv, p.bv, M, C, C);
+    ops_attention_forward(a->y, a->att, a->q, a->k, a->v, c.B, c.T, C, c.NH);
+    ops_matmul_forward(m->s_c, a->y, p.wo, p.bo, M, C, C);
+    residual(m, a->mid, x, m->s_c, u, 1);
+
+    ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p.ln2w, p.ln2b, M, C);
+    ops_matmul_forward(a->h, a->ln2, p.w1, p.b1, M, C, 4 * C);
+    ops_gelu_forward(a->hg, a->h, (size_t)M * 4 * C);
+    ops_matmul_forward(m->s_c, a->hg, p.w2, p.b2, M, 4 * C, C);
+    residual(m, out, a->mid, m->s_c, u, 2);
+}
+
+// The gradient reaching a dropped-out branch: dout through the same mask.
+static const float *branch_grad(Gpt *m, const float *dout, int layer, int site) {
+    const GptConfig c = m->cfg;
+    if (c.dropout == 0) return dout;
+    ops_fill(m->s_c2, 0, (size_t)c.B * c.T * c.C);
+    ops_dropout_backward(m->s_c2, dout, c.dropout, dropout_key(m, layer, site), c.B, c.T, c.C);
+    return m->s_c2;
+}
+
+static void block_backward(Gpt *m, int u, const float *params, float *grads) {
+    const GptConfig c = m->cfg;
+    const int M = c.B * c.T, C = c.C;
+    const size_t BTC = (size_t)M * C;
+    GptBlockView p = gpt_block_view(m, (float *)params);
+    GptBlockView g = gpt_block_view(m, grads);
+    GptBlockActs *a = &m->blocks[u - 1];
+    const float *x = m->stream[u];
+    const float *dout = m->dstream[u + 1];   // (B, T, C)
+    float *dx = m->dstream[u];               // (B, T, C)
+    float *dmid = m->s_c;                    // (B, T, C)
+    float *dln = m->s_dq;                    // (B, T, C), reused below
+
+    // MLP branch: out = mid + dropout(gelu(ln2(mid) @ w1 + b1) @ w2 + b2)
+    const float *dbranch = branch_grad(m, dout, u, 2);
+    ops_fill(m->s_4c, 0, 4 * BTC);
+    ops_matmul_backward(m->s_4c, g.w2, g.b2, dbranch, a->hg, p.w2, M, 4 * C, C);
+    ops_fill(m->s_4c2, 0, 4 * BTC);
+    ops_gelu_backward(m->s_4c2, m->s_4c, a->h, 4 * BTC);
+    ops_fill(dln, 0, BTC);
+    ops_matmul_backward(dln, g.w1, g.b1, m->s_4c2, a->ln2, p.w1, M, C, 4 * C);
+    mem_copy(dmid, dout, BTC * sizeof(float));   // the residual path
+    ops_layernorm_backward(dmid, g.ln2w, g.ln2b, dln, a->mid, p.ln2w, a->ln2_mean, a->ln2_rstd, M, C);
+
+    // Attention branch: mid = x + dropout(attention(ln1(x)) @ wo + bo)
+    dbranch = branch_grad(m, dmid, u, 1);
+    float *dy = m->s_4c;   // (B, T, C), the first part of a free scratch
+    ops_fill(dy, 0, BTC);
+    ops_matmul_backward(dy, g.wo, g.bo, dbranch, a->y, p.wo, M, C, C);
+    ops_fill(m->s_dq, 0, BTC);
+    ops_fill(m->s_dk, 0, BTC);
+    ops_fill(m->s_dv, 0, BTC);
+    ops_attention_backward(m->s_dq, m->s_dk, m->s_dv, m->s_att, dy, a->att, a->q, a->k, a->v, c.B,
+                           c.T, C, c.NH);
+    dln = m->s_4c2;        // (B, T, C)
+    ops_fill(dln, 0, BTC);
+    ops_matmul_backward(dln, g.wq, g.bq, m->s_dq, a->ln1, p.wq, M, C, C);
+    ops_matmul_backward(dln, g.wk, g.bk, m->s_dk, a->ln1, p.wk, M, C, C);
+    ops_matmul_backward(dln, g.wv, g.bv, m->s_dv, a->ln1, p.wv, M, C, C);
+    mem_copy(dx, dmid, BTC * sizeof(float));     // the residual path
+    ops_layernorm_backward(dx, g.ln1w, g.ln1b, dln, x, p.ln1w, a->ln1_mean, a->ln1_rstd, M, C);
+}
+
+static void head_forward(Gpt *m, const float *params) {
+    const GptConfig c = m->cfg;
+    const int M = c.B * c.T;
+    GptHeadView p = gpt_head_view(m, (float *)params);
+    const float *x = m->stream[c.L + 1];
+    ops_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, p.lnfw, p.lnfb, M, c.C);
+    ops_matmul_forward(m->logits, m->lnf, p.lm_head, NULL, M, c.C, c.V);
+    ops_crossentropy_forward(m->losses, m->probs, m->logits, m->targets, M, c.V);
+}
+
+static void head_backward(Gpt *m, const float *params, float *grads) {
+    const GptConfig c = m->cfg;
+    const int M = c.B * c.T;
+    const size_t BTC = (size_t)M * c.C;
+    GptHeadView p = gpt_head_view(m, (float *)params);
+    GptHeadView g = gpt_head_view(m, grads);
+    ops_fill(m->s_logits, 0, (size_t)M * c.V);
+    ops_crossentropy_backward(m->s_logits, m->probs, m->targets, m->loss_scale, M, c.V);
+    ops_fill(m->s_c, 0, BTC);
+    ops_matmul_backward(m->s_c, g.lm_head, NULL, m->s_logits, m->lnf, p.lm_head, M, c.C, c.V);
+    float *dx = m->dstream[c.L + 1];
+    ops_fill(dx, 0, BTC);
+    ops_layernorm_backward(dx, g.lnfw, g.lnfb, m->s_c, m->stream[c.L + 1], p.lnfw, m->lnf_mean,
+                           m->lnf_rstd, M, c.C);
+}
+
+void gpt_unit_forward(Gpt *m, int u, const float *params) {
+    CHECK(m->stream, "gpt_unit_forward before gpt_alloc_acts");
+    CHECK(u >= 0 && u < m->nunits, "unit %d does not exist (the model has %d)", u, m->nunits);
+    switch (m->units[u].kind) {
+    case UNIT_EMBED: embed_forward(m, params); break;
+    case UNIT_BLOCK: block_forward(m, u, params); break;
+    case UNIT_HEAD: head_forward(m, params); break;
+    }
+}
+
+void gpt_unit_backward(Gpt *m, int u, const float *params, float *grads) {
+    CHECK(m->stream, "gpt_unit_backward before gpt_alloc_acts");
+    CHECK(u >= 0 && u < m->nunits, "unit %d does not exist (the model has %d)", u, m->nunits);
+    switch (m->units[u].kind) {
+    case UNIT_EMBED: embed_backward(m, grads); break;
+    case UNIT_BLOCK: block_backward(m, u, params, grads); break;
+    case UNIT_HEAD: head_backward(m, params, grads); break;
+    }
+}
+
+double gpt_loss(const Gpt *m) {
+    size_t BT = (size_t)m->cfg.B * m->cfg.T;
+    return ops_sum(m->losses, BT) / (double)BT;
+}
+
+double gpt_forward(Gpt *m, float **params) {
+    for (int u = 0; u < m->nunits; u++) gpt_unit_forward(m, u, params[u]);
+    return gpt_loss(m);
+}
+
+void gpt_backward(Gpt *m, float **params, float **grads) {
+    for (int u = m->nunits - 1; u >= 0; u--) gpt_unit_backward(m, u, params[u], grads[u]);
+}
+
+// ---- output ----------------------------------------------------------------
+
+void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units) {
+    for (int u = 0; u < m->nunits; u++) {
+        const GptUnit *unit = &m->units[u];
+        float *host = malloc(unit->size * sizeof(float));
+        CHECK(host, "out of memory dumping %s", unit->name);
+        mem_to_host(host, units[u], unit->size * sizeof(float));
+        for (int k = 0; k < unit->ntensors; k++) {
+            const GptTensor *t = &unit->tensors[k];
+            char name[128];
+            snprintf(name, sizeof name, "%s/%s.%s", prefix, unit->name, t->name);
+            uint64_t shape[2] = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]};
+            dump_f32(w, name, host + t->offset, t->ndim, shape);
+        }
+        free(host);
+    }
+}
+
+const char *gpt_describe(const Gpt *m, char *buf, size_t len) {
+    snprintf(buf, len, "GPT %dL %dC %dH · %.2fM params", m->cfg.L, m->cfg.C, m->cfg.NH,
+             (double)m->nparams / 1e6);
+    return buf;
+}

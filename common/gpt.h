@@ -1,0 +1,156 @@
+// gpt.h: the model, a small GPT built as units (docs/model.md).
+//
+// The model is a list of units: the embeddings, each transformer block, and
+// the final norm with the LM head. Each unit owns one flat fp32 buffer of
+// parameters with named tensors inside it, and the same layout serves its
+// gradients and optimizer state. Units run one at a time:
+//   - data parallelism reduces a unit's gradients as soon as its backward is done,
+//   - ZeRO-3 gathers a unit's parameters just before it runs,
+//   - pipeline stages own a range of units.
+// So the parameters and gradients are passed in at every call, and a Gpt
+// holds only the activations of one (micro-)batch.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mem.h"
+
+typedef struct DumpWriter DumpWriter;
+
+typedef struct {
+    int B;          // rows this device runs at once (a micro-batch, or a rank's share)
+    int T;          // tokens per row (and positions in wpe)
+    int C;          // channels
+    int NH;         // heads
+    int L;          // blocks
+    int V;          // vocabulary
+    float dropout;  // probability (0: no dropout)
+    uint64_t seed;  // of initialisation and dropout
+} GptConfig;
+
+enum { GPT_MAX_TENSORS = 16 };
+
+typedef struct {
+    const char *name;   // "attn.wq"
+    int ndim;           // 1 or 2
+    int shape[2];
+    size_t offset;      // first element, in floats from the start of the unit
+    size_t count;
+    float init_std;     // normal(0, init_std) when > 0 ...
+    float init_value;   // ... else this constant
+} GptTensor;
+
+typedef enum { UNIT_EMBED, UNIT_BLOCK, UNIT_HEAD } GptUnitKind;
+
+typedef struct {
+    GptUnitKind kind;
+    char name[16];      // "embed", "block0", "head"
+    int ntensors;
+    GptTensor tensors[GPT_MAX_TENSORS];
+    size_t size;        // floats in the unit
+} GptUnit;
+
+// Named views into a block unit's buffer (parameters or gradients alike).
+typedef struct {
+    float *ln1w, *ln1b;   // (C), (C)
+    float *wq, *bq;       // (C, C), (C)   query weights, columns = heads * head size
+    float *wk, *bk;       // (C, C), (C)
+    float *wv, *bv;       // (C, C), (C)
+    float *wo, *bo;       // (C, C), (C)   attention output projection
+    float *ln2w, *ln2b;   // (C), (C)
+    float *w1, *b1;       // (C, 4C), (4C) first MLP matrix
+    float *w2, *b2;       // (4C, C), (C)  second MLP matrix
+} GptBlockView;
+
+typedef struct {
+    float *wte;           // (V, C) token embeddings
+    float *wpe;           // (T, C) position embeddings
+} GptEmbedView;
+
+typedef struct {
+    float *lnfw, *lnfb;   // (C), (C)
+    float *lm_head;       // (C, V)
+} GptHeadView;
+
+// Activations of one block, kept for its backward.
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd;   // (B, T, C), (B, T), (B, T)
+    float *q, *k, *v;                   // (B, T, C) each
+    float *att;                         // (B, NH, T, T) attention probabilities
+    float *y;                           // (B, T, C) attention output, before its projection
+    float *mid;                         // (B, T, C) residual stream after attention
+    float *ln2, *ln2_mean, *ln2_rstd;   // (B, T, C), (B, T), (B, T)
+    float *h, *hg;                      // (B, T, 4C) MLP hidden, before and after GELU
+} GptBlockActs;
+
+typedef struct {
+    GptConfig cfg;
+    int nunits;                 // L + 2
+    GptUnit *units;             // (nunits)
+    size_t nparams;             // Ψ, the sum of unit sizes
+    // The batch on the device.
+    int *tokens, *targets;      // (B, T)
+    int step, row0;             // for dropout: the step, and the global row of local row 0
+    float loss_scale;           // gradient of the loss is scaled by this (1 / tokens averaged over)
+    // The residual stream between units: stream[u] is the input of unit u
+    // (stream[0] is unused: the embeddings read tokens), and dstream[u] its gradient.
+    float **stream, **dstream;  // (nunits + 1) of (B, T, C)
+    GptBlockActs *blocks;       // (L)
+    float *lnf, *lnf_mean, *lnf_rstd;   // (B, T, C), (B, T), (B, T)
+    float *logits, *probs;      // (B, T, V)
+    float *losses;              // (B, T)
+    // Scratch for the backward pass.
+    float *s_c, *s_c2, *s_4c, *s_4c2, *s_att, *s_dq, *s_dk, *s_dv;
+    float *s_logits;            // (B, T, V)
+} Gpt;
+
+// The units and their tensors for a configuration (no memory for tensors).
+// CHECKs the configuration (heads divide channels, sizes positive).
+Gpt *gpt_create(const GptConfig *cfg);
+void gpt_free(Gpt *m);
+
+// Named views of unit buffers (the same layout for parameters and gradients).
+GptEmbedView gpt_embed_view(const Gpt *m, float *unit);
+GptBlockView gpt_block_view(const Gpt *m, float *unit);
+GptHeadView gpt_head_view(const Gpt *m, float *unit);
+
+// Allocate one buffer per unit (zero-filled), counted under `cat`; free them.
+float **gpt_alloc_units(const Gpt *m, MemCategory cat, const char *what);
+void gpt_free_units(const Gpt *m, float **units);
+
+// Initialise elements [offset, offset + count) of unit u's flat buffer, which
+// `out` holds (out[0] is element `offset`): the same values whatever slice
+// is asked for, as docs/model.md says.
+void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count);
+void gpt_init_units(const Gpt *m, float **params);   // every unit, whole
+
+// Activations for B rows (ACTS); call once before the first forward.
+void gpt_alloc_acts(Gpt *m);
+
+// The batch: x, y (B, T) host tokens; step and row0 key the dropout masks;
+// loss_scale is 1 / (the number of tokens the loss averages over), e.g.
+// 1 / (B T) for this batch alone, or 1 / (global batch tokens) when several
+// micro-batches add up to one step.
+void gpt_set_batch(Gpt *m, const int *x, const int *y, int step, int row0, float loss_scale);
+
+// Run unit u forward: reads stream[u] (or the tokens), writes stream[u + 1];
+// the head unit computes the per-token losses.
+void gpt_unit_forward(Gpt *m, int u, const float *params);
+// Run unit u backward: reads dstream[u + 1] (the head starts from the loss),
+// writes dstream[u], and ADDS its parameter gradients into grads.
+void gpt_unit_backward(Gpt *m, int u, const float *params, float *grads);
+
+// The mean loss over this batch's B T tokens (after the head's forward).
+double gpt_loss(const Gpt *m);
+
+// All units in order, then all units in reverse.
+double gpt_forward(Gpt *m, float **params);
+void gpt_backward(Gpt *m, float **params, float **grads);
+
+// Write every tensor of the units as "<prefix>/<unit>.<tensor>" (f32, its
+// shape), copied from the device. The units must be whole (canonical layout).
+void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
+
+// "GPT 4L 128C 4H · 0.87M params"
+const char *gpt_describe(const Gpt *m, char *buf, size_t len);

@@ -1,0 +1,37 @@
+// optim.h: AdamW and SGD over any contiguous slice of a unit.
+//
+// A rank that owns a shard of a unit (ZeRO) updates just that slice: the
+// update of each element depends only on that element's parameter, gradient
+// and state, so the shards' updates together equal the whole unit's.
+#pragma once
+
+#include <stddef.h>
+
+typedef struct Args Args;
+
+typedef enum { OPTIM_ADAMW, OPTIM_SGD } OptimKind;
+
+typedef struct {
+    OptimKind kind;
+    float lr;
+    float beta1, beta2, eps;   // AdamW
+    float momentum;            // SGD
+    float wd;                  // weight decay, decoupled (AdamW) or added to the gradient (SGD)
+} OptimConfig;
+
+// AdamW with lr and wd from the command line, beta1 0.9, beta2 0.95, eps 1e-8.
+OptimConfig optim_from_args(const Args *a);
+
+// Floats of state per parameter: 2 for AdamW (m and v), 1 for SGD with
+// momentum, 0 for plain SGD.
+int optim_state_per_param(const OptimConfig *o);
+
+// One update of n parameters at step t (t >= 1). p, g, m, v: (n), on the
+// device; m and v are the state (v unused by SGD; both unused by plain SGD).
+void optim_update(const OptimConfig *o, int t, float *p, const float *g, float *m, float *v,
+                  size_t n);
+
+// "AdamW lr 0.001 betas (0.9, 0.95) eps 1e-08 wd 0.1", and the same as
+// "key value" lines for a dump's meta/config.
+const char *optim_describe(const OptimConfig *o, char *buf, size_t len);
+const char *optim_config_lines(const OptimConfig *o, char *buf, size_t len);
