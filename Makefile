@@ -4,6 +4,7 @@
 #   make deps       install the Debian/Ubuntu packages the course needs
 #   make demo       (installs what is missing, builds) run the course's showcase
 #   make test       (installs what is missing, builds) run every test
+#   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
 #   make clean
 #
 # Variables: CUDA=0|1 (default: 1 when nvcc is found), NP (ranks for demo).
@@ -46,7 +47,7 @@ COMMON_CU := $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
 COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
 LIB := $(BUILD)/libcommon.a
 
-TOOLS := $(BUILD)/dumptool $(BUILD)/hello
+TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate
 
 # Unit tests: plain programs (Check, fork mode) and MPI programs (run under
 # mpirun by scripts/run-tests.sh, Check in no-fork mode).
@@ -56,7 +57,7 @@ TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS)
 
-.PHONY: all deps check-deps demo test test-run tests clean help
+.PHONY: all deps check-deps demo test test-run tests clean help bench-ref
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
@@ -88,6 +89,9 @@ $(LIB): $(COMMON_OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/%: $(OBJ)/tools/%.o $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/%: $(OBJ)/bench/%.o $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
 
 # Check's static library calls the allocator too, so it comes before the
@@ -123,6 +127,10 @@ test:
 
 test-run: all
 	@scripts/run-tests.sh
+
+# Benchmarks print figures; they are not tests.
+bench-ref: all
+	@bench/bench_ref.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+"""torch_ref.py: the course's GPT trained by PyTorch on one CPU thread, timed.
+
+    /usr/bin/python3 bench/torch_ref.py [--layers 4 --dim 128 --heads 4 --seq 64
+        --batch 8 --vocab 256 --steps 30 --warmup 5] [--impl auto|matmul|linear] [--json]
+
+The model of docs/model.md in float32 (dropout 0), random tokens, AdamW (lr
+1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on every parameter), with
+torch.set_num_threads(1) so that it compares with one C rank. It times whole
+training steps (forward, backward, optimizer step, zero_grad) after --warmup
+untimed ones and prints
+
+    torch tokens/s: N (ms/step M, threads 1, torch VERSION)
+
+tokens/s is B*T divided by the mean time of a step. Two ways of writing the
+same model are timed and the faster one is reported (--impl auto), so that
+the comparison is with PyTorch at its best rather than with one way of
+writing it:
+
+  matmul  weights as (in, out) parameters and `x @ W + b`, the layout of
+          docs/model.md;
+  linear  nn.Linear layers (weights (out, in), F.linear, one fused addmm).
+
+AdamW runs with foreach=True (the multi-tensor step; foreach=False measured
+the same within noise here). --json prints one JSON object instead, with
+every variant's numbers, for a bench script.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:   # pragma: no cover
+    print(f"SKIP torch bench: {e} (run with /usr/bin/python3, which has python3-torch)")
+    sys.exit(77)
+
+
+class Block(nn.Module):
+    def __init__(self, C, NH, L, linear):
+        super().__init__()
+        self.C, self.NH, self.linear = C, NH, linear
+        self.ln1, self.ln2 = nn.LayerNorm(C, eps=1e-5), nn.LayerNorm(C, eps=1e-5)
+        std, pstd = 0.02, 0.02 / math.sqrt(2 * L)
+        dims = {"wq": (C, C, std), "wk": (C, C, std), "wv": (C, C, std), "wo": (C, C, pstd),
+                "w1": (C, 4 * C, std), "w2": (4 * C, C, pstd)}
+        if linear:
+            self.lin = nn.ModuleDict()
+            for n, (i, o, s) in dims.items():
+                m = nn.Linear(i, o)
+                nn.init.normal_(m.weight, std=s)
+                nn.init.zeros_(m.bias)
+                self.lin[n] = m
+        else:
+            self.w = nn.ParameterDict({n: nn.Parameter(torch.randn(i, o) * s)
+                                       for n, (i, o, s) in dims.items()})
+            self.b = nn.ParameterDict({n: nn.Parameter(torch.zeros(o))
+                                       for n, (i, o, s) in dims.items()})
+
+    def proj(self, x, n):
+        if self.linear:
+            return self.lin[n](x)
+        return torch.addmm(self.b[n], x.reshape(-1, x.shape[-1]), self.w[n]).view(
+            *x.shape[:-1], -1)
+
+    def forward(self, x, mask):
+        B, T, C = x.shape
+        NH, hs = self.NH, C // self.NH
+        a = self.ln1(x)
+        q, k, v = (self.proj(a, n).view(B, T, NH, hs).transpose(1, 2) for n in ("wq", "wk", "wv"))
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
+        att = torch.softmax(att.masked_fill(mask[:T, :T], float("-inf")), dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        x = x + self.proj(y, "wo")
+        x = x + self.proj(F.gelu(self.proj(self.ln2(x), "w1"), approximate="tanh"), "w2")
+        return x
+
+
+class GPT(nn.Module):
+    def __init__(self, V, T, C, NH, L, linear):
+        super().__init__()
+        self.wte = nn.Parameter(torch.randn(V, C) * 0.02)
+        self.wpe = nn.Parameter(torch.randn(T, C) * 0.02)
+        self.blocks = nn.ModuleList(Block(C, NH, L, linear) for _ in range(L))
+        self.lnf = nn.LayerNorm(C, eps=1e-5)
+        self.lm_head = nn.Parameter(torch.randn(C, V) * 0.02)
+        self.register_buffer("mask", torch.ones(T, T, dtype=torch.bool).triu(1))
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte[idx] + self.wpe[:T]
+        for blk in self.blocks:
+            x = blk(x, self.mask)
+        logits = self.lnf(x) @ self.lm_head
+        return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
+
+
+def run(impl, a, batches):
+    torch.manual_seed(a.seed)
+    model = GPT(a.vocab, a.seq, a.dim, a.heads, a.layers, impl == "linear")
+    nparams = sum(p.numel() for p in model.parameters())
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+                            weight_decay=0.1, foreach=True)
+    times, losses = [], []
+    for s in range(a.warmup + a.steps):
+        x, y = batches[s % len(batches)]
+        t0 = time.perf_counter()
+        loss = model(x, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        t1 = time.perf_counter()
+        losses.append(loss.item())   # after the clock: not part of the step
+        if s >= a.warmup:
+            times.append(t1 - t0)
+    mean = sum(times) / len(times)
+    return {"impl": impl, "params": nparams, "ms_per_step": 1e3 * mean,
+            "ms_per_step_median": 1e3 * statistics.median(times),
+            "ms_per_step_min": 1e3 * min(times),
+            "tokens_per_s": a.batch * a.seq / mean, "first_loss": losses[0],
+            "last_loss": losses[-1]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--vocab", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=30, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--impl", choices=("auto", "matmul", "linear"), default="auto",
+                    help="how the matmuls are written; auto times both, keeps the faster")
+    ap.add_argument("--json", action="store_true", help="print one JSON object")
+    a = ap.parse_args()
+    if a.dim % a.heads or min(a.layers, a.dim, a.heads, a.seq, a.batch, a.vocab, a.steps) < 1 \
+            or a.warmup < 0:
+        ap.error("sizes and --steps must be positive, --dim a multiple of --heads")
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    g = torch.Generator().manual_seed(a.seed)
+    batches = []
+    for _ in range(min(a.warmup + a.steps, 64)):
+        xy = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
+        batches.append((xy[:, :-1].contiguous(), xy[:, 1:].contiguous()))
+
+    impls = ("matmul", "linear") if a.impl == "auto" else (a.impl,)
+    results = [run(i, a, batches) for i in impls]
+    best = min(results, key=lambda r: r["ms_per_step"])
+    if a.json:
+        print(json.dumps({
+            "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+            "config": {k: getattr(a, k) for k in ("layers", "dim", "heads", "seq", "batch",
+                                                  "vocab", "steps", "warmup", "lr")},
+            "tokens_per_step": a.batch * a.seq,
+            "tokens_per_s": best["tokens_per_s"], "ms_per_step": best["ms_per_step"],
+            "impl": best["impl"], "variants": results}))
+    else:
+        print(f"torch tokens/s: {best['tokens_per_s']:.0f} (ms/step {best['ms_per_step']:.2f}, "
+              f"threads {torch.get_num_threads()}, torch {torch.__version__})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
