@@ -12,10 +12,26 @@ L=4 C=128 T=64 V=256
 # One thread everywhere: one rank per core is how the labs run.
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 
+REPS=${REPS:-3}
+have_torch=0
+/usr/bin/python3 -c 'import torch' 2>/dev/null && have_torch=1
+
 rate=$(build/sgemm_rate "${MODEL[@]}" | awk '/over one training step/ {print $(NF-3)}')
-c_line=$(build/ref "${MODEL[@]}" --steps "$STEPS" --device cpu | grep '^mean over steps')
-c_tps=$(echo "$c_line" | awk '{for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i-1)}' | tr -d k)
-c_tps=$(awk -v k="$c_tps" 'BEGIN {print k * 1000}')
+
+# Each side runs REPS times, alternating, and keeps its best: on a shared
+# machine the best run is the one least disturbed by others.
+c_tps=0 t_tps=0 t_line=""
+for rep in $(seq "$REPS"); do
+    line=$(build/ref "${MODEL[@]}" --steps "$STEPS" --device cpu | grep '^mean over steps')
+    tps=$(echo "$line" | awk '{for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i-1)}' | tr -d k)
+    tps=$(awk -v k="$tps" 'BEGIN {print k * 1000}')
+    c_tps=$(awk -v a="$c_tps" -v b="$tps" 'BEGIN {print (b > a) ? b : a}')
+    if [ $have_torch = 1 ]; then
+        line=$(/usr/bin/python3 bench/torch_ref.py "${MODEL[@]}" --steps "$STEPS" --warmup 5)
+        tps=$(echo "$line" | awk '/torch tokens\/s:/ {print $3}')
+        if awk -v a="$t_tps" -v b="$tps" 'BEGIN {exit !(b > a)}'; then t_tps=$tps t_line=$line; fi
+    fi
+done
 
 # FLOPs per token: 6 per parameter of the matrix products (q, k, v, o, w1,
 # w2 per block and the LM head; embeddings are lookups, not products), plus
@@ -24,15 +40,14 @@ c_tps=$(awk -v k="$c_tps" 'BEGIN {print k * 1000}')
 flops=$(awk -v L=$L -v C=$C -v T=$T -v V=$V 'BEGIN {print 6 * (L * 12 * C * C + C * V) + 6 * L * T * C}')
 ceiling=$(awk -v r="$rate" -v f="$flops" 'BEGIN {print r * 1e9 / f}')
 
-printf 'model: GPT %dL %dC 4H, T %d, B 8, V %d, one thread\n' $L $C $T $V
+printf 'model: GPT %dL %dC 4H, T %d, B 8, V %d, one thread; best of %d runs of %d steps each\n' $L $C $T $V "$REPS" "$STEPS"
+[ -n "${OPENBLAS_CORETYPE:-}" ] && echo "OpenBLAS kernels forced by OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (for both sides)"
 printf 'sgemm rate (1 thread, these shapes): %.1f GFLOP/s; %.2f MFLOP per token; ceiling %.1fk tokens/s\n' \
     "$rate" "$(awk -v f="$flops" 'BEGIN {print f / 1e6}')" "$(awk -v c="$ceiling" 'BEGIN {print c / 1e3}')"
 printf 'C reference:  %7.1fk tokens/s  (%.0f%% of the ceiling)\n' \
     "$(awk -v t="$c_tps" 'BEGIN {print t / 1e3}')" "$(awk -v t="$c_tps" -v c="$ceiling" 'BEGIN {print 100 * t / c}')"
 
-if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
-    t_line=$(/usr/bin/python3 bench/torch_ref.py "${MODEL[@]}" --steps "$STEPS" --warmup 5)
-    t_tps=$(echo "$t_line" | awk '/torch tokens\/s:/ {print $3}')
+if [ $have_torch = 1 ]; then
     printf 'PyTorch:      %7.1fk tokens/s  (%.0f%% of the ceiling)   [%s]\n' \
         "$(awk -v t="$t_tps" 'BEGIN {print t / 1e3}')" "$(awk -v t="$t_tps" -v c="$ceiling" 'BEGIN {print 100 * t / c}')" "$t_line"
     printf 'C / PyTorch:  %.2f\n' "$(awk -v a="$c_tps" -v b="$t_tps" 'BEGIN {print a / b}')"
