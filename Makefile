@@ -56,7 +56,14 @@ TEST_SRC := $(wildcard common/tests/test_*.c)
 TESTS := $(TEST_SRC:common/tests/%.c=$(BUILD)/tests/%)
 TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock
 
-PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS)
+# Labs: labNN_topic/main.c (the harness) with the student's file (the other
+# .c beside it) makes build/labNN; with solution/<same name>.c instead,
+# build/labNN_solution. `make labNN` builds both.
+LAB_DIRS := $(sort $(patsubst %/main.c,%,$(wildcard lab[0-9][0-9]_*/main.c)))
+LAB_IDS := $(foreach d,$(LAB_DIRS),$(word 1,$(subst _, ,$(d))))
+LABS := $(foreach i,$(LAB_IDS),$(BUILD)/$(i) $(BUILD)/$(i)_solution)
+
+PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LABS)
 
 .PHONY: all deps check-deps demo test test-run tests clean help bench-ref
 all: $(PROGRAMS)
@@ -106,6 +113,20 @@ $(BUILD)/libtestutil.a: $(OBJ)/common/tests/testutil.o $(OBJ)/common/tests/testu
 	ar rcs $@ $^
 
 $(OBJ)/common/tests/%.o: CFLAGS += $(CHECK_CFLAGS)
+
+define LAB_RULES
+$(1)_ID := $(word 1,$(subst _, ,$(1)))
+$(1)_STUDENT := $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+$(1)_SOLUTION := $$(patsubst $(1)/%,$(1)/solution/%,$$($(1)_STUDENT))
+$(OBJ)/$(1)/%.o: CFLAGS += -I$(1)
+$(BUILD)/$$($(1)_ID): $(OBJ)/$(1)/main.o $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
+$(BUILD)/$$($(1)_ID)_solution: $(OBJ)/$(1)/main.o $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
+.PHONY: $$($(1)_ID)
+$$($(1)_ID): $(BUILD)/$$($(1)_ID) $(BUILD)/$$($(1)_ID)_solution
+endef
+$(foreach d,$(LAB_DIRS),$(eval $(call LAB_RULES,$(d))))
 
 # ---- run -------------------------------------------------------------------
 NP ?= 4

@@ -44,6 +44,27 @@ run() {
     fi
 }
 
+# run_failing NAME LIMIT PATTERN COMMAND...: a run that must fail (exit
+# non-zero, not by the time limit) and say PATTERN: an unfinished student
+# file, a planted bug. It passes when it fails that way.
+run_failing() {
+    local name=$1 limit=$2 pattern=$3
+    shift 3
+    echo "=== $name (must fail, saying: $pattern)"
+    local out rc
+    out=$(timeout --kill-after=10 "$limit" "$@" 2>&1)
+    rc=$?
+    echo "$out" | tail -n 25
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -qF -- "$pattern" <<<"$out"; then
+        passed=$((passed + 1))
+        echo "--- ok: $name failed as it should (exit code $rc)"
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+        echo "--- FAILED: $name exited $rc without saying '$pattern'"
+    fi
+}
+
 # Unit tests of the library that need no MPI launch.
 for t in rng mem data dump args ops gpt; do
     run "test_$t" 120 "build/tests/test_$t"
@@ -62,6 +83,17 @@ for np in 1 3; do
 done
 run "test_trace np=3" 120 "${MPIRUN[@]}" -np 3 build/tests/test_trace
 run "test_watchdog" 180 build/tests/test_watchdog
+
+# lab01: the solution is exact at every world size, odd ones included; the
+# bench prints its tables; the unfinished student file fails the checks.
+for np in 1 2 3 4 5; do
+    run "lab01_solution np=$np" 300 "${MPIRUN[@]}" -np "$np" build/lab01_solution --quiet
+done
+run "lab01_solution --bench np=2 (small sizes)" 300 "${MPIRUN[@]}" -np 2 build/lab01_solution --quiet \
+    --bench --min-kib 1 --max-mib 1 --iters 3 --warmup 1
+for np in 1 3; do
+    run_failing "lab01 student np=$np" 300 "not written yet" "${MPIRUN[@]}" -np "$np" build/lab01 --quiet
+done
 
 echo
 if [ $failed -gt 0 ]; then

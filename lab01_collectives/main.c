@@ -1,0 +1,524 @@
+// main.c: lab01's harness. Students do not edit it.
+//
+//   mpirun -np 4 build/lab01            demo, then every check
+//   mpirun -np 2 build/lab01 --bench    and the nccl-tests-style tables
+//
+// Each collective of collectives.c runs beside the library's own on exact
+// inputs (small integers stored as floats: every partial sum is an exact
+// integer, so any order of addition gives the same bits) and every element
+// that differs is counted, rank by rank, as nccl-tests does.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "collectives.h"
+#include "comm.h"
+#include "core.h"
+#include "dump.h"
+#include "mem.h"
+#include "ops.h"
+
+// ---- which student functions are still unwritten ---------------------------
+
+typedef enum { C_REDUCE_SCATTER, C_ALL_GATHER, C_ALL_REDUCE, C_TREE_BCAST, C_CHAIN_BCAST, NCOLL } Coll;
+static const char *COLL_NAME[NCOLL] = {"reduce_scatter", "all_gather", "all_reduce",
+                                       "broadcast tree", "broadcast chain"};
+static const char *COLL_FUNC[NCOLL] = {"ring_reduce_scatter", "ring_all_gather", "ring_all_reduce",
+                                       "tree_broadcast", "chain_broadcast"};
+static int g_todo[NCOLL];
+
+void lab_todo(const char *function) {
+    for (int k = 0; k < NCOLL; k++)
+        if (strcmp(function, COLL_FUNC[k]) == 0) g_todo[k] = 1;
+}
+
+// ---- running one collective, the student's or the library's ----------------
+
+// Element i of rank r's input: an integer in [-8, 8].
+static float input_value(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 17) - 8); }
+
+// What each rank holds before and after: `in` (in_count floats) and `out`
+// (out_count floats), on the device.
+typedef struct {
+    float *in, *out;
+    size_t in_count, out_count;
+    bool own_in;   // `in` is a buffer of its own (not `out` or a block of it)
+} Bufs;
+
+// Buffers for collective k over `count` elements, with this rank's input.
+// For all-gather, `in_place` puts the input at its block of `out`.
+static Bufs make_bufs(Comm *c, Coll k, size_t count, int root, bool in_place) {
+    int r = comm_rank(c);
+    size_t off, len;
+    comm_block(count, comm_size(c), r, &off, &len);
+    Bufs b = {0};
+    float *host = malloc((count ? count : 1) * sizeof(float));
+    switch (k) {
+    case C_REDUCE_SCATTER:
+        b.in_count = count, b.out_count = len;
+        b.in = mem_alloc_floats(count, MEM_COMM, "input");
+        b.own_in = true;
+        b.out = mem_alloc_floats(len, MEM_COMM, "output");
+        for (size_t i = 0; i < count; i++) host[i] = input_value(r, i);
+        mem_from_host(b.in, host, count * sizeof(float));
+        break;
+    case C_ALL_GATHER:
+        b.in_count = len, b.out_count = count;
+        b.out = mem_alloc_floats(count, MEM_COMM, "output");
+        b.own_in = !in_place;
+        b.in = in_place ? b.out + off : mem_alloc_floats(len, MEM_COMM, "input");
+        for (size_t i = 0; i < len; i++) host[i] = input_value(r, off + i);
+        mem_from_host(b.in, host, len * sizeof(float));
+        break;
+    default:   // all-reduce and broadcast work in place on one buffer
+        b.in_count = b.out_count = count;
+        b.in = b.out = mem_alloc_floats(count, MEM_COMM, "data");
+        for (size_t i = 0; i < count; i++) host[i] = input_value(r, i);
+        // Ranks other than the root start from garbage that must be replaced.
+        if ((k == C_TREE_BCAST || k == C_CHAIN_BCAST) && r != root)
+            for (size_t i = 0; i < count; i++) host[i] = 1000.0f + (float)r;
+        mem_from_host(b.in, host, count * sizeof(float));
+        break;
+    }
+    free(host);
+    return b;
+}
+
+static void free_bufs(Bufs *b) {
+    if (b->own_in) mem_free(b->in);
+    mem_free(b->out);
+}
+
+static void run_student(Comm *c, Coll k, Bufs *b, size_t count, int root) {
+    switch (k) {
+    case C_REDUCE_SCATTER: ring_reduce_scatter(c, b->in, b->out, count); break;
+    case C_ALL_GATHER: ring_all_gather(c, b->in, b->out, count); break;
+    case C_ALL_REDUCE: ring_all_reduce(c, b->out, count); break;
+    case C_TREE_BCAST: tree_broadcast(c, b->out, count, root); break;
+    case C_CHAIN_BCAST: chain_broadcast(c, b->out, count, root); break;
+    default: break;
+    }
+}
+
+static void run_library(Comm *c, Coll k, Bufs *b, size_t count, int root) {
+    switch (k) {
+    case C_REDUCE_SCATTER: comm_reduce_scatter(c, b->in, b->out, count, COMM_SUM); break;
+    case C_ALL_GATHER: comm_all_gather(c, b->in, b->out, count); break;
+    case C_ALL_REDUCE: comm_all_reduce(c, b->out, count, COMM_SUM); break;
+    case C_TREE_BCAST:
+    case C_CHAIN_BCAST: comm_broadcast(c, b->out, count, root); break;
+    default: break;
+    }
+}
+
+// ---- checks ----------------------------------------------------------------
+
+// The exact result on rank r, computed naively on the host: element i of
+// what collective k leaves in this rank's output.
+static float expected(Comm *c, Coll k, size_t count, int root, size_t i) {
+    int N = comm_size(c), r = comm_rank(c);
+    size_t off, len;
+    comm_block(count, N, r, &off, &len);
+    float sum = 0;
+    switch (k) {
+    case C_REDUCE_SCATTER:
+        for (int q = 0; q < N; q++) sum += input_value(q, off + i);
+        return sum;
+    case C_ALL_REDUCE:
+        for (int q = 0; q < N; q++) sum += input_value(q, i);
+        return sum;
+    case C_ALL_GATHER:
+        for (int q = 0; q < N; q++) {
+            size_t qo, ql;
+            comm_block(count, N, q, &qo, &ql);
+            if (i >= qo && i < qo + ql) return input_value(q, i);
+        }
+        return NAN;
+    default: return input_value(root, i);
+    }
+}
+
+// What one rank found for one run: wrong elements, the first of them, and
+// whether the code called anything but send and receive.
+typedef struct {
+    long wrong;
+    long first;          // index of the first wrong element, or -1
+    float got, want;
+    int used_collective; // a CommOp called that is not send/recv, or -1
+} Finding;
+
+static Finding compare(Comm *c, Coll k, size_t count, int root, const Bufs *b) {
+    Finding f = {0, -1, 0, 0, -1};
+    size_t n = b->out_count;
+    float *h = malloc((n ? n : 1) * sizeof(float));
+    mem_to_host(h, b->out, n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        float want = expected(c, k, count, root, i);
+        if (h[i] != want && f.wrong++ == 0) f.first = (long)i, f.got = h[i], f.want = want;
+    }
+    free(h);
+    return f;
+}
+
+// Run the student's collective and the library's on the same exact inputs;
+// each is compared with the naive result.
+static void check_one(Comm *c, Coll k, size_t count, int root, bool in_place, Finding *student,
+                      Finding *library) {
+    Bufs s = make_bufs(c, k, count, root, in_place);
+    CommStats before = comm_stats();
+    run_student(c, k, &s, count, root);
+    CommStats after = comm_stats();
+    *student = compare(c, k, count, root, &s);
+    for (int op = 0; op < COMM_NOPS; op++)
+        if (op != COMM_OP_SEND && op != COMM_OP_RECV && after.calls[op] != before.calls[op])
+            student->used_collective = op;
+    free_bufs(&s);
+    Bufs l = make_bufs(c, k, count, root, in_place);
+    run_library(c, k, &l, count, root);
+    *library = compare(c, k, count, root, &l);
+    free_bufs(&l);
+}
+
+typedef struct {
+    long wrong[NCOLL];       // wrong elements over all ranks and counts
+    long library_wrong[NCOLL];
+    int runs[NCOLL];
+    int used_collective[NCOLL];
+    char first[NCOLL][200];  // the first failure, in words
+} Results;
+
+// Gather every rank's findings; every rank keeps the totals and the first failure.
+static void record(Comm *c, Results *res, Coll k, size_t count, int root, bool in_place) {
+    int N = comm_size(c);
+    Finding f, lib;
+    check_one(c, k, count, root, in_place, &f, &lib);
+    res->library_wrong[k] += (long)comm_sum_double(c, (double)lib.wrong);
+    Finding *all = malloc((size_t)N * sizeof *all);
+    comm_all_gather_host(c, &f, sizeof f, all);
+    res->runs[k]++;
+    for (int q = 0; q < N; q++) {
+        if (all[q].used_collective >= 0) res->used_collective[k] = all[q].used_collective;
+        if (all[q].wrong > 0 && res->wrong[k] == 0) {
+            char where[48] = "";
+            if (k == C_TREE_BCAST || k == C_CHAIN_BCAST) snprintf(where, sizeof where, ", root %d", root);
+            snprintf(res->first[k], sizeof res->first[k],
+                     "count %zu%s: rank %d has %ld wrong elements, the first at [%ld]: %g, want %g",
+                     count, where, q, all[q].wrong, all[q].first, (double)all[q].got, (double)all[q].want);
+        }
+        res->wrong[k] += all[q].wrong;
+    }
+    free(all);
+}
+
+static int run_checks(Comm *c, Results *res, DumpWriter *dw) {
+    int N = comm_size(c);
+    // Counts of every kind: none, fewer than N, not a multiple of N, larger
+    // than one 64k-float segment.
+    size_t counts[] = {0, 1, 2, 3, (size_t)N - 1, (size_t)N, (size_t)N + 1, 7, 13, 1000, 4099, 65537, 262147};
+    int ncounts = (int)(sizeof counts / sizeof counts[0]);
+    memset(res, 0, sizeof *res);
+    for (int k = 0; k < NCOLL; k++) res->used_collective[k] = -1;
+    for (int k = 0; k < NCOLL; k++) {
+        int64_t *wrong_per_count = calloc((size_t)ncounts, sizeof *wrong_per_count);
+        for (int i = 0; i < ncounts; i++) {
+            long before = res->wrong[k];
+            if (k == C_TREE_BCAST || k == C_CHAIN_BCAST) {
+                // Every root for small counts; the first and last for large ones.
+                for (int root = 0; root < N; root++) {
+                    if (counts[i] > 1000 && root != 0 && root != N - 1) continue;
+                    record(c, res, (Coll)k, counts[i], root, false);
+                }
+            } else {
+                record(c, res, (Coll)k, counts[i], 0, i % 2 == 1);
+            }
+            wrong_per_count[i] = res->wrong[k] - before;
+        }
+        char name[64];
+        uint64_t shape = (uint64_t)ncounts;
+        snprintf(name, sizeof name, "check/%s/wrong", COLL_FUNC[k]);
+        dump_i64(dw, name, wrong_per_count, 1, &shape);
+        snprintf(name, sizeof name, "check/%s/unfinished", COLL_FUNC[k]);
+        dump_scalar_i64(dw, name, g_todo[k]);
+        // The library collective it called (a CommOp), or -1.
+        snprintf(name, sizeof name, "check/%s/library_call", COLL_FUNC[k]);
+        dump_scalar_i64(dw, name, res->used_collective[k]);
+        free(wrong_per_count);
+    }
+    int64_t c64[16];
+    for (int i = 0; i < ncounts; i++) c64[i] = (int64_t)counts[i];
+    uint64_t shape = (uint64_t)ncounts;
+    dump_i64(dw, "check/counts", c64, 1, &shape);
+
+    // The table.
+    int failed = 0;
+    print0("\nchecks: each collective against the library's own, exact inputs, %d counts from 0 to %zu\n",
+           ncounts, counts[ncounts - 1]);
+    print0("  %-16s %-20s %5s %14s   %s\n", "collective", "function", "runs", "wrong elements", "result");
+    for (int k = 0; k < NCOLL; k++) {
+        const char *verdict;
+        bool fail = res->wrong[k] > 0 || res->used_collective[k] >= 0;
+        if (g_todo[k]) verdict = "FAIL: not written yet (it calls lab_todo)";
+        else if (res->used_collective[k] >= 0) verdict = "FAIL: calls a library collective";
+        else verdict = fail ? "FAIL" : "ok";
+        failed += fail || g_todo[k];
+        print0("  %-16s %-20s %5d %14ld   %s\n", COLL_NAME[k], COLL_FUNC[k], res->runs[k], res->wrong[k], verdict);
+    }
+    for (int k = 0; k < NCOLL; k++) {
+        if (res->library_wrong[k] > 0) {
+            print0("  the LIBRARY's %s gave %ld wrong elements: the backend is broken, not your code\n",
+                   COLL_NAME[k], res->library_wrong[k]);
+            failed++;
+        }
+        if (res->used_collective[k] >= 0)
+            print0("  %s called comm_%s; build it from comm_send, comm_recv and comm_sendrecv\n",
+                   COLL_FUNC[k], comm_op_name((CommOp)res->used_collective[k]));
+        if (res->wrong[k] > 0 && !g_todo[k]) print0("  %s: %s\n", COLL_FUNC[k], res->first[k]);
+    }
+    print0(failed ? "%d of %d collectives FAILED\n" : "all %d collectives exact\n", failed ? failed : NCOLL, NCOLL);
+    return failed;
+}
+
+// ---- the demo --------------------------------------------------------------
+
+// Rank 0 prints what every rank holds: n floats of `buf` (device).
+static void show(Comm *c, const char *label, const float *buf, size_t n) {
+    int N = comm_size(c);
+    float host[16] = {0};
+    mem_to_host(host, buf, n * sizeof(float));
+    float *all = malloc((size_t)N * sizeof host);
+    comm_all_gather_host(c, host, sizeof host, all);
+    if (comm_rank(c) == 0) {
+        for (int q = 0; q < N && q < 8; q++) {
+            char line[256];
+            int m = snprintf(line, sizeof line, "    rank %d %-7s [", q, label);
+            for (size_t i = 0; i < n; i++)
+                m += snprintf(line + m, sizeof line - (size_t)m, "%s%g", i ? " " : "", (double)all[q * 16 + i]);
+            printf("%s]\n", line);
+        }
+        if (N > 8) printf("    ... (%d ranks)\n", N);
+    }
+    free(all);
+}
+
+static void demo(Comm *c) {
+    int N = comm_size(c), r = comm_rank(c);
+    float host[16];
+    print0("\nThe four collectives on tiny tensors (your implementations; compare with what "
+           "the comment says they should give):\n");
+
+    print0("\nall_reduce: every rank holds [1 2 3]; afterwards every rank holds the sum, [N 2N 3N] = [%d %d %d]\n",
+           N, 2 * N, 3 * N);
+    float *x = mem_alloc_floats(3, MEM_OTHER, "demo");
+    host[0] = 1, host[1] = 2, host[2] = 3;
+    mem_from_host(x, host, 3 * sizeof(float));
+    show(c, "before", x, 3);
+    ring_all_reduce(c, x, 3);
+    show(c, "after", x, 3);
+    mem_free(x);
+
+    size_t n = (size_t)(N < 8 ? N : 8);
+    print0("\nreduce_scatter of %zu elements: rank r holds (r + 1) * [1 2 ...]; rank r receives element r of the sum,\n"
+           "  (r + 1) * N (N + 1) / 2\n", n);
+    float *in = mem_alloc_floats(n, MEM_OTHER, "demo in");
+    float *out = mem_alloc_floats(1, MEM_OTHER, "demo out");
+    for (size_t i = 0; i < n; i++) host[i] = (float)((r + 1) * (int)(i + 1));
+    mem_from_host(in, host, n * sizeof(float));
+    show(c, "before", in, n);
+    if ((size_t)N == n) {
+        ring_reduce_scatter(c, in, out, n);
+        show(c, "after", out, 1);
+    }
+    mem_free(in);
+    mem_free(out);
+
+    print0("\nall_gather: rank r holds [10*r]; afterwards every rank holds [0 10 20 ...]\n");
+    float *mine = mem_alloc_floats(1, MEM_OTHER, "demo in");
+    float *all = mem_alloc_floats((size_t)N, MEM_OTHER, "demo out");
+    host[0] = 10.0f * (float)r;
+    mem_from_host(mine, host, sizeof(float));
+    show(c, "before", mine, 1);
+    ring_all_gather(c, mine, all, (size_t)N);
+    show(c, "after", all, n);
+    mem_free(mine);
+    mem_free(all);
+
+    int root = N - 1;
+    print0("\nbroadcast from rank %d: it holds [7 8 9], the others [0 0 0]; afterwards all hold [7 8 9]\n", root);
+    float *b = mem_alloc_floats(3, MEM_OTHER, "demo");
+    host[0] = r == root ? 7 : 0, host[1] = r == root ? 8 : 0, host[2] = r == root ? 9 : 0;
+    mem_from_host(b, host, 3 * sizeof(float));
+    show(c, "before", b, 3);
+    tree_broadcast(c, b, 3, root);
+    show(c, "after", b, 3);
+    mem_free(b);
+}
+
+// ---- the benchmark ---------------------------------------------------------
+
+// nccl-tests' bus factor: the bandwidth a rank's link needs, relative to algbw.
+static double bus_factor(Coll k, int N) {
+    if (k == C_ALL_REDUCE) return 2.0 * (N - 1) / N;
+    if (k == C_REDUCE_SCATTER || k == C_ALL_GATHER) return (double)(N - 1) / N;
+    return 1.0;
+}
+
+// Seconds per call, the slowest rank's, after `warmup` untimed calls.
+static double time_calls(Comm *c, Coll k, Bufs *b, size_t count, bool student, int warmup, int iters) {
+    for (int i = 0; i < warmup; i++) {
+        if (student)
+            run_student(c, k, b, count, 0);
+        else
+            run_library(c, k, b, count, 0);
+    }
+    comm_barrier(c);
+    double t0 = core_now();
+    for (int i = 0; i < iters; i++) {
+        if (student)
+            run_student(c, k, b, count, 0);
+        else
+            run_library(c, k, b, count, 0);
+    }
+    return comm_max_double(c, (core_now() - t0) / iters);
+}
+
+// This machine's memory-copy bandwidth (bytes copied per second, best of 5),
+// the ceiling for ranks that share one node's memory.
+static double memcpy_bandwidth(size_t bytes) {
+    float *a = mem_alloc(bytes, MEM_OTHER, "memcpy src"), *b = mem_alloc(bytes, MEM_OTHER, "memcpy dst");
+    double best = 1e30;
+    for (int i = 0; i < 6; i++) {
+        double t0 = core_now();
+        mem_copy(b, a, bytes);
+        double dt = core_now() - t0;
+        if (i > 0 && dt < best) best = dt;
+    }
+    mem_free(a);
+    mem_free(b);
+    return (double)bytes / best;
+}
+
+static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, int iters, int warmup) {
+    int N = comm_size(c);
+    int nsizes = 0;
+    for (size_t s = min_bytes; s <= max_bytes; s *= 2) nsizes++;
+    double *sizes = calloc((size_t)nsizes, sizeof(double));
+    double *t_student = calloc((size_t)nsizes, sizeof(double)), *t_lib = calloc((size_t)nsizes, sizeof(double));
+    Coll order[] = {C_ALL_REDUCE, C_REDUCE_SCATTER, C_ALL_GATHER, C_TREE_BCAST, C_CHAIN_BCAST};
+    double ar_fit_t[64], ar_fit_n[64];
+    int ar_points = 0;
+    double big_student = 0, big_lib = 0, big_bus = 0;
+    for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
+        Coll k = order[o];
+        print0("\n%s: %d ranks, time is the slowest rank's mean over the timed calls\n", COLL_NAME[k], N);
+        print0("  %10s %10s | %10s %8s %8s %6s | %10s %8s %8s %6s\n", "", "", "yours", "", "", "",
+               "library", "", "", "");
+        print0("  %10s %10s | %10s %8s %8s %6s | %10s %8s %8s %6s\n", "size (B)", "count", "time (us)",
+               "algbw", "busbw", "#wrong", "time (us)", "algbw", "busbw", "#wrong");
+        int i = 0;
+        for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2, i++) {
+            size_t count = bytes / sizeof(float);
+            // Fewer calls for large messages: about 1 GB moved per measurement.
+            int it = iters;
+            while (it > 3 && (double)it * (double)bytes > 1e9) it /= 2;
+            Bufs b = make_bufs(c, k, count, 0, false);
+            double ts = time_calls(c, k, &b, count, true, warmup, it);
+            double tl = time_calls(c, k, &b, count, false, warmup, it);
+            free_bufs(&b);
+            // #wrong: one more call of each on exact inputs, against the naive result.
+            Finding f, lib;
+            check_one(c, k, count, 0, false, &f, &lib);
+            long wrong = (long)comm_sum_double(c, (double)f.wrong);
+            long lib_wrong = (long)comm_sum_double(c, (double)lib.wrong);
+            double algs = (double)bytes / ts / 1e9, algl = (double)bytes / tl / 1e9;
+            double fac = bus_factor(k, N);
+            print0("  %10zu %10zu | %10.1f %8.2f %8.2f %6ld | %10.1f %8.2f %8.2f %6ld\n", bytes, count,
+                   ts * 1e6, algs, algs * fac, wrong, tl * 1e6, algl, algl * fac, lib_wrong);
+            sizes[i] = (double)bytes;
+            t_student[i] = ts;
+            t_lib[i] = tl;
+            if (k == C_ALL_REDUCE) {
+                if (ar_points < 64) ar_fit_n[ar_points] = (double)bytes, ar_fit_t[ar_points++] = ts;
+                if (bytes >= (16u << 20)) {   // the speed goal: 16 MiB and above
+                    big_student += ts, big_lib += tl, big_bus = algs * fac;
+                }
+            }
+        }
+        char name[64];
+        uint64_t shape = (uint64_t)nsizes;
+        snprintf(name, sizeof name, "bench/%s/bytes", COLL_FUNC[k]);
+        dump_f64(dw, name, sizes, 1, &shape);
+        snprintf(name, sizeof name, "bench/%s/student_s", COLL_FUNC[k]);
+        dump_f64(dw, name, t_student, 1, &shape);
+        snprintf(name, sizeof name, "bench/%s/library_s", COLL_FUNC[k]);
+        dump_f64(dw, name, t_lib, 1, &shape);
+    }
+
+    // The alpha-beta model of the ring all-reduce: T(n) = a + b n, with
+    // a = 2 (N - 1) alpha (one latency per step) and b = 2 (N - 1) / N / B
+    // (each rank sends that share of the bytes at bandwidth B). Fitted by
+    // least squares on relative errors, so small and large sizes count alike.
+    if (N > 1 && ar_points >= 2) {
+        double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+        for (int i = 0; i < ar_points; i++) {
+            double w = 1.0 / (ar_fit_t[i] * ar_fit_t[i]);
+            sw += w, sx += w * ar_fit_n[i], sy += w * ar_fit_t[i];
+            sxx += w * ar_fit_n[i] * ar_fit_n[i], sxy += w * ar_fit_n[i] * ar_fit_t[i];
+        }
+        double b = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
+        double a = (sy - b * sx) / sw;
+        double alpha = a / (2.0 * (N - 1)), bw = 2.0 * (N - 1) / N / b;
+        print0("\nring all-reduce model: T(n) = 2(N-1) alpha + 2(N-1)/N n / B, fitted: alpha = %.1f us per step, "
+               "B = %.2f GB/s\n", alpha * 1e6, bw / 1e9);
+    }
+    double copy_bw = memcpy_bandwidth(64u << 20);
+    print0("memory-copy bandwidth of this machine (64 MiB memcpy): %.2f GB/s\n", copy_bw / 1e9);
+    if (big_lib > 0)
+        print0("all_reduce at 16 MiB and above: yours / library time = %.2f; your busbw at the largest size "
+               "is %.0f%% of the memory-copy bandwidth\n",
+               big_student / big_lib, 100.0 * big_bus * 1e9 / copy_bw);
+    dump_scalar_f64(dw, "bench/memcpy_bytes_per_s", copy_bw);
+    free(sizes);
+    free(t_student);
+    free(t_lib);
+}
+
+// ---- main ------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    Args a = args_defaults();
+    bool do_bench = false, quiet = false;
+    int min_kib = 1, max_mib = 64, iters = 20, warmup = 5;
+    ArgExtra extras[] = {
+        {"bench", ARG_FLAG, &do_bench, "time every collective, yours beside the library's (nccl-tests style)", 0, 0, NULL},
+        {"min-kib", ARG_INT, &min_kib, "smallest message of --bench, in KiB", 1, 1 << 20, NULL},
+        {"max-mib", ARG_INT, &max_mib, "largest message of --bench, in MiB", 1, 4096, NULL},
+        {"iters", ARG_INT, &iters, "timed calls per size (fewer for large sizes)", 1, 100000, NULL},
+        {"warmup", ARG_INT, &warmup, "untimed calls before timing", 0, 1000, NULL},
+        {"quiet", ARG_FLAG, &quiet, "skip the demo", 0, 0, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL},
+    };
+    args_parse(&a, argc, argv,
+               "lab01: the four collectives from point-to-point messages, checked exactly and timed.",
+               extras);
+    if ((size_t)min_kib * 1024 > (size_t)max_mib << 20)
+        core_usage_error("--min-kib %d is above --max-mib %d", min_kib, max_mib);
+    Comm *c = comm_init(&argc, &argv, a.timeout);
+    mem_init(a.device, comm_local_rank());
+    ops_init();
+    print0("[lab01] %d rank%s · %s · %s\n", comm_size(c), comm_size(c) == 1 ? "" : "s", mem_device_name(),
+           comm_backend_name());
+
+    DumpWriter *dw = dump_create(comm_rank(c) == 0 ? a.dump : NULL);
+    dump_run_meta(dw, c, "lab01", &a, NULL);
+    if (!quiet) demo(c);
+    Results res;
+    int failed = run_checks(c, &res, dw);
+    dump_scalar_i64(dw, "check/failed", failed);
+    if (do_bench) bench(c, dw, (size_t)min_kib * 1024, (size_t)max_mib << 20, iters, warmup);
+    dump_rank_stats(dw, c);
+    dump_close(dw);
+    comm_finalize();
+    return failed ? 1 : 0;
+}
