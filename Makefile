@@ -5,6 +5,10 @@
 #   make demo       (installs what is missing, builds) run the course's showcase
 #   make test       (installs what is missing, builds) run every test
 #   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
+#   make labNN      build a lab (build/labNN from your file, and the solution)
+#   make check-labNN  grade your file of one lab (the fast subset of runs)
+#   make grade      grade every lab (build/grade --help: --solutions, --json, ...)
+#   make student-release  the tree without solutions, as a tarball in dist/
 #   make clean
 #
 # Variables: CUDA=0|1 (default: 1 when nvcc is found), NP (ranks for demo).
@@ -59,18 +63,23 @@ TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock
 # Labs: labNN_topic/main.c (the harness) with the student's file (the other
 # .c beside it) makes build/labNN; with solution/<same name>.c instead,
 # build/labNN_solution. `make labNN` builds both.
+# A student release has no solution/ folders; their binaries are then not made.
 LAB_DIRS := $(sort $(patsubst %/main.c,%,$(wildcard lab[0-9][0-9]_*/main.c)))
-LAB_IDS := $(foreach d,$(LAB_DIRS),$(word 1,$(subst _, ,$(d))))
-LABS := $(foreach i,$(LAB_IDS),$(BUILD)/$(i) $(BUILD)/$(i)_solution)
+lab_id = $(word 1,$(subst _, ,$(1)))
+LABS := $(foreach d,$(LAB_DIRS),$(BUILD)/$(call lab_id,$(d)) \
+          $(if $(wildcard $(d)/solution/*.c),$(BUILD)/$(call lab_id,$(d))_solution))
 
-PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LABS)
+GRADER_SRC := $(wildcard grader/*.c)
+GRADER := $(BUILD)/grade
 
-.PHONY: all deps check-deps demo test test-run tests clean help bench-ref
+PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LABS) $(GRADER)
+
+.PHONY: all deps check-deps demo test test-run tests clean help bench-ref grade student-release
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
 help:
-	@sed -n '3,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '/^#/!q; s/^# \{0,1\}//p' Makefile
 
 # ---- dependencies ----------------------------------------------------------
 deps:
@@ -114,6 +123,9 @@ $(BUILD)/libtestutil.a: $(OBJ)/common/tests/testutil.o $(OBJ)/common/tests/testu
 
 $(OBJ)/common/tests/%.o: CFLAGS += $(CHECK_CFLAGS)
 
+$(GRADER): $(GRADER_SRC:%.c=$(OBJ)/%.o) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+
 define LAB_RULES
 $(1)_ID := $(word 1,$(subst _, ,$(1)))
 $(1)_STUDENT := $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
@@ -123,8 +135,11 @@ $(BUILD)/$$($(1)_ID): $(OBJ)/$(1)/main.o $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
 $(BUILD)/$$($(1)_ID)_solution: $(OBJ)/$(1)/main.o $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
-.PHONY: $$($(1)_ID)
-$$($(1)_ID): $(BUILD)/$$($(1)_ID) $(BUILD)/$$($(1)_ID)_solution
+.PHONY: $$($(1)_ID) check-$$($(1)_ID)
+$$($(1)_ID): $(BUILD)/$$($(1)_ID) $(if $(wildcard $(1)/solution/*.c),$(BUILD)/$$($(1)_ID)_solution)
+# Grade the student's file of this lab, the fast subset of runs.
+check-$$($(1)_ID): $(BUILD)/grade $(BUILD)/$$($(1)_ID) $(BUILD)/ref
+	$(BUILD)/grade --lab $$($(1)_ID) --quick
 endef
 $(foreach d,$(LAB_DIRS),$(eval $(call LAB_RULES,$(d))))
 
@@ -149,6 +164,19 @@ test:
 
 test-run: all
 	@scripts/run-tests.sh
+
+# The grader over every lab's student file (build/grade --help for more).
+grade: all
+	$(BUILD)/grade
+
+# The tree students get: everything tracked by git but the solutions and the
+# grader's mutants.
+RELEASE := dist/parallelism-labs-student.tar.gz
+student-release:
+	@mkdir -p dist
+	git ls-files | grep -v -E '^(lab[0-9][0-9]_[^/]*/solution/|grader/mutants/)' | \
+	  tar --transform 's,^,parallelism-labs/,' -czf $(RELEASE) -T -
+	@echo "wrote $(RELEASE): $$(tar -tzf $(RELEASE) | wc -l) files, no solutions"
 
 # Benchmarks print figures; they are not tests.
 bench-ref: all

@@ -215,6 +215,9 @@ Comm *comm_init(int *argc, char ***argv, double timeout_s) {
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
     CHECK(provided >= MPI_THREAD_FUNNELED, "this MPI cannot run a watchdog thread beside the main one");
+    // Errors come back to MPI_CHECK, which says what they mean, instead of
+    // aborting inside MPI with its own words. Groups inherit this.
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     g_world.mpi = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));

@@ -20,6 +20,20 @@ static int as_int(size_t n) {
     return (int)n;
 }
 
+// A receive that failed: a message longer than the receive is the common
+// mistake (two ranks that disagree on what is sent), so it gets its own words.
+static void check_recv(int err, size_t n, int peer, const char *call) {
+    if (err == MPI_SUCCESS) return;
+    int cls = 0;
+    MPI_Error_class(err, &cls);
+    if (cls == MPI_ERR_TRUNCATE)
+        core_fail(__FILE__, __LINE__,
+                  "%s: the message from rank %d is longer than the %zu floats this receive expects: the "
+                  "sender and the receiver disagree on its size (are they sending and receiving the "
+                  "same block?)", call, peer, n);
+    core_fail(__FILE__, __LINE__, "%s from rank %d failed: %s", call, peer, core_mpi_error_string(err));
+}
+
 static void *host_alloc(size_t bytes) {
     void *h = malloc(bytes ? bytes : 1);
     CHECK(h, "out of host memory (%zu bytes) for communication", bytes);
@@ -35,7 +49,7 @@ static float *to_host(const float *buf, size_t n, float *stage) {
 
 // After the data arrived: scale for an average, copy to the device, free.
 void mpi_finish(MpiPending *p) {
-    if (p->req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Wait(&p->req, MPI_STATUS_IGNORE));
+    if (p->req != MPI_REQUEST_NULL) check_recv(MPI_Wait(&p->req, MPI_STATUS_IGNORE), p->out_count, -1, "comm_wait");
     float *out = p->stage ? p->stage : p->host_out;
     if (out && p->scale != 1.0f)
         for (size_t i = 0; i < p->out_count; i++) out[i] *= p->scale;
@@ -180,7 +194,7 @@ void mpi_recv(Comm *c, float *buf, size_t n, int peer, MpiPending *p) {
     if (p)
         MPI_CHECK(MPI_Irecv(h, as_int(n), MPI_FLOAT, peer, 0, c->mpi, &t.req));
     else
-        MPI_CHECK(MPI_Recv(h, as_int(n), MPI_FLOAT, peer, 0, c->mpi, MPI_STATUS_IGNORE));
+        check_recv(MPI_Recv(h, as_int(n), MPI_FLOAT, peer, 0, c->mpi, MPI_STATUS_IGNORE), n, peer, "comm_recv");
     finish_or_keep(&t, p);
 }
 
@@ -193,8 +207,9 @@ void mpi_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, s
         hr = t.stage;
         hs = to_host(send, ns, t.stage + nr);
     }
-    MPI_CHECK(MPI_Sendrecv(hs, as_int(ns), MPI_FLOAT, dst, 0, hr, as_int(nr), MPI_FLOAT, src, 0,
-                           c->mpi, MPI_STATUS_IGNORE));
+    check_recv(MPI_Sendrecv(hs, as_int(ns), MPI_FLOAT, dst, 0, hr, as_int(nr), MPI_FLOAT, src, 0,
+                            c->mpi, MPI_STATUS_IGNORE),
+               nr, src, "comm_sendrecv");
     mpi_finish(&t);
 }
 

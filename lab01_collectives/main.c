@@ -36,8 +36,12 @@ void lab_todo(const char *function) {
 
 // ---- running one collective, the student's or the library's ----------------
 
-// Element i of rank r's input: an integer in [-8, 8].
-static float input_value(int r, size_t i) { return (float)((int)((r * 7 + i * 3) % 17) - 8); }
+// Element i of rank r's input: an integer in [-8, 8], shifted by the seed so
+// that every --seed gives other inputs (a result cannot be learnt by heart).
+static uint64_t g_seed;
+static float input_value(int r, size_t i) {
+    return (float)((int)(((uint64_t)r * 7 + i * 3 + g_seed) % 17) - 8);
+}
 
 // What each rank holds before and after: `in` (in_count floats) and `out`
 // (out_count floats), on the device.
@@ -184,6 +188,7 @@ static void check_one(Comm *c, Coll k, size_t count, int root, bool in_place, Fi
 typedef struct {
     long wrong[NCOLL];       // wrong elements over all ranks and counts
     long library_wrong[NCOLL];
+    int64_t wrong_by_root[NCOLL][64];   // broadcasts: wrong elements per root (roots < 64)
     int runs[NCOLL];
     int used_collective[NCOLL];
     char first[NCOLL][200];  // the first failure, in words
@@ -208,6 +213,7 @@ static void record(Comm *c, Results *res, Coll k, size_t count, int root, bool i
                      count, where, q, all[q].wrong, all[q].first, (double)all[q].got, (double)all[q].want);
         }
         res->wrong[k] += all[q].wrong;
+        if (root < 64) res->wrong_by_root[k][root] += all[q].wrong;
     }
     free(all);
 }
@@ -216,8 +222,15 @@ static int run_checks(Comm *c, Results *res, DumpWriter *dw) {
     int N = comm_size(c);
     // Counts of every kind: none, fewer than N, not a multiple of N, larger
     // than one 64k-float segment.
-    size_t counts[] = {0, 1, 2, 3, (size_t)N - 1, (size_t)N, (size_t)N + 1, 7, 13, 1000, 4099, 65537, 262147};
-    int ncounts = (int)(sizeof counts / sizeof counts[0]);
+    size_t all_counts[] = {0, 1, 2, 3, (size_t)N - 1, (size_t)N, (size_t)N + 1, 7, 13, 1000, 4099, 65537, 262147};
+    size_t counts[16], largest = 0;
+    int ncounts = 0;
+    for (size_t i = 0; i < sizeof all_counts / sizeof all_counts[0]; i++) {   // each once
+        bool seen = false;
+        for (int j = 0; j < ncounts; j++) seen |= counts[j] == all_counts[i];
+        if (!seen) counts[ncounts++] = all_counts[i];
+        if (all_counts[i] > largest) largest = all_counts[i];
+    }
     memset(res, 0, sizeof *res);
     for (int k = 0; k < NCOLL; k++) res->used_collective[k] = -1;
     for (int k = 0; k < NCOLL; k++) {
@@ -241,6 +254,11 @@ static int run_checks(Comm *c, Results *res, DumpWriter *dw) {
         dump_i64(dw, name, wrong_per_count, 1, &shape);
         snprintf(name, sizeof name, "check/%s/unfinished", COLL_FUNC[k]);
         dump_scalar_i64(dw, name, g_todo[k]);
+        if (k == C_TREE_BCAST || k == C_CHAIN_BCAST) {
+            uint64_t nroots = (uint64_t)(N < 64 ? N : 64);
+            snprintf(name, sizeof name, "check/%s/wrong_by_root", COLL_FUNC[k]);
+            dump_i64(dw, name, res->wrong_by_root[k], 1, &nroots);
+        }
         // The library collective it called (a CommOp), or -1.
         snprintf(name, sizeof name, "check/%s/library_call", COLL_FUNC[k]);
         dump_scalar_i64(dw, name, res->used_collective[k]);
@@ -254,7 +272,7 @@ static int run_checks(Comm *c, Results *res, DumpWriter *dw) {
     // The table.
     int failed = 0;
     print0("\nchecks: each collective against the library's own, exact inputs, %d counts from 0 to %zu\n",
-           ncounts, counts[ncounts - 1]);
+           ncounts, largest);
     print0("  %-16s %-20s %5s %14s   %s\n", "collective", "function", "runs", "wrong elements", "result");
     for (int k = 0; k < NCOLL; k++) {
         const char *verdict;
@@ -504,6 +522,7 @@ int main(int argc, char **argv) {
                extras);
     if ((size_t)min_kib * 1024 > (size_t)max_mib << 20)
         core_usage_error("--min-kib %d is above --max-mib %d", min_kib, max_mib);
+    g_seed = a.seed;
     Comm *c = comm_init(&argc, &argv, a.timeout);
     mem_init(a.device, comm_local_rank());
     ops_init();

@@ -84,6 +84,15 @@ done
 run "test_trace np=3" 120 "${MPIRUN[@]}" -np 3 build/tests/test_trace
 run "test_watchdog" 180 build/tests/test_watchdog
 
+# A student release has no solutions and no mutants: their tests cannot run.
+if [ ! -d lab01_collectives/solution ]; then
+    echo
+    echo "(a student release: no solutions or mutants here; their tests are not run)"
+    echo "$passed passed, $failed failed"
+    [ $failed -eq 0 ]
+    exit
+fi
+
 # lab01: the solution is exact at every world size, odd ones included; the
 # bench prints its tables; the unfinished student file fails the checks.
 for np in 1 2 3 4 5; do
@@ -94,6 +103,39 @@ run "lab01_solution --bench np=2 (small sizes)" 300 "${MPIRUN[@]}" -np 2 build/l
 for np in 1 3; do
     run_failing "lab01 student np=$np" 300 "not written yet" "${MPIRUN[@]}" -np "$np" build/lab01 --quiet
 done
+
+# The grader. The reference solutions pass, with valid reports for Gradescope
+# and JUnit (hidden runs included); the unfinished student files fail.
+run "grade --solutions (json, junit, hidden seed)" 900 bash -c \
+    'build/grade --solutions --json build/results.json --junit build/results.xml --hidden-seed 4242 &&
+     /usr/bin/python3 grader/tests/check_reports.py build/results.json build/results.xml'
+run_failing "grade (the unfinished student files)" 600 "not written yet" build/grade
+# Negative control of the tolerances: one parameter off by one AdamW step's
+# size (lr = 1e-3), in one element out of 867,072, is caught.
+run_failing "grade rejects a reference run with one parameter perturbed" 300 \
+    "worst: block1.mlp.w1" build/grade --solutions --lab ref --quick --perturb param/final/block1.mlp.w1:17:1e-3
+# Mutants: copies of a solution with one classic bug each; each must fail
+# with the diagnosis its EXPECT line names (a planted deadlock among them).
+for m in grader/mutants/*/*.c; do
+    lab=$(basename "$(dirname "$m")")
+    expect=$(sed -n 's|^// EXPECT: ||p' "$m")
+    run_failing "mutant $m" 300 "$expect" build/grade --lab "$lab" --mutant "$m" --quick --watchdog 5 --limit 120
+done
+# The student release: no solutions in it, it builds, and its grader runs
+# (and fails: the labs are unfinished there).
+run "student release builds and grades" 900 bash -c '
+    set -e
+    make --no-print-directory student-release
+    ! tar -tzf dist/parallelism-labs-student.tar.gz | grep -E "/solution/|grader/mutants" 
+    t=$(mktemp -d)
+    tar -xzf dist/parallelism-labs-student.tar.gz -C "$t"
+    make --no-print-directory -C "$t/parallelism-labs" -j2 > "$t/build.log" 2>&1 || { tail -20 "$t/build.log"; exit 1; }
+    set +e
+    "$t/parallelism-labs/build/grade" --lab lab01 --quick > "$t/grade.log" 2>&1
+    rc=$?
+    tail -4 "$t/grade.log"
+    rm -rf "$t"
+    [ $rc -eq 1 ] && echo "the release grader ran and failed the unfinished labs, as it should"'
 
 echo
 if [ $failed -gt 0 ]; then

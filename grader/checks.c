@@ -1,0 +1,386 @@
+// checks.c: the checks every lab shares: did the run end normally, does it
+// train like the reference, does each rank stay within its memory budget;
+// and the sentences that say what probably went wrong.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "grade.h"
+#include "mem.h"
+
+double dump_scalar(const DumpFile *f, const char *name, double missing) {
+    const DumpArray *a = f ? dump_find(f, name) : NULL;
+    return a && a->type != DUMP_TEXT && a->count > 0 ? dump_get(a, 0) : missing;
+}
+
+// ---- hangs -----------------------------------------------------------------
+
+typedef struct {
+    int rank;
+    bool in_call;
+    char what[200];   // "recv of 4 B from rank 1", "all_reduce of 4 kB over 4 ranks", "computing; ..."
+} Wait;
+
+// The watchdog's lines: "[prog rank R] watchdog: waited in WHAT for S s (...)"
+// and "[prog rank R] stopped while in WHAT for S s" / "stopped while computing...".
+static int parse_waits(const char *out, Wait *w, int cap) {
+    int n = 0;
+    for (const char *p = out; p && *p && n < cap; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[512];
+        if (len >= sizeof line) continue;
+        memcpy(line, p, len);
+        line[len] = 0;
+        const char *rk = strstr(line, " rank ");
+        const char *in = strstr(line, "watchdog: waited in ");
+        const char *st = strstr(line, "] stopped while ");
+        if (!rk || (!in && !st)) continue;
+        Wait x = {atoi(rk + 6), false, ""};
+        const char *what;
+        if (in) {
+            what = in + strlen("watchdog: waited in ");
+            x.in_call = true;
+        } else {
+            what = st + strlen("] stopped while ");
+            x.in_call = strncmp(what, "in ", 3) == 0;
+            if (x.in_call) what += 3;
+        }
+        snprintf(x.what, sizeof x.what, "%s", what);
+        char *cut = strstr(x.what, " for ");
+        if (x.in_call && cut) *cut = 0;
+        // A rank may have both lines; keep the first.
+        bool seen = false;
+        for (int i = 0; i < n; i++) seen |= w[i].rank == x.rank;
+        if (!seen) w[n++] = x;
+    }
+    return n;
+}
+
+// The operation a wait is in: "recv", "send", "all_reduce", ...
+static void op_of(const Wait *w, char *op, size_t len) {
+    const char *what = w->what;
+    if (strncmp(what, "wait for ", 9) == 0) what += 9;
+    size_t k = strcspn(what, " ");
+    snprintf(op, len, "%.*s", (int)(k < len ? k : len - 1), what);
+}
+
+static int peer_of(const Wait *w) {
+    const char *p = strstr(w->what, " rank ");
+    return p ? atoi(p + 6) : -1;
+}
+
+const char *diagnose_hang(const char *output, char *buf, size_t len) {
+    Wait w[64];
+    int n = parse_waits(output, w, 64);
+    if (n == 0) return NULL;
+    size_t m = 0;
+    // Two ranks waiting on each other in the same direction.
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) {
+            char oi[32], oj[32];
+            op_of(&w[i], oi, sizeof oi);
+            op_of(&w[j], oj, sizeof oj);
+            if (peer_of(&w[i]) == w[j].rank && peer_of(&w[j]) == w[i].rank && strcmp(oi, oj) == 0 &&
+                (strcmp(oi, "recv") == 0 || strcmp(oi, "send") == 0)) {
+                m += (size_t)snprintf(buf + m, len - m,
+                                      "ranks %d and %d both wait to %s %s each other: both %s first. "
+                                      "Order the two calls differently on the two ranks, or use comm_sendrecv. ",
+                                      w[i].rank, w[j].rank, oi, strcmp(oi, "recv") == 0 ? "from" : "to",
+                                      strcmp(oi, "recv") == 0 ? "receive" : "send (a large message is not buffered)");
+                goto lines;
+            }
+        }
+    {
+        // Ranks in different collectives, or some not in any call.
+        char first[32] = "";
+        bool mixed = false;
+        int computing = -1;
+        for (int i = 0; i < n; i++) {
+            if (!w[i].in_call) {
+                computing = w[i].rank;
+                continue;
+            }
+            char op[32];
+            op_of(&w[i], op, sizeof op);
+            if (!first[0]) snprintf(first, sizeof first, "%s", op);
+            else if (strcmp(first, op) != 0) mixed = true;
+        }
+        if (computing >= 0 && first[0])
+            m += (size_t)snprintf(buf + m, len - m,
+                                  "rank %d never reached the call the others wait in (%s): it was computing, "
+                                  "stuck in a loop or past a collective it skipped (a collective inside "
+                                  "`if (rank == ...)` hangs the others). ", computing, first);
+        else if (mixed)
+            m += (size_t)snprintf(buf + m, len - m,
+                                  "the ranks wait in different calls: they call collectives in different orders, "
+                                  "or a rank skipped one; every rank must make the same collective calls in the "
+                                  "same order. ");
+        else
+            m += (size_t)snprintf(buf + m, len - m,
+                                  "every rank waits in %s: a message or a rank is missing (a send without its "
+                                  "receive, or a group that does not include every rank that calls). ", first);
+    }
+lines:
+    m += (size_t)snprintf(buf + m, len - m, "The watchdog's lines:");
+    for (int i = 0; i < n && m + 1 < len; i++)
+        m += (size_t)snprintf(buf + m, len - m, " [rank %d] %s%s;", w[i].rank, w[i].in_call ? "in " : "", w[i].what);
+    return buf;
+}
+
+// ---- did it run ------------------------------------------------------------
+
+bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
+    char fig[160], diag[1024];
+    const char *hang = diagnose_hang(run->output, diag, sizeof diag);
+    if (run->timed_out) {
+        snprintf(fig, sizeof fig, "stopped after %.0f s", run->seconds);
+        grade_check(g, run, "run ends", false, fig, "ends within the time limit",
+                    hang ? hang : "it ran past the time limit and no rank's watchdog spoke: an endless loop "
+                                  "in computation (not in a communication call)?");
+        return false;
+    }
+    if (strstr(run->output, "watchdog: waited")) {
+        grade_check(g, run, "run ends", false, "hung; ended by the watchdog", "no hang", hang);
+        return false;
+    }
+    if (run->output_capped && strstr(run->output, "File size limit")) {
+        grade_check(g, run, "run ends", false, "printed more than 20 MB", "at most 20 MB of output",
+                    "the program printed too much and was stopped: remove the prints in a loop");
+        return false;
+    }
+    if (!run->dump) {
+        const char *err = strstr(run->output, "error at ");
+        const char *sig = strstr(run->output, "exited on signal");
+        if (run->exit_code == 0) {
+            snprintf(fig, sizeof fig, "exit 0 but %s", run->dump_error ? run->dump_error : "no dump");
+            grade_check(g, run, "run ends", false, fig, "a complete dump",
+                        "it exited 0 without writing its results: did the harness finish (a return or "
+                        "exit() in the student's code ends the program early)?");
+        } else if (sig) {
+            snprintf(fig, sizeof fig, "crashed (exit %d)", run->exit_code);
+            snprintf(diag, sizeof diag, "%.200s -- a signal 11 (segmentation fault) is a read or write "
+                     "outside a buffer: check the offsets and lengths of blocks and shards", sig);
+            grade_check(g, run, "run ends", false, fig, "exit 0", diag);
+        } else {
+            snprintf(fig, sizeof fig, "failed (exit %d)", run->exit_code);
+            snprintf(diag, sizeof diag, "%.600s", err ? err : run->output + (strlen(run->output) > 600 ? strlen(run->output) - 600 : 0));
+            grade_check(g, run, "run ends", false, fig, "exit 0", diag);
+        }
+        return false;
+    }
+    if (nonzero_exit_is_failure && run->exit_code != 0) {
+        snprintf(fig, sizeof fig, "exit %d", run->exit_code);
+        grade_check(g, run, "run ends", false, fig, "exit 0", "it wrote its dump but exited non-zero");
+        return false;
+    }
+    snprintf(fig, sizeof fig, "%.1f s", run->seconds);
+    grade_check(g, run, "run ends", true, fig, "ends with a dump", NULL);
+    return true;
+}
+
+// ---- equivalence with the reference ----------------------------------------
+
+// Squared error per shard of each unit, for the "one shard wrong" diagnosis.
+// Units are the tensors' name prefixes ("block2"), in dump order, which is
+// the units' flat layout.
+static int one_wrong_shard(const DumpFile *lab, const DumpFile *ref, int N) {
+    if (N < 2) return -1;
+    double *per_shard = calloc((size_t)N, sizeof(double));
+    double total = 0;
+    for (int i = 0; i < ref->count;) {
+        const char *name = ref->arrays[i].name;
+        if (strncmp(name, "param/final/", 12) != 0) {
+            i++;
+            continue;
+        }
+        const char *dot = strchr(name + 12, '.');
+        size_t plen = dot ? (size_t)(dot - name) : strlen(name);
+        // The unit: consecutive tensors with the same prefix.
+        uint64_t size = 0;
+        int j = i;
+        while (j < ref->count && strncmp(ref->arrays[j].name, name, plen) == 0 && ref->arrays[j].name[plen] == '.')
+            size += ref->arrays[j++].count;
+        uint64_t shard = (size + (uint64_t)N - 1) / (uint64_t)N, pos = 0;
+        for (int k = i; k < j; k++) {
+            const DumpArray *b = &ref->arrays[k], *a = dump_find(lab, b->name);
+            for (uint64_t e = 0; a && a->count == b->count && e < b->count; e++, pos++) {
+                double d = dump_get(a, e) - dump_get(b, e);
+                per_shard[pos / shard] += d * d;
+                total += d * d;
+            }
+        }
+        i = j > i ? j : i + 1;
+    }
+    int who = -1;
+    for (int r = 0; r < N && total > 0; r++)
+        if (per_shard[r] > 0.99 * total) who = r;
+    free(per_shard);
+    return who;
+}
+
+static double frob_ratio(const DumpFile *lab, const DumpFile *ref, const char *prefix) {
+    double a = 0, b = 0;
+    size_t plen = strlen(prefix);
+    for (int i = 0; i < ref->count; i++) {
+        if (strncmp(ref->arrays[i].name, prefix, plen) != 0) continue;
+        const DumpArray *x = dump_find(lab, ref->arrays[i].name);
+        if (!x || x->count != ref->arrays[i].count) continue;
+        for (uint64_t e = 0; e < x->count; e++) {
+            a += dump_get(x, e) * dump_get(x, e);
+            b += dump_get(&ref->arrays[i], e) * dump_get(&ref->arrays[i], e);
+        }
+    }
+    return b > 0 ? sqrt(a / b) : 0;
+}
+
+void check_equivalence(Grader *g, const Run *run, int N) {
+    const DumpFile *lab = run->dump, *ref = run->ref;
+    const Measured *m = run->measured;
+    char fig[160], bound[160], diag[1024];
+
+    // Per-step losses.
+    const DumpArray *ll = dump_find(lab, "loss"), *lr = dump_find(ref, "loss");
+    if (!ll || !lr || ll->count != lr->count) {
+        snprintf(fig, sizeof fig, "%llu steps", ll ? (unsigned long long)ll->count : 0ull);
+        snprintf(bound, sizeof bound, "%llu steps", lr ? (unsigned long long)lr->count : 0ull);
+        grade_check(g, run, "loss per step", false, fig, bound, "the dump's loss array is missing or has the wrong length");
+    } else {
+        double worst = 0;
+        uint64_t at = 0;
+        for (uint64_t s = 0; s < lr->count; s++) {
+            double d = fabs(dump_get(ll, s) - dump_get(lr, s));
+            if (!(d <= worst)) worst = d, at = s;   // NaN counts as the worst
+        }
+        double tol = TOL_FACTOR * fmax(m->loss, m->loss_ulp);
+        snprintf(fig, sizeof fig, "max |dloss| %.2e (step %llu)", worst, (unsigned long long)at + 1);
+        snprintf(bound, sizeof bound, "<= %.1e (%dx measured)", tol, TOL_FACTOR);
+        snprintf(diag, sizeof diag, "at step %llu the loss is %.6g, the reference's %.6g%s",
+                 (unsigned long long)at + 1, dump_get(ll, at), dump_get(lr, at),
+                 at == 0 ? ": already the first step differs, so the forward pass or the data differ "
+                           "(each rank must see its own rows of the same global batch)"
+                         : ": the first steps agree, so the update differs (gradients or optimizer)");
+        grade_check(g, run, "loss per step", worst <= tol, fig, bound, diag);
+    }
+
+    // The first gradient, when the lab dumps it: the clearest evidence.
+    bool have_grad = false;
+    int grad_bad = 0;
+    char grad_worst[96] = "";
+    double grad_worst_rel = 0;
+    for (int t = 0; t < m->ntensors; t++) {
+        char name[160];
+        snprintf(name, sizeof name, "grad/first/%s", m->names[t]);
+        const DumpArray *a = dump_find(lab, name), *b = dump_find(ref, name);
+        if (!a || !b) continue;
+        have_grad = true;
+        DumpDiff d = dump_diff(a, b);
+        double tol = TOL_FACTOR * fmax(m->grad_rel[t], m->grad_rel_median);
+        if (!d.shape_ok || !(d.rel_frob <= tol)) {
+            grad_bad++;
+            if (!(d.rel_frob <= grad_worst_rel)) grad_worst_rel = d.rel_frob, snprintf(grad_worst, sizeof grad_worst, "%s", m->names[t]);
+        }
+    }
+    if (have_grad) {
+        double ratio = frob_ratio(lab, ref, "grad/first/");
+        snprintf(fig, sizeof fig, "%d of %d tensors differ", grad_bad, m->ntensors);
+        snprintf(bound, sizeof bound, "rel <= %dx measured (median %.1e)", TOL_FACTOR, m->grad_rel_median);
+        if (N > 1 && fabs(ratio - N) < 0.05 * N)
+            snprintf(diag, sizeof diag, "the gradients are %.2f times the reference's, about N = %d: they "
+                     "were summed over the ranks instead of averaged", ratio, N);
+        else if (N > 1 && fabs(ratio - 1.0 / N) < 0.05 / N)
+            snprintf(diag, sizeof diag, "the gradients are 1/%d of the reference's: divided by N twice "
+                     "(an average of averages)", N);
+        else
+            snprintf(diag, sizeof diag, "worst: %s, relative error %.2e (norm ratio to the reference %.3f)",
+                     grad_worst, grad_worst_rel, ratio);
+        grade_check(g, run, "first-step gradient", grad_bad == 0, fig, bound, diag);
+    }
+
+    // Final parameters, tensor by tensor.
+    int bad = 0, missing = 0;
+    char worst_name[96] = "";
+    double worst_rel = 0;
+    for (int t = 0; t < m->ntensors; t++) {
+        char name[160];
+        snprintf(name, sizeof name, "param/final/%s", m->names[t]);
+        const DumpArray *a = dump_find(lab, name), *b = dump_find(ref, name);
+        if (!a) {
+            missing++;
+            continue;
+        }
+        DumpDiff d = dump_diff(a, b);
+        double tol_rel = TOL_FACTOR * fmax(m->param_rel[t], m->param_rel_median);
+        double tol_abs = TOL_FACTOR * m->param_abs_max;
+        if (!d.shape_ok || !(d.rel_frob <= tol_rel) || !(d.max_abs <= tol_abs)) {
+            bad++;
+            if (!(d.rel_frob <= worst_rel) || !worst_name[0])
+                worst_rel = d.rel_frob, snprintf(worst_name, sizeof worst_name, "%s", m->names[t]);
+        }
+    }
+    snprintf(fig, sizeof fig, "%d of %d tensors differ%s", bad + missing, m->ntensors, missing ? " or missing" : "");
+    snprintf(bound, sizeof bound, "rel <= %dx measured (median %.1e), abs <= %.1e", TOL_FACTOR,
+             m->param_rel_median, TOL_FACTOR * m->param_abs_max);
+    diag[0] = 0;
+    if (missing) {
+        snprintf(diag, sizeof diag, "%d final parameter tensors are missing from the dump", missing);
+    } else if (bad) {
+        int shard = one_wrong_shard(lab, ref, N);
+        const DumpArray *sums = dump_find(lab, "check/param_sumsq_per_rank");
+        double ref_sumsq = 0;
+        for (int i = 0; i < ref->count; i++)
+            if (strncmp(ref->arrays[i].name, "param/final/", 12) == 0)
+                for (uint64_t e = 0; e < ref->arrays[i].count; e++)
+                    ref_sumsq += dump_get(&ref->arrays[i], e) * dump_get(&ref->arrays[i], e);
+        bool rank0_right = false, others_differ = false;
+        if (sums && sums->count > 1) {
+            rank0_right = fabs(dump_get(sums, 0) - ref_sumsq) <= 1e-4 * ref_sumsq;
+            for (uint64_t r = 1; r < sums->count; r++)
+                others_differ |= fabs(dump_get(sums, r) - dump_get(sums, 0)) > 1e-4 * fabs(dump_get(sums, 0));
+        }
+        if (rank0_right && others_differ)
+            snprintf(diag, sizeof diag, "rank 0's parameters are right and the other ranks' are not: the "
+                     "replicas started apart; broadcast the initial parameters from rank 0");
+        else if (others_differ)
+            snprintf(diag, sizeof diag, "the ranks' replicas differ from each other: their gradients were not "
+                     "all made equal (an all-reduce missing, not waited on, or of a stale buffer)");
+        else if (shard >= 0)
+            snprintf(diag, sizeof diag, "only shard %d of each unit (the part rank %d holds) is wrong: check "
+                     "which slice a rank updates and gathers (shard_offset, the padding of the last shard)",
+                     shard, shard);
+        else
+            snprintf(diag, sizeof diag, "worst: %s, relative error %.2e", worst_name, worst_rel);
+    }
+    grade_check(g, run, "final parameters", bad == 0 && missing == 0, fig, bound, diag);
+}
+
+// ---- memory ----------------------------------------------------------------
+
+void check_memory(Grader *g, const Run *run, int category, const char *what, double bound_bytes,
+                  const char *why) {
+    const DumpArray *peak = dump_find(run->dump, "mem/peak");
+    char check[96], fig[160], bound[160], b1[32], b2[32];
+    snprintf(check, sizeof check, "memory %s per rank", what);
+    if (!peak || peak->ndim != 2) {
+        grade_check(g, run, check, false, "no mem/peak in the dump", why, "the harness did not write memory");
+        return;
+    }
+    uint64_t ranks = peak->shape[0], cols = peak->shape[1];
+    double worst = -1;
+    uint64_t at = 0;
+    // A category's column of mem/peak, or (category < 0) the independent measure.
+    const DumpArray *measured = dump_find(run->dump, "mem/measured_peak");
+    for (uint64_t r = 0; r < ranks; r++) {
+        double v = category >= 0 ? dump_get(peak, r * cols + (uint64_t)category)
+                                 : (measured && r < measured->count ? dump_get(measured, r) : INFINITY);
+        if (v > worst) worst = v, at = r;
+    }
+    snprintf(fig, sizeof fig, "%s (rank %llu)", core_fmt_bytes(worst, b1, sizeof b1), (unsigned long long)at);
+    snprintf(bound, sizeof bound, "<= %s: %s", core_fmt_bytes(bound_bytes, b2, sizeof b2), why);
+    char diag[512];
+    snprintf(diag, sizeof diag, "rank %llu's peak %s is %s, above %s: something is kept whole that should "
+             "be sharded, or a buffer is not freed after use", (unsigned long long)at, what, b1, b2);
+    grade_check(g, run, check, worst <= bound_bytes, fig, bound, diag);
+}

@@ -1,0 +1,637 @@
+// grade.c: the grader (build/grade). Runs each lab over world sizes and
+// seeds, compares the dumps with the trusted reference, and reports for
+// students (a table) and instructors (Gradescope JSON, JUnit XML).
+//
+//   build/grade                      grade this tree's student files
+//   build/grade --solutions          grade the reference solutions
+//   build/grade --submission DIR     a student's files in a copy of the trusted tree
+//   build/grade --lab lab01 --quick  one lab, the fast subset (make check-lab01)
+//
+// It judges only what the programs wrote into their dumps, never what they
+// printed, and exits 0 only when every graded check passes.
+#include <errno.h>
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "core.h"
+#include "grade.h"
+
+// ---- results ---------------------------------------------------------------
+
+typedef struct {
+    char lab[16], run[96], check[96];
+    bool pass, hidden;
+    char figure[160], bound[160], diagnosis[1024];
+} Result;
+
+struct Grader {
+    Result *results;
+    int n, cap;
+    const char *lab;   // the lab being graded
+};
+
+void grade_check(Grader *g, const Run *run, const char *check, bool pass, const char *figure,
+                 const char *bound, const char *diagnosis) {
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 64;
+        g->results = realloc(g->results, (size_t)g->cap * sizeof *g->results);
+        CHECK(g->results, "out of memory");
+    }
+    Result *r = &g->results[g->n++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->lab, sizeof r->lab, "%s", g->lab);
+    snprintf(r->run, sizeof r->run, "%s", run ? run->name : "build");
+    snprintf(r->check, sizeof r->check, "%s", check);
+    r->pass = pass;
+    r->hidden = run && run->hidden;
+    snprintf(r->figure, sizeof r->figure, "%s", figure ? figure : "");
+    snprintf(r->bound, sizeof r->bound, "%s", bound ? bound : "");
+    if (!pass && diagnosis) snprintf(r->diagnosis, sizeof r->diagnosis, "%s", diagnosis);
+}
+
+// ---- running commands ------------------------------------------------------
+
+// Run a shell command line (bash), its output to `out_path`; returns the exit
+// status (128 + signal when killed).
+static int shell(const char *cmd) {
+    pid_t pid = fork();
+    CHECK(pid >= 0, "cannot fork: %s", strerror(errno));
+    if (pid == 0) {
+        execl("/bin/bash", "bash", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+// The last `cap` bytes of a file, NUL-terminated (malloc'd).
+static char *read_tail(const char *path, size_t cap, bool *capped) {
+    FILE *f = fopen(path, "rb");
+    char *buf = malloc(cap + 1);
+    CHECK(buf, "out of memory");
+    buf[0] = 0;
+    if (!f) return buf;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    if (capped) *capped = size > (long)cap;
+    fseek(f, size > (long)cap ? size - (long)cap : 0, SEEK_SET);
+    size_t n = fread(buf, 1, cap, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+// Quote a string for bash: 'it'"'"'s'.
+static void shell_quote(char *out, size_t len, const char *s) {
+    size_t n = 0;
+    if (n + 1 < len) out[n++] = '\'';
+    for (; *s && n + 5 < len; s++) {
+        if (*s == '\'') {
+            memcpy(out + n, "'\\''", 4);
+            n += 4;
+        } else {
+            out[n++] = *s;
+        }
+    }
+    if (n + 1 < len) out[n++] = '\'';
+    out[n] = 0;
+}
+
+// ---- options ---------------------------------------------------------------
+
+typedef struct {
+    const char *tree;        // the trusted tree (harness, library, reference)
+    const char *build_tree;  // where the graded programs are built
+    bool solutions;
+    const char *submission;
+    const char *mutant;      // one file that replaces the student's file
+    const char *labs;        // comma-separated ids, or NULL for all
+    bool quick;
+    const char *json, *junit;
+    long hidden_seed;        // -1: none
+    int limit;               // seconds per run
+    int watchdog;            // seconds
+    const char *keep;        // keep run directories under this path
+    const char *perturb;     // NAME:INDEX:DELTA applied to every lab dump (self-test)
+    char work[512];          // temporary directory
+} Options;
+
+static bool lab_selected(const Options *o, const char *id) {
+    if (!o->labs) return true;
+    const char *p = o->labs;
+    size_t n = strlen(id);
+    while (*p) {
+        if (strncmp(p, id, n) == 0 && (p[n] == ',' || p[n] == 0)) return true;
+        p = strchr(p, ',');
+        if (!p) break;
+        p++;
+    }
+    return false;
+}
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+// ---- building --------------------------------------------------------------
+
+// A copy of the trusted tree (with its build products, so only what changes
+// is compiled again) into which the submission's files are dropped.
+static void make_copy(Options *o) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/tree", o->work);
+    char qsrc[1024], qdst[1024];
+    shell_quote(qsrc, sizeof qsrc, o->tree);
+    shell_quote(qdst, sizeof qdst, cmd);
+    char line[4096];
+    snprintf(line, sizeof line,
+             "mkdir -p %s && cd %s && tar --exclude=.git --exclude='./lab*/solution' "
+             "--exclude=./grader/mutants --exclude=./dist -cf - . | (cd %s && tar -xpf -)",
+             qdst, qsrc, qdst);
+    CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);
+    o->build_tree = strdup(cmd);
+}
+
+// Drop the submission's file for `lab` into the copy; returns where it came from.
+static const char *place_submission(const Options *o, const LabSpec *lab, char *from, size_t len) {
+    char dst[1024], q1[1100], q2[1100], line[2400];
+    snprintf(dst, sizeof dst, "%s/%s/%s", o->build_tree, lab->dir, lab->student_file);
+    if (o->mutant) {
+        snprintf(from, len, "%s", o->mutant);
+    } else {
+        snprintf(from, len, "%s/%s/%s", o->submission, lab->dir, lab->student_file);
+        if (!exists(from)) snprintf(from, len, "%s/%s", o->submission, lab->student_file);
+        if (!exists(from)) return NULL;
+    }
+    shell_quote(q1, sizeof q1, from);
+    shell_quote(q2, sizeof q2, dst);
+    snprintf(line, sizeof line, "cp %s %s && touch %s", q1, q2, q2);
+    CHECK(shell(line) == 0, "cannot copy %s into the grading tree", from);
+    return from;
+}
+
+// make TARGETS in the build tree; on failure the compiler's words go to `log`.
+static bool build(const Options *o, const char *targets, const char *log) {
+    char qt[1024], ql[1024], line[4096];
+    shell_quote(qt, sizeof qt, o->build_tree);
+    shell_quote(ql, sizeof ql, log);
+    snprintf(line, sizeof line, "make -C %s --no-print-directory -j2 %s > %s 2>&1", qt, targets, ql);
+    return shell(line) == 0;
+}
+
+// ---- running a lab ---------------------------------------------------------
+
+static void run_program(const Options *o, Run *run, const char *dir, const char *program, int np,
+                        const char *flags) {
+    char qdir[1024], qbin[1024], line[8192], bin[1024];
+    snprintf(run->dir, sizeof run->dir, "%s", dir);
+    snprintf(bin, sizeof bin, "%s/build/%s", o->build_tree, program);
+    shell_quote(qdir, sizeof qdir, dir);
+    shell_quote(qbin, sizeof qbin, bin);
+    // Each run in its own directory; output limited to 20 MB (a program that
+    // prints more is stopped); a hard time limit beyond the watchdog's.
+    snprintf(line, sizeof line,
+             "mkdir -p %s && cd %s && ulimit -f 20480 && "
+             "timeout --signal=TERM --kill-after=10 %d "
+             "mpirun --oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
+             qdir, qdir, o->limit, np, qbin, flags, o->watchdog);
+    double t0 = core_now();
+    run->exit_code = shell(line);
+    run->seconds = core_now() - t0;
+    run->timed_out = run->exit_code == 124 || run->exit_code == 137;
+    char path[1300];
+    snprintf(path, sizeof path, "%s/output.txt", dir);
+    run->output = read_tail(path, 16384, &run->output_capped);
+    snprintf(path, sizeof path, "%s/run.bin", dir);
+    run->dump = exists(path) ? dump_read(path, &run->dump_error) : NULL;
+    if (!exists(path)) run->dump_error = "no dump file";
+}
+
+// "NAME:INDEX:DELTA": add DELTA to element INDEX of array NAME (self-test of
+// the tolerances: a real error, however small, must be caught).
+static void perturb(DumpFile *f, const char *spec) {
+    char name[256];
+    long index;
+    double delta;
+    const char *c1 = strchr(spec, ':');
+    CHECK(c1 && sscanf(c1 + 1, "%ld:%lf", &index, &delta) == 2 && (size_t)(c1 - spec) < sizeof name,
+          "--perturb wants NAME:INDEX:DELTA, not '%s'", spec);
+    memcpy(name, spec, (size_t)(c1 - spec));
+    name[c1 - spec] = 0;
+    for (int i = 0; i < f->count; i++)
+        if (strcmp(f->arrays[i].name, name) == 0) {
+            CHECK(f->arrays[i].type == DUMP_F32 && index >= 0 && (uint64_t)index < f->arrays[i].count,
+                  "--perturb: %s has no f32 element %ld", name, index);
+            ((float *)f->arrays[i].data)[index] += (float)delta;
+            return;
+        }
+    core_fail(__FILE__, __LINE__, "--perturb: the dump has no array %s", name);
+}
+
+// The reference runs of one configuration, shared by the runs that need it.
+typedef struct {
+    char flags[512];
+    DumpFile *ref;
+    Measured measured;
+    bool ok;
+    char error[512];
+} RefCache;
+
+static RefCache g_refs[32];
+static int g_nrefs;
+
+static double median(double *v, int n) {
+    if (n == 0) return 0;
+    double *t = malloc((size_t)n * sizeof *t);
+    memcpy(t, v, (size_t)n * sizeof *t);
+    for (int i = 1; i < n; i++)   // insertion sort: n is a few dozen
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    double m = t[n / 2];
+    free(t);
+    return m;
+}
+
+static void rel_abs(const DumpArray *a, const DumpArray *b, double *rel, double *abs_) {
+    DumpDiff d = dump_diff(a, b);
+    *rel = d.rel_frob;
+    *abs_ = d.max_abs;
+}
+
+// Run build/ref with `flags` (the trusted tree's), and again with two
+// micro-batches: the difference between the two is the honest size of
+// "the same up to summation order", per tensor.
+static RefCache *reference(const Options *o, const char *flags) {
+    for (int i = 0; i < g_nrefs; i++)
+        if (strcmp(g_refs[i].flags, flags) == 0) return &g_refs[i];
+    CHECK(g_nrefs < 32, "too many reference configurations");
+    RefCache *rc = &g_refs[g_nrefs++];
+    memset(rc, 0, sizeof *rc);
+    snprintf(rc->flags, sizeof rc->flags, "%s", flags);
+    char dir[700], dir2[700], bin[1024], qbin[1100], qdir[800], line[4096], path[800];
+    snprintf(dir, sizeof dir, "%s/ref%d", o->work, g_nrefs);
+    snprintf(dir2, sizeof dir2, "%s/ref%d-micro", o->work, g_nrefs);
+    snprintf(bin, sizeof bin, "%s/build/ref", o->tree);
+    shell_quote(qbin, sizeof qbin, bin);
+    DumpFile *runs[2];
+    for (int k = 0; k < 2; k++) {
+        shell_quote(qdir, sizeof qdir, k ? dir2 : dir);
+        snprintf(line, sizeof line,
+                 "mkdir -p %s && cd %s && timeout -k 10 %d %s %s %s --dump ref.bin > output.txt 2>&1",
+                 qdir, qdir, o->limit, qbin, flags, k ? "--micro 2" : "");
+        int rcode = shell(line);
+        snprintf(path, sizeof path, "%s/ref.bin", k ? dir2 : dir);
+        const char *err = NULL;
+        runs[k] = rcode == 0 ? dump_read(path, &err) : NULL;
+        if (!runs[k]) {
+            snprintf(rc->error, sizeof rc->error, "the reference run `build/ref %s%s` failed (exit %d%s%s)",
+                     flags, k ? " --micro 2" : "", rcode, err ? ": " : "", err ? err : "");
+            return rc;
+        }
+    }
+    rc->ref = runs[0];
+    Measured *m = &rc->measured;
+    const DumpArray *l0 = dump_find(runs[0], "loss"), *l1 = dump_find(runs[1], "loss");
+    for (uint64_t s = 0; l0 && l1 && s < l0->count && s < l1->count; s++) {
+        m->loss = fmax(m->loss, fabs(dump_get(l0, s) - dump_get(l1, s)));
+        m->loss_ulp = fmax(m->loss_ulp, fabs(dump_get(l0, s)) * FLT_EPSILON);
+    }
+    m->names = calloc((size_t)runs[0]->count, sizeof *m->names);
+    m->param_rel = calloc((size_t)runs[0]->count, sizeof(double));
+    m->param_abs = calloc((size_t)runs[0]->count, sizeof(double));
+    m->grad_rel = calloc((size_t)runs[0]->count, sizeof(double));
+    for (int i = 0; i < runs[0]->count; i++) {
+        const char *name = runs[0]->arrays[i].name;
+        if (strncmp(name, "param/final/", 12) != 0) continue;
+        int t = m->ntensors++;
+        snprintf(m->names[t], sizeof m->names[t], "%s", name + 12);
+        rel_abs(dump_find(runs[1], name), &runs[0]->arrays[i], &m->param_rel[t], &m->param_abs[t]);
+        char gname[160];
+        snprintf(gname, sizeof gname, "grad/first/%s", name + 12);
+        const DumpArray *g0 = dump_find(runs[0], gname), *g1 = dump_find(runs[1], gname);
+        double dummy;
+        if (g0 && g1) rel_abs(g1, g0, &m->grad_rel[t], &dummy);
+    }
+    m->param_rel_median = median(m->param_rel, m->ntensors);
+    for (int t = 0; t < m->ntensors; t++) m->param_abs_max = fmax(m->param_abs_max, m->param_abs[t]);
+    m->grad_rel_median = median(m->grad_rel, m->ntensors);
+    dump_free(runs[1]);
+    rc->ok = true;
+    return rc;
+}
+
+static void grade_lab(Grader *g, Options *o, const LabSpec *lab) {
+    g->lab = lab->id;
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", o->tree, lab->dir);
+    if (strcmp(lab->dir, ".") != 0 && !exists(dir)) return;   // not in this tree (yet)
+    print0("\n== %s ==\n", lab->id);
+
+    // Build what is graded.
+    const char *program = lab->program;
+    if (o->solutions) {
+        char sol[1100];
+        snprintf(sol, sizeof sol, "%s/%s/solution/%s", o->tree, lab->dir, lab->student_file);
+        if (strcmp(lab->solution, lab->program) != 0 && !exists(sol)) {
+            grade_check(g, NULL, "build", false, "no solution in this tree", "a solution",
+                        "this tree has no reference solutions (a student release?)");
+            return;
+        }
+        program = lab->solution;
+    } else if (o->submission || o->mutant) {
+        char from[1024];
+        if (strcmp(lab->solution, lab->program) != 0 && !place_submission(o, lab, from, sizeof from)) {
+            grade_check(g, NULL, "build", false, "no file", lab->student_file,
+                        "the submission has no file for this lab");
+            return;
+        }
+    }
+    char targets[256], log[700];
+    snprintf(targets, sizeof targets, "build/%s build/ref", program);
+    snprintf(log, sizeof log, "%s/build-%s.log", o->work, lab->id);
+    if (!build(o, targets, log)) {
+        char *text = read_tail(log, 900, NULL);
+        grade_check(g, NULL, "build", false, "does not compile", "compiles", text);
+        free(text);
+        return;
+    }
+
+    for (int h = 0; h < (o->hidden_seed >= 0 ? 2 : 1); h++)
+        for (int i = 0; i < lab->nruns; i++) {
+            const RunSpec *spec = &lab->runs[i];
+            if (o->quick && !spec->quick) continue;
+            Run run;
+            memset(&run, 0, sizeof run);
+            run.spec = spec;
+            run.hidden = h == 1;
+            run.seed = h == 1 ? (uint64_t)o->hidden_seed : 1337;
+            snprintf(run.name, sizeof run.name, "%s seed %llu", spec->name, (unsigned long long)run.seed);
+            char flags[1024];
+            snprintf(flags, sizeof flags, "%s --seed %llu", spec->flags, (unsigned long long)run.seed);
+            char rdir[1200];
+            snprintf(rdir, sizeof rdir, "%s/%s-%s-%d", o->work, lab->id, spec->name, h);
+            print0("  %-10s %-22s ", lab->id, run.name);
+            fflush(stdout);
+            run_program(o, &run, rdir, program, spec->np, flags);
+            if (run.dump && o->perturb) perturb(run.dump, o->perturb);
+            if (lab->ref_flags) {
+                char rflags[512];
+                RefCache *rc = reference(o, lab->ref_flags(lab, &run, rflags, sizeof rflags));
+                if (!rc->ok) {
+                    grade_check(g, &run, "reference", false, "failed", "runs", rc->error);
+                    print0("reference failed\n");
+                    free(run.output);
+                    dump_free(run.dump);
+                    continue;
+                }
+                run.ref = rc->ref;
+                run.measured = &rc->measured;
+            }
+            int before = g->n;
+            lab->check(g, lab, &run);
+            int bad = 0;
+            for (int k = before; k < g->n; k++) bad += !g->results[k].pass;
+            print0("%.1f s, %d checks, %s\n", run.seconds, g->n - before, bad ? "FAILED" : "ok");
+            free(run.output);
+            dump_free(run.dump);
+        }
+}
+
+// ---- reports ---------------------------------------------------------------
+
+static void print_table(const Grader *g) {
+    print0("\n%-7s %-22s %-34s %-6s %-28s %s\n", "lab", "run", "check", "result", "figure", "bound");
+    for (int i = 0; i < g->n; i++) {
+        const Result *r = &g->results[i];
+        print0("%-7s %-22s %-34s %-6s %-28s %s%s\n", r->lab, r->run, r->check, r->pass ? "ok" : "FAIL",
+               r->figure, r->bound, r->hidden ? "  (hidden)" : "");
+    }
+    int failed = 0;
+    for (int i = 0; i < g->n; i++) failed += !g->results[i].pass;
+    if (failed) {
+        print0("\nwhat went wrong, and what usually causes it:\n");
+        for (int i = 0; i < g->n; i++) {
+            const Result *r = &g->results[i];
+            if (!r->pass && r->diagnosis[0])
+                print0("  %s %s, %s:\n    %s\n", r->lab, r->run, r->check, r->diagnosis);
+        }
+    }
+    print0("\n%d of %d checks passed%s\n", g->n - failed, g->n, failed ? "" : ": all good");
+}
+
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch == '\n') fputs("\\n", f);
+        else if (ch == '\t') fputs("\\t", f);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+// Gradescope's results.json: one test per check, one point each.
+static void write_json(const Grader *g, const char *path) {
+    FILE *f = fopen(path, "w");
+    CHECK(f, "cannot write %s", path);
+    int passed = 0;
+    for (int i = 0; i < g->n; i++) passed += g->results[i].pass;
+    fprintf(f, "{\n  \"score\": %d,\n  \"max_score\": %d,\n  \"visibility\": \"visible\",\n  \"tests\": [", passed, g->n);
+    for (int i = 0; i < g->n; i++) {
+        const Result *r = &g->results[i];
+        char name[400], out[1600];
+        snprintf(name, sizeof name, "%s %s: %s", r->lab, r->run, r->check);
+        snprintf(out, sizeof out, "%s (bound: %s)%s%s", r->figure, r->bound, r->diagnosis[0] ? "\n" : "",
+                 r->diagnosis);
+        fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
+        json_string(f, name);
+        fprintf(f, ", \"score\": %d, \"max_score\": 1, \"status\": \"%s\", \"visibility\": \"%s\", \"output\": ",
+                r->pass, r->pass ? "passed" : "failed", r->hidden ? "hidden" : "visible");
+        json_string(f, out);
+        fputc('}', f);
+    }
+    fprintf(f, "\n  ]\n}\n");
+    CHECK(fclose(f) == 0, "writing %s failed", path);
+}
+
+static void xml_text(FILE *f, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default:
+            if ((unsigned char)*s >= 0x20 || *s == '\n' || *s == '\t') fputc(*s, f);
+        }
+    }
+}
+
+static void write_junit(const Grader *g, const char *path) {
+    FILE *f = fopen(path, "w");
+    CHECK(f, "cannot write %s", path);
+    int failed = 0;
+    for (int i = 0; i < g->n; i++) failed += !g->results[i].pass;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites tests=\"%d\" failures=\"%d\">\n",
+            g->n, failed);
+    for (int i = 0; i < g->n;) {   // one suite per lab
+        int j = i, fl = 0;
+        while (j < g->n && strcmp(g->results[j].lab, g->results[i].lab) == 0) fl += !g->results[j++].pass;
+        fprintf(f, "  <testsuite name=\"%s\" tests=\"%d\" failures=\"%d\">\n", g->results[i].lab, j - i, fl);
+        for (int k = i; k < j; k++) {
+            const Result *r = &g->results[k];
+            fputs("    <testcase classname=\"", f);
+            xml_text(f, r->lab);
+            fputc('.', f);
+            xml_text(f, r->run);
+            fputs("\" name=\"", f);
+            xml_text(f, r->check);
+            fputs("\">", f);
+            if (!r->pass) {
+                fputs("<failure message=\"", f);
+                xml_text(f, r->figure);
+                fputs(" (bound: ", f);
+                xml_text(f, r->bound);
+                fputs(")\">", f);
+                xml_text(f, r->diagnosis);
+                fputs("</failure>", f);
+            }
+            fputs("</testcase>\n", f);
+        }
+        fputs("  </testsuite>\n", f);
+        i = j;
+    }
+    fputs("</testsuites>\n", f);
+    CHECK(fclose(f) == 0, "writing %s failed", path);
+}
+
+// ---- main ------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    Args a = args_defaults();
+    Options o = {0};
+    bool solutions = false, quick = false;
+    const char *submission = NULL, *mutant = NULL, *labs = NULL, *json = NULL, *junit = NULL,
+               *keep = NULL, *pert = NULL;
+    int hidden = -1, limit = 300, watchdog = 60;
+    ArgExtra extras[] = {
+        {"solutions", ARG_FLAG, &solutions, "grade the reference solutions", 0, 0, NULL},
+        {"submission", ARG_STRING, &submission, "grade the student files in DIR (DIR/labNN_topic/file.c or DIR/file.c)", 1, 0, NULL},
+        {"mutant", ARG_STRING, &mutant, "grade FILE in place of the student's file (with --lab)", 1, 0, NULL},
+        {"lab", ARG_STRING, &labs, "only these labs (comma-separated ids: ref,lab01)", 1, 0, NULL},
+        {"quick", ARG_FLAG, &quick, "the fast subset of runs (make check-labNN)", 0, 0, NULL},
+        {"json", ARG_STRING, &json, "write Gradescope's results.json here", 1, 0, NULL},
+        {"junit", ARG_STRING, &junit, "write JUnit XML here", 1, 0, NULL},
+        {"hidden-seed", ARG_INT, &hidden, "also run every run with this seed, as hidden tests", 0, 2147483647.0, NULL},
+        {"limit", ARG_INT, &limit, "hard time limit of one run, in seconds", 5, 86400, NULL},
+        {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL},
+        {"keep", ARG_STRING, &keep, "keep every run's directory under DIR", 1, 0, NULL},
+        {"perturb", ARG_STRING, &pert, "self-test: add DELTA to element INDEX of array NAME of every lab dump (NAME:INDEX:DELTA)", 1, 0, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL},
+    };
+    args_parse(&a, argc, argv,
+               "The grader: runs each lab over world sizes and seeds and checks its dumps against the "
+               "trusted reference.",
+               extras);
+    if ((solutions != 0) + (submission != NULL) + (mutant != NULL) > 1)
+        core_usage_error("pick one of --solutions, --submission and --mutant");
+    if (mutant && !labs) core_usage_error("--mutant replaces one lab's file: say which with --lab");
+    if (submission && !exists(submission)) core_usage_error("--submission %s does not exist", submission);
+    if (mutant && !exists(mutant)) core_usage_error("--mutant %s does not exist", mutant);
+    if (watchdog >= limit) core_usage_error("--watchdog %d must be below --limit %d", watchdog, limit);
+    if (geteuid() == 0) {
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
+    }
+    // The trusted tree: the one this grader was built in (build/grade -> ..).
+    char self[PATH_MAX], tree[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0, "cannot find where build/grade lives");
+    self[n] = 0;
+    snprintf(tree, sizeof tree, "%s", self);
+    for (int up = 0; up < 2; up++) *strrchr(tree, '/') = 0;   // strip build/grade
+    o.tree = tree;
+    o.build_tree = tree;
+    o.solutions = solutions;
+    o.submission = submission;
+    o.mutant = mutant;
+    o.labs = labs;
+    o.quick = quick;
+    o.json = json;
+    o.junit = junit;
+    o.hidden_seed = hidden;
+    o.limit = limit;
+    o.watchdog = watchdog;
+    o.keep = keep;
+    o.perturb = pert;
+    if (keep) {
+        snprintf(o.work, sizeof o.work, "%s", keep);
+        char q[600], line[700];
+        shell_quote(q, sizeof q, keep);
+        snprintf(line, sizeof line, "mkdir -p %s", q);
+        CHECK(shell(line) == 0, "cannot make %s", keep);
+    } else {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(o.work, sizeof o.work, "%s/grade.XXXXXX", tmp);
+        CHECK(mkdtemp(o.work), "cannot make a temporary directory in %s", tmp);
+    }
+    // The trusted reference first: every comparison needs it.
+    char log[700];
+    snprintf(log, sizeof log, "%s/build-ref.log", o.work);
+    if (!build(&o, "build/ref", log)) {
+        char *text = read_tail(log, 2000, NULL);
+        core_fail(__FILE__, __LINE__, "the trusted tree does not build build/ref:\n%s", text);
+    }
+    if (submission || mutant) make_copy(&o);
+    if (labs) {   // every id named must exist
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s", labs);
+        for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+            bool known = false;
+            for (int i = 0; i < NLABS; i++) known |= strcmp(LABS[i]->id, tok) == 0;
+            if (!known) {
+                char ids[256] = "";
+                for (int i = 0; i < NLABS; i++)
+                    snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%s", i ? ", " : "", LABS[i]->id);
+                core_usage_error("--lab %s: no such lab; the labs are %s", tok, ids);
+            }
+        }
+    }
+
+    print0("grading %s (%s)\n",
+           solutions ? "the reference solutions" : submission ? submission : mutant ? mutant : "the student files of this tree",
+           tree);
+    Grader g = {0};
+    for (int i = 0; i < NLABS; i++)
+        if (lab_selected(&o, LABS[i]->id)) grade_lab(&g, &o, LABS[i]);
+    CHECK(g.n > 0, "nothing was graded (no lab of this tree matched --lab %s)", labs ? labs : "");
+    print_table(&g);
+    if (json) write_json(&g, json);
+    if (junit) write_junit(&g, junit);
+    if (!keep) {
+        char q[600], line[700];
+        shell_quote(q, sizeof q, o.work);
+        snprintf(line, sizeof line, "rm -rf %s", q);
+        shell(line);
+    }
+    int failed = 0;
+    for (int i = 0; i < g.n; i++) failed += !g.results[i].pass;
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,104 @@
+// grade.h: the grader's pieces (grade.c runs and reports, checks.c compares,
+// specs.c says what each lab runs and checks).
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dump.h"
+
+// One run of a lab: a world size and flags.
+typedef struct {
+    const char *name;     // "np3"
+    int np;               // ranks
+    const char *flags;    // extra flags for the lab's program
+    bool quick;           // part of `make check-labNN` (the fast subset)
+} RunSpec;
+
+// What the reference measured for one configuration: the size of "the same
+// up to summation order" (build/ref with micro-batches against without).
+// Tolerances are TOL_FACTOR times these measured figures:
+// - the loss per step: the measured difference, but never below one float
+//   rounding of the loss itself (loss_ulp), since no two summation orders
+//   can be asked to agree better than that;
+// - a tensor's relative Frobenius error (parameters, first gradient): its
+//   measured one, but never below the median over tensors, because one
+//   sample of a rounding difference can come out small by chance;
+// - a single element's error: the largest measured anywhere in the model.
+//   After AdamW steps the element-wise drift is heavy-tailed (Adam divides
+//   by the root mean square of each element's own gradients, so an element
+//   whose gradient is near zero turns rounding into a visible step) and can
+//   land in any tensor.
+typedef struct {
+    double loss;              // largest per-step loss difference
+    double loss_ulp;          // largest float rounding of a loss (|loss| * FLT_EPSILON)
+    int ntensors;
+    char (*names)[96];        // tensor names (without the "param/final/" prefix)
+    double *param_rel;        // per tensor: relative Frobenius difference of final parameters
+    double *param_abs;        // per tensor: largest absolute difference
+    double *grad_rel;         // per tensor: relative Frobenius difference of the first gradient
+    double param_rel_median, param_abs_max, grad_rel_median;
+} Measured;
+
+// Everything about one run, for the checks.
+typedef struct {
+    const RunSpec *spec;
+    char name[96];            // "np3 seed 1337"
+    uint64_t seed;
+    bool hidden;
+    int exit_code;            // of mpirun; 124 when the hard time limit ended it
+    bool timed_out;
+    bool output_capped;
+    double seconds;
+    char *output;             // the last part of what it printed
+    DumpFile *dump;           // NULL when it wrote none
+    const char *dump_error;
+    DumpFile *ref;            // the reference run of the same configuration, if the lab has one
+    const Measured *measured; // and the rounding measured on it
+    char dir[1200];           // its working directory
+} Run;
+
+typedef struct Grader Grader;
+
+// Record one graded check. figure and bound say what was measured and what
+// it had to be; diagnosis (when it fails) what probably went wrong.
+void grade_check(Grader *g, const Run *run, const char *check, bool pass, const char *figure,
+                 const char *bound, const char *diagnosis);
+
+typedef struct LabSpec {
+    const char *id;           // "lab01"
+    const char *dir;          // "lab01_collectives"
+    const char *student_file; // "collectives.c"
+    const char *program;      // the binary in build/ for the student's file: "lab01"
+    const char *solution;     // and for the solution: "lab01_solution"
+    const RunSpec *runs;
+    int nruns;
+    // Flags of the reference run that matches a lab run (NULL: no reference).
+    const char *(*ref_flags)(const struct LabSpec *lab, const Run *run, char *buf, size_t len);
+    void (*check)(Grader *g, const struct LabSpec *lab, const Run *run);
+} LabSpec;
+
+extern const LabSpec *const LABS[];
+extern const int NLABS;
+
+// ---- shared checks (checks.c) ----
+
+// The run ended normally with a readable dump; otherwise one failing check
+// that says how it ended (crash, hang with the watchdog's lines, no dump).
+bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure);
+// Losses, final parameters (and the first gradient when both dumps have it)
+// against the reference, per tensor, with tolerances of TOL_FACTOR times
+// the measured rounding.
+void check_equivalence(Grader *g, const Run *run, int world_size);
+// A per-rank memory peak (dump "mem/peak", a category column) at most `bound` bytes.
+void check_memory(Grader *g, const Run *run, int category, const char *what, double bound,
+                  const char *why);
+
+enum { TOL_FACTOR = 10 };
+
+// A sentence explaining the watchdog's lines in an output, or NULL.
+const char *diagnose_hang(const char *output, char *buf, size_t len);
+
+// Small helpers.
+double dump_scalar(const DumpFile *f, const char *name, double missing);
