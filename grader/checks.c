@@ -135,6 +135,12 @@ lines:
 bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
     char fig[160], diag[1024];
     const char *hang = diagnose_hang(run->output, diag, sizeof diag);
+    if (run->output_limited) {
+        grade_check(g, run, "run ends", false, "printed more than 20 MB", "at most 20 MB of output",
+                    "the program printed so much that it was stopped: a print inside a loop (one that "
+                    "never ends?)");
+        return false;
+    }
     if (run->timed_out) {
         snprintf(fig, sizeof fig, "stopped after %.0f s", run->seconds);
         grade_check(g, run, "run ends", false, fig, "ends within the time limit",
@@ -146,15 +152,15 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
         grade_check(g, run, "run ends", false, "hung; ended by the watchdog", "no hang", hang);
         return false;
     }
-    if (run->output_capped && strstr(run->output, "File size limit")) {
-        grade_check(g, run, "run ends", false, "printed more than 20 MB", "at most 20 MB of output",
-                    "the program printed too much and was stopped: remove the prints in a loop");
-        return false;
-    }
     if (!run->dump) {
         const char *err = strstr(run->output, "error at ");
         const char *sig = strstr(run->output, "exited on signal");
-        if (run->exit_code == 0) {
+        if (strstr(run->output, "without calling \"finalize\"") || strstr(run->output, "did not call \"init\"")) {
+            snprintf(fig, sizeof fig, "ended early (exit %d)", run->exit_code);
+            grade_check(g, run, "run ends", false, fig, "a complete dump",
+                        "a rank ended the program early, without writing its results: an exit() or a "
+                        "return from main in the student's code?");
+        } else if (run->exit_code == 0) {
             snprintf(fig, sizeof fig, "exit 0 but %s", run->dump_error ? run->dump_error : "no dump");
             grade_check(g, run, "run ends", false, fig, "a complete dump",
                         "it exited 0 without writing its results: did the harness finish (a return or "

@@ -17,7 +17,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +73,44 @@ static int shell(const char *cmd) {
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+
+// Run a command line in its own process group, watched: past `limit`
+// seconds, or once the file `out_path` grows beyond `max_bytes`, the whole
+// group gets SIGTERM (each rank's watchdog then says where it was), and
+// SIGKILL 10 s later. Sets *why to "time" or "output" when it stopped it.
+static int watched(const char *cmd, const char *out_path, double limit, long max_bytes,
+                   const char **why) {
+    *why = NULL;
+    pid_t pid = fork();
+    CHECK(pid >= 0, "cannot fork: %s", strerror(errno));
+    if (pid == 0) {
+        setpgid(0, 0);
+        execl("/bin/bash", "bash", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    double t0 = core_now(), termed = 0;
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        struct timespec nap = {0, 50 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        double now = core_now();
+        struct stat fs;
+        if (!*why && now - t0 > limit) *why = "time";
+        if (!*why && stat(out_path, &fs) == 0 && fs.st_size > max_bytes) *why = "output";
+        if (*why && termed == 0) {
+            kill(-pid, SIGTERM);
+            termed = now;
+        } else if (*why && now - termed > 10) {
+            kill(-pid, SIGKILL);
+        }
+    }
+    kill(-pid, SIGKILL);   // anything of the group still alive
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
@@ -200,19 +240,20 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     snprintf(bin, sizeof bin, "%s/build/%s", o->build_tree, program);
     shell_quote(qdir, sizeof qdir, dir);
     shell_quote(qbin, sizeof qbin, bin);
-    // Each run in its own directory; output limited to 20 MB (a program that
-    // prints more is stopped); a hard time limit beyond the watchdog's.
-    snprintf(line, sizeof line,
-             "mkdir -p %s && cd %s && ulimit -f 20480 && "
-             "timeout --signal=TERM --kill-after=10 %d "
-             "mpirun --oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
-             qdir, qdir, o->limit, np, qbin, flags, o->watchdog);
-    double t0 = core_now();
-    run->exit_code = shell(line);
-    run->seconds = core_now() - t0;
-    run->timed_out = run->exit_code == 124 || run->exit_code == 137;
+    // Each run in its own directory, watched: a hard time limit beyond the
+    // watchdog's, and a limit on what it may print.
     char path[1300];
     snprintf(path, sizeof path, "%s/output.txt", dir);
+    CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST, "cannot make %s", dir);
+    snprintf(line, sizeof line,
+             "cd %s && exec mpirun --oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
+             qdir, np, qbin, flags, o->watchdog);
+    double t0 = core_now();
+    const char *why;
+    run->exit_code = watched(line, path, o->limit, OUTPUT_LIMIT_BYTES, &why);
+    run->seconds = core_now() - t0;
+    run->timed_out = why && strcmp(why, "time") == 0;
+    run->output_limited = why && strcmp(why, "output") == 0;
     run->output = read_tail(path, 16384, &run->output_capped);
     snprintf(path, sizeof path, "%s/run.bin", dir);
     run->dump = exists(path) ? dump_read(path, &run->dump_error) : NULL;

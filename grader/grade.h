@@ -47,9 +47,10 @@ typedef struct {
     char name[96];            // "np3 seed 1337"
     uint64_t seed;
     bool hidden;
-    int exit_code;            // of mpirun; 124 when the hard time limit ended it
+    int exit_code;            // of mpirun
     bool timed_out;
-    bool output_capped;
+    bool output_capped;       // it printed more than the grader keeps (its tail is kept)
+    bool output_limited;      // it printed more than OUTPUT_LIMIT_BYTES and was stopped
     double seconds;
     char *output;             // the last part of what it printed
     DumpFile *dump;           // NULL when it wrote none
@@ -96,6 +97,7 @@ void check_memory(Grader *g, const Run *run, int category, const char *what, dou
                   const char *why);
 
 enum { TOL_FACTOR = 10 };
+#define OUTPUT_LIMIT_BYTES (20L << 20)   // what one run may print before it is stopped
 
 // A sentence explaining the watchdog's lines in an output, or NULL.
 const char *diagnose_hang(const char *output, char *buf, size_t len);
