@@ -192,6 +192,10 @@ static void enter(CallInfo *ci) { wd_set(1, "%s", ci->what); }
 
 static void leave(CallInfo *ci, int track) {
     double t1 = core_now();
+    if (track == TRACE_TRACK_MAIN) {   // a blocking call: busy and blocked all along
+        g_stats.seconds_busy += t1 - ci->t0;
+        g_stats.seconds_blocked += t1 - ci->t0;
+    }
     wd_set(0, "computing; its last call was %s", ci->what);
     if (trace_on()) {
         char args[220];
@@ -318,30 +322,48 @@ static float avg_scale(Comm *c, CommReduce op) {
 }
 
 // ---- handles ---------------------------------------------------------------
+// Handles in flight form a list, so comm_progress can reach them all.
 struct CommHandle {
     CallInfo ci;
     MpiPending pending;
+    CommHandle *prev, *next;
 };
 
+static CommHandle *g_inflight;
+
 static CommHandle *start(CallInfo *ci, Comm *c, size_t bytes) {
-    CommHandle *h = malloc(sizeof *h);
+    CommHandle *h = calloc(1, sizeof *h);
     CHECK(h, "out of memory");
     count(c, ci->op, bytes);
     h->ci = *ci;
+    h->next = g_inflight;
+    if (g_inflight) g_inflight->prev = h;
+    g_inflight = h;
     return h;
 }
 
 void comm_wait(CommHandle *h) {
     CHECK(h, "comm_wait(NULL)");
+    double t0 = core_now();
     wd_set(1, "wait for %s", h->ci.what);
     mpi_finish(&h->pending);
+    double t1 = core_now();
+    g_stats.seconds_blocked += t1 - t0;
+    g_stats.seconds_busy += t1 - h->ci.t0;
     leave(&h->ci, TRACE_TRACK_COMM_ASYNC);
+    if (h->prev) h->prev->next = h->next;
+    else g_inflight = h->next;
+    if (h->next) h->next->prev = h->prev;
     free(h);
 }
 
 bool comm_test(CommHandle *h) {
     CHECK(h, "comm_test(NULL)");
     return mpi_test(&h->pending);
+}
+
+void comm_progress(void) {
+    for (CommHandle *h = g_inflight; h; h = h->next) mpi_test(&h->pending);
 }
 
 // ---- the operations --------------------------------------------------------
@@ -564,6 +586,11 @@ void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t
     MPI_CHECK(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, c->mpi));
     free(counts);
     return out;
+}
+
+void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) {
+    CHECK(bytes <= INT32_MAX, "comm_broadcast_host: %zu bytes is too many", bytes);
+    MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
 }
 
 double comm_max_double(Comm *c, double v) {

@@ -95,6 +95,10 @@ CommHandle *comm_recv_async(Comm *c, float *buf, size_t count, int peer);
 CommHandle *comm_barrier_async(Comm *c);
 void comm_wait(CommHandle *h);
 bool comm_test(CommHandle *h);
+// Let every asynchronous operation in flight advance. MPI moves the data of
+// a non-blocking collective only inside its own calls, so a program that
+// computes while one is in flight calls this between pieces of compute.
+void comm_progress(void);
 
 // Counters of this rank, over all communicators, since start or the last reset.
 typedef struct {
@@ -102,6 +106,9 @@ typedef struct {
     uint64_t bytes[COMM_NOPS];      // payload: the size of the buffer the operation is about
     uint64_t bus_bytes[COMM_NOPS];  // payload times the bus factor: 2(N-1)/N all-reduce,
                                     // (N-1)/N reduce-scatter and all-gather, 1 broadcast, send, recv
+    double seconds_busy;     // time operations were under way (blocking calls; async: start to wait's end)
+    double seconds_blocked;  // time this rank waited in them (blocking calls and comm_wait): the
+                             // communication not hidden behind compute
 } CommStats;
 CommStats comm_stats(void);
 void comm_stats_reset(void);
@@ -115,5 +122,7 @@ void comm_all_gather_host(Comm *c, const void *send, size_t bytes, void *recv);
 // Every rank gives a different number of bytes; root receives them all in a
 // malloc'd buffer (NULL elsewhere) and each rank's length in lens (size N, on root).
 void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t *lens);
+// Root's `bytes` bytes to every rank.
+void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root);
 double comm_max_double(Comm *c, double v);   // the largest v over ranks, on every rank
 double comm_sum_double(Comm *c, double v);

@@ -23,6 +23,7 @@ typedef struct {
     float *host_out;     // host result to scale (buffers on the host), or NULL
     float scale;         // 1, or 1/N for an average
     void *aux;           // counts and displacements MPI reads until the end (malloc'd), or NULL
+    bool done;           // finished: the result is in place
 } MpiPending;
 
 // Each starts the operation; with p == NULL it runs to completion instead

@@ -49,6 +49,8 @@ static float *to_host(const float *buf, size_t n, float *stage) {
 
 // After the data arrived: scale for an average, copy to the device, free.
 void mpi_finish(MpiPending *p) {
+    if (p->done) return;
+    p->done = true;
     if (p->req != MPI_REQUEST_NULL) check_recv(MPI_Wait(&p->req, MPI_STATUS_IGNORE), p->out_count, -1, "comm_wait");
     float *out = p->stage ? p->stage : p->host_out;
     if (out && p->scale != 1.0f)
@@ -61,6 +63,7 @@ void mpi_finish(MpiPending *p) {
 }
 
 bool mpi_test(MpiPending *p) {
+    if (p->done) return true;
     int done = 0;
     if (p->req != MPI_REQUEST_NULL) MPI_CHECK(MPI_Test(&p->req, &done, MPI_STATUS_IGNORE));
     else done = 1;
