@@ -541,13 +541,13 @@ void dump_run_meta(DumpWriter *w, Comm *c, const char *program, const Args *a, c
     dump_text(w, "meta/config", config);
 }
 
-void dump_rank_stats(DumpWriter *w, Comm *c) {
+void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
     int N = comm_size(c);
     typedef struct {
         MemReport mem;
         CommStats comm;
     } RankStats;
-    RankStats mine = {mem_report(), comm_stats()};
+    RankStats mine = {mem ? *mem : mem_report(), comm_stats()};
     RankStats *all = malloc((size_t)N * sizeof *all);
     CHECK(all, "out of memory gathering statistics");
     comm_all_gather_host(c, &mine, sizeof mine, all);

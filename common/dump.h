@@ -69,10 +69,12 @@ typedef struct Args Args;
 // per line: the model, data, run flags, device and backend, then `extra`
 // lines of the program's own, if any).
 void dump_run_meta(DumpWriter *w, Comm *c, const char *program, const Args *a, const char *extra);
-// Each rank's memory peaks (mem/peak, mem/peak_total, mem/measured_peak) and
-// communication counters (comm/calls, comm/bytes, comm/bus_bytes), gathered
-// to rank 0: tables with a row per rank.
-void dump_rank_stats(DumpWriter *w, Comm *c);
+// Each rank's memory peaks (mem/peak, mem/peak_total, mem/measured_peak:
+// `mem` from mem_report(), or NULL for now) and communication counters
+// (comm/calls, comm/bytes, comm/bus_bytes), gathered to rank 0: tables with
+// a row per rank.
+typedef struct MemReport MemReport;
+void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem);
 
 // ---- comparing ----
 typedef struct {

@@ -371,9 +371,9 @@ void mem_print_report(const char *title) {
     printr("%s", line);
 }
 
-void mem_print_table(Comm *c) {
+void mem_print_table(Comm *c, const MemReport *report) {
     int N = comm_size(c);
-    MemReport mine = mem_report();
+    MemReport mine = report ? *report : mem_report();
     MemReport *all = malloc((size_t)N * sizeof *all);
     CHECK(all, "out of memory");
     comm_all_gather_host(c, &mine, sizeof mine, all);

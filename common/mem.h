@@ -60,15 +60,18 @@ const char *mem_category_name(MemCategory cat);   // "PARAMS", ...
 
 // Print this rank's peaks (per category, total, measured) on one line.
 void mem_print_report(const char *title);
-// Gather every rank's peaks and print them on rank 0 as a table, a row per
-// rank (collective over c).
+// Gather every rank's peaks (`mine`: this rank's, from mem_report(); NULL
+// for now) and print them on rank 0 as a table, a row per rank (collective
+// over c). A harness takes its report when the lab's work ends, so that
+// what it does afterwards (comparing with the reference) is not counted.
 typedef struct Comm Comm;
-void mem_print_table(Comm *c);
+typedef struct MemReport MemReport;
+void mem_print_table(Comm *c, const MemReport *mine);
 
 // Per-rank snapshot, for gathering to rank 0 and writing into a dump.
-typedef struct {
+struct MemReport {
     double peak[MEM_NCAT];
     double peak_total;
     double measured_peak;
-} MemReport;
+};
 MemReport mem_report(void);

@@ -536,7 +536,7 @@ int main(int argc, char **argv) {
     int failed = run_checks(c, &res, dw);
     dump_scalar_i64(dw, "check/failed", failed);
     if (do_bench) bench(c, dw, (size_t)min_kib * 1024, (size_t)max_mib << 20, iters, warmup);
-    dump_rank_stats(dw, c);
+    dump_rank_stats(dw, c, NULL);
     dump_close(dw);
     comm_finalize();
     return failed ? 1 : 0;

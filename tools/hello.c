@@ -68,13 +68,13 @@ int main(int argc, char **argv) {
     mem_free(big);
 
     // Memory: every rank's peak by category, beside the independent measure.
-    mem_print_table(w);
+    mem_print_table(w, NULL);
     trace_write(w);
     // --dump: what every program writes (metadata, memory and bytes per rank).
     if (a.dump) {
         DumpWriter *d = dump_create(comm_rank(w) == 0 ? a.dump : NULL);
         dump_run_meta(d, w, "hello", &a, NULL);
-        dump_rank_stats(d, w);
+        dump_rank_stats(d, w, NULL);
         dump_close(d);
     }
     int any_wrong = (int)comm_sum_double(w, wrong);

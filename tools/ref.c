@@ -36,7 +36,7 @@ static void dump_run(const Trainer *t, DumpWriter *w, Comm *c, const History *h,
     gpt_dump_units(t->model, w, "param/init", init_params);
     if (first_grads) gpt_dump_units(t->model, w, "grad/first", first_grads);
     gpt_dump_units(t->model, w, "param/final", t->params);
-    dump_rank_stats(w, c);
+    dump_rank_stats(w, c, NULL);
 }
 
 // Copy every unit (for the initial parameters and the first gradient, which

@@ -41,7 +41,7 @@ START_TEST(rank_stats_land_in_their_rows) {
     a.steps = 7;
     DumpWriter *w = dump_create(r == 0 ? path : NULL);
     dump_run_meta(w, W, "test_report", &a, "stage 2\n");
-    dump_rank_stats(w, W);
+    dump_rank_stats(w, W, NULL);
     dump_close(w);
 
     long wrong = 0;

@@ -1,0 +1,94 @@
+// harness.c: the reference run and the lines the training labs print.
+#include "harness.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core.h"
+#include "dump.h"
+#include "mem.h"
+#include "ops.h"
+#include "train.h"
+
+Reference harness_reference(Comm *c, const Args *a, bool on) {
+    Reference r = {.on = on, .steps = a->steps};
+    if (!on) return r;
+    r.loss = calloc((size_t)(a->steps ? a->steps : 1), sizeof *r.loss);
+    CHECK(r.loss, "out of memory");
+    if (comm_rank(c) == 0) {
+        snprintf(r.path, sizeof r.path, "/tmp/pl_reference_%d.bin", (int)getpid());
+        Trainer *t = train_create(a, 1);
+        for (int s = 0; s < a->steps; s++) r.loss[s] = train_step(t);
+        DumpWriter *w = dump_create(r.path);
+        gpt_dump_units(t->model, w, "param/final", t->params);
+        dump_close(w);
+        train_free(t);
+    }
+    comm_broadcast_host(c, r.loss, (size_t)a->steps * sizeof *r.loss, 0);
+    // From here on, memory is the lab's own.
+    mem_reset_peaks();
+    comm_stats_reset();
+    return r;
+}
+
+void harness_reference_free(Reference *r) {
+    if (r->path[0]) unlink(r->path);
+    free(r->loss);
+    r->loss = NULL;
+}
+
+double harness_param_error(const Reference *r, const Gpt *m, float **units, char *worst, size_t len) {
+    if (!r->on || !r->path[0]) return -1;
+    const char *err = NULL;
+    DumpFile *f = dump_read(r->path, &err);
+    CHECK(f, "cannot read the reference's parameters back from %s: %s", r->path, err);
+    // Over the whole model: a tensor whose exact gradient is zero (the key
+    // bias: softmax ignores a shift) moves by rounding noise alone under
+    // Adam, so its own relative error says nothing.
+    double num = 0, den = 0, worst_abs = 0;
+    snprintf(worst, len, "-");
+    for (int u = 0; u < m->nunits; u++) {
+        const GptUnit *unit = &m->units[u];
+        float *host = malloc(unit->size * sizeof(float));
+        CHECK(host, "out of memory");
+        mem_to_host(host, units[u], unit->size * sizeof(float));
+        for (int k = 0; k < unit->ntensors; k++) {
+            const GptTensor *t = &unit->tensors[k];
+            char name[128];
+            snprintf(name, sizeof name, "param/final/%s.%s", unit->name, t->name);
+            const DumpArray *ref = dump_find(f, name);
+            CHECK(ref && ref->count == t->count, "the reference has no %s of %zu floats", name, t->count);
+            const float *want = ref->data;
+            for (size_t i = 0; i < t->count; i++) {
+                double d = (double)host[t->offset + i] - want[i];
+                num += d * d;
+                den += (double)want[i] * want[i];
+                if (!(fabs(d) <= worst_abs)) {
+                    worst_abs = fabs(d);
+                    snprintf(worst, len, "%s.%s", unit->name, t->name);
+                }
+            }
+        }
+        free(host);
+    }
+    dump_free(f);
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+void harness_sumsq_per_rank(Comm *c, const Gpt *m, float **units, double *out) {
+    double mine = 0;
+    for (int u = 0; u < m->nunits; u++) mine += ops_sumsq(units[u], m->units[u].size);
+    comm_all_gather_host(c, &mine, sizeof mine, out);
+}
+
+void harness_print_step(const Reference *r, int step, int steps, double loss, double seconds,
+                        double comm_busy, double comm_blocked, double tokens) {
+    char ref[64] = "";
+    if (r->on) snprintf(ref, sizeof ref, " (ref %.4f, |d| %.1e)", r->loss[step], fabs(loss - r->loss[step]));
+    print0("step %4d/%d  loss %.4f%s  %6.1f ms (compute %.1f, comm %.1f, exposed %.1f)  %5.1fk tok/s\n",
+           step + 1, steps, loss, ref, seconds * 1e3, (seconds - comm_blocked) * 1e3, comm_busy * 1e3,
+           comm_blocked * 1e3, tokens / seconds / 1e3);
+}
