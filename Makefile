@@ -5,6 +5,7 @@
 #   make demo       (installs what is missing, builds) run the course's showcase
 #   make test       (installs what is missing, builds) run every test
 #   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
+#   make bench-lab02  data-parallel step times against PyTorch DDP
 #   make labNN      build a lab (build/labNN from your file, and the solution)
 #   make check-labNN  grade your file of one lab (the fast subset of runs)
 #   make grade      grade every lab (build/grade --help: --solutions, --json, ...)
@@ -74,7 +75,7 @@ GRADER := $(BUILD)/grade
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LABS) $(GRADER)
 
-.PHONY: all deps check-deps demo test test-run tests clean help bench-ref grade student-release
+.PHONY: all deps check-deps demo test test-run tests clean help bench-ref bench-lab02 grade student-release
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
@@ -181,6 +182,9 @@ student-release:
 # Benchmarks print figures; they are not tests.
 bench-ref: all
 	@bench/bench_ref.sh
+
+bench-lab02: all
+	@bench/bench_lab02.sh
 
 clean:
 	rm -rf $(BUILD)

@@ -189,6 +189,41 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
 
 // ---- equivalence with the reference ----------------------------------------
 
+static double sumsq(const DumpArray *a) {
+    double s = 0;
+    for (uint64_t e = 0; e < a->count; e++) s += dump_get(a, e) * dump_get(a, e);
+    return s;
+}
+
+bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, double *rel, double *abs_) {
+    *rel = *abs_ = INFINITY;
+    const DumpArray *a = dump_find(lab, name), *b = dump_find(ref, name);
+    if (!a || !b) return false;
+    DumpDiff d = dump_diff(a, b);
+    if (!d.shape_ok) return false;
+    // The unit: the arrays whose names share "<section>/<unit>." (section
+    // being e.g. "param/final", the unit the part up to the next dot).
+    const char *slash = strrchr(name, '/');
+    const char *dot = slash ? strchr(slash, '.') : NULL;
+    size_t plen = dot ? (size_t)(dot - name) + 1 : strlen(name);
+    double unit_sq = 0, unit_n = 0;
+    for (int i = 0; i < ref->count; i++)
+        if (strncmp(ref->arrays[i].name, name, plen) == 0 && ref->arrays[i].type != DUMP_TEXT)
+            unit_sq += sumsq(&ref->arrays[i]), unit_n += (double)ref->arrays[i].count;
+    double own = sqrt(sumsq(b));
+    double share = unit_n > 0 ? sqrt(unit_sq * (double)b->count / unit_n) : 0;
+    double scale = fmax(own, share);
+    double err = d.rel_frob * (own > 0 ? own : 1.0);   // back to ||a - b||
+    if (own == 0) {
+        err = 0;
+        for (uint64_t e = 0; e < a->count; e++) err += dump_get(a, e) * dump_get(a, e);
+        err = sqrt(err);
+    }
+    *rel = scale > 0 ? err / scale : err;
+    *abs_ = d.max_abs;
+    return true;
+}
+
 // Squared error per shard of each unit, for the "one shard wrong" diagnosis.
 // Units are the tensors' name prefixes ("block2"), in dump order, which is
 // the units' flat layout.
@@ -273,7 +308,9 @@ void check_equivalence(Grader *g, const Run *run, int N) {
 
     // The first gradient, when the lab dumps it: the clearest evidence.
     bool have_grad = false;
-    int grad_bad = 0;
+    int grad_bad = 0, grad_stale = 0;
+    char bad_unit[96] = "";
+    bool one_unit = true;   // every wrong tensor in the same unit
     char grad_worst[96] = "";
     double grad_worst_rel = 0;
     for (int t = 0; t < m->ntensors; t++) {
@@ -282,11 +319,20 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         const DumpArray *a = dump_find(lab, name), *b = dump_find(ref, name);
         if (!a || !b) continue;
         have_grad = true;
-        DumpDiff d = dump_diff(a, b);
+        double rel, abs_;
+        tensor_error(lab, ref, name, &rel, &abs_);
         double tol = TOL_FACTOR * fmax(m->grad_rel[t], m->grad_rel_median);
-        if (!d.shape_ok || !(d.rel_frob <= tol)) {
+        if (!(rel <= tol)) {
             grad_bad++;
-            if (!(d.rel_frob <= grad_worst_rel)) grad_worst_rel = d.rel_frob, snprintf(grad_worst, sizeof grad_worst, "%s", m->names[t]);
+            // A gradient that is (nearly) missing: all-reduced too early, or a copy never updated.
+            double na = 0, nb = 0;
+            for (uint64_t e = 0; e < a->count && e < b->count; e++)
+                na += dump_get(a, e) * dump_get(a, e), nb += dump_get(b, e) * dump_get(b, e);
+            if (nb > 0 && na < 1e-4 * nb) grad_stale++;
+            size_t ulen = strcspn(m->names[t], ".");
+            if (!bad_unit[0]) snprintf(bad_unit, sizeof bad_unit, "%.*s", (int)ulen, m->names[t]);
+            else if (strncmp(bad_unit, m->names[t], ulen) != 0 || bad_unit[ulen] != 0) one_unit = false;
+            if (!(rel <= grad_worst_rel)) grad_worst_rel = rel, snprintf(grad_worst, sizeof grad_worst, "%s", m->names[t]);
         }
     }
     if (have_grad) {
@@ -299,6 +345,15 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         else if (N > 1 && fabs(ratio - 1.0 / N) < 0.05 / N)
             snprintf(diag, sizeof diag, "the gradients are 1/%d of the reference's: divided by N twice "
                      "(an average of averages)", N);
+        else if (grad_bad > 0 && one_unit && grad_bad < m->ntensors)
+            snprintf(diag, sizeof diag, "only the gradients of %s differ from the reference (worst %s, relative "
+                     "error %.2e), the other units' are right: that unit's all-reduce was not finished before "
+                     "the optimizer read it (started but never waited on?), or never started",
+                     bad_unit, grad_worst, grad_worst_rel);
+        else if (grad_stale > 0)
+            snprintf(diag, sizeof diag, "%d tensors have (almost) no gradient after the averaging: they "
+                     "were all-reduced before their backward pass was done, or from a copy that was not "
+                     "updated (worst: %s)", grad_stale, grad_worst);
         else
             snprintf(diag, sizeof diag, "worst: %s, relative error %.2e (norm ratio to the reference %.3f)",
                      grad_worst, grad_worst_rel, ratio);
@@ -317,13 +372,15 @@ void check_equivalence(Grader *g, const Run *run, int N) {
             missing++;
             continue;
         }
-        DumpDiff d = dump_diff(a, b);
+        (void)b;
+        double rel, abs_;
+        tensor_error(lab, ref, name, &rel, &abs_);
         double tol_rel = TOL_FACTOR * fmax(m->param_rel[t], m->param_rel_median);
         double tol_abs = TOL_FACTOR * m->param_abs_max;
-        if (!d.shape_ok || !(d.rel_frob <= tol_rel) || !(d.max_abs <= tol_abs)) {
+        if (!(rel <= tol_rel) || !(abs_ <= tol_abs)) {
             bad++;
-            if (!(d.rel_frob <= worst_rel) || !worst_name[0])
-                worst_rel = d.rel_frob, snprintf(worst_name, sizeof worst_name, "%s", m->names[t]);
+            if (!(rel <= worst_rel) || !worst_name[0])
+                worst_rel = rel, snprintf(worst_name, sizeof worst_name, "%s", m->names[t]);
         }
     }
     snprintf(fig, sizeof fig, "%d of %d tensors differ%s", bad + missing, m->ntensors, missing ? " or missing" : "");
@@ -335,20 +392,17 @@ void check_equivalence(Grader *g, const Run *run, int N) {
     } else if (bad) {
         int shard = one_wrong_shard(lab, ref, N);
         const DumpArray *sums = dump_find(lab, "check/param_sumsq_per_rank");
-        double ref_sumsq = 0;
-        for (int i = 0; i < ref->count; i++)
-            if (strncmp(ref->arrays[i].name, "param/final/", 12) == 0)
-                for (uint64_t e = 0; e < ref->arrays[i].count; e++)
-                    ref_sumsq += dump_get(&ref->arrays[i], e) * dump_get(&ref->arrays[i], e);
-        bool rank0_right = false, others_differ = false;
+        const DumpArray *init = dump_find(lab, "check/init_sumsq_per_rank");
+        bool init_differ = false;
+        for (uint64_t r = 1; init && r < init->count; r++) init_differ |= dump_get(init, r) != dump_get(init, 0);
+        bool others_differ = false;
         if (sums && sums->count > 1) {
-            rank0_right = fabs(dump_get(sums, 0) - ref_sumsq) <= 1e-4 * ref_sumsq;
-            for (uint64_t r = 1; r < sums->count; r++)
-                others_differ |= fabs(dump_get(sums, r) - dump_get(sums, 0)) > 1e-4 * fabs(dump_get(sums, 0));
+            // Replicas kept equal are equal to the bit: the same numbers, updated the same way.
+            for (uint64_t r = 1; r < sums->count; r++) others_differ |= dump_get(sums, r) != dump_get(sums, 0);
         }
-        if (rank0_right && others_differ)
-            snprintf(diag, sizeof diag, "rank 0's parameters are right and the other ranks' are not: the "
-                     "replicas started apart; broadcast the initial parameters from rank 0");
+        if (init_differ)
+            snprintf(diag, sizeof diag, "the replicas did not start equal (each rank's initial parameters "
+                     "differ): broadcast rank 0's parameters to every rank before training");
         else if (others_differ)
             snprintf(diag, sizeof diag, "the ranks' replicas differ from each other: their gradients were not "
                      "all made equal (an all-reduce missing, not waited on, or of a stale buffer)");
@@ -360,6 +414,38 @@ void check_equivalence(Grader *g, const Run *run, int N) {
             snprintf(diag, sizeof diag, "worst: %s, relative error %.2e", worst_name, worst_rel);
     }
     grade_check(g, run, "final parameters", bad == 0 && missing == 0, fig, bound, diag);
+}
+
+// ---- communication volume --------------------------------------------------
+
+double check_comm_volume(Grader *g, const Run *run, double expected, const char *formula,
+                         const char *diagnosis_if_more) {
+    const DumpArray *bus = dump_find(run->dump, "comm/bus_bytes");
+    char fig[160], bound[200], b1[32], b2[32], diag[600];
+    if (!bus || bus->ndim != 2) {
+        grade_check(g, run, "bytes communicated per rank", false, "no comm/bus_bytes", formula,
+                    "the harness did not write its counters");
+        return 0;
+    }
+    double worst = 0, worst_ratio = 1;
+    uint64_t at = 0;
+    for (uint64_t r = 0; r < bus->shape[0]; r++) {
+        double total = 0;
+        for (uint64_t k = 0; k < bus->shape[1]; k++) total += dump_get(bus, r * bus->shape[1] + k);
+        double ratio = expected > 0 ? total / expected : (total > 0 ? INFINITY : 1);
+        if (fabs(ratio - 1) >= fabs(worst_ratio - 1)) worst = total, worst_ratio = ratio, at = r;
+    }
+    bool ok = expected > 0 ? fabs(worst - expected) <= 0.005 * expected : worst == 0;
+    snprintf(fig, sizeof fig, "%s (rank %llu, x%.2f)", core_fmt_bytes(worst, b1, sizeof b1),
+             (unsigned long long)at, worst_ratio);
+    snprintf(bound, sizeof bound, "%s = %s", formula, core_fmt_bytes(expected, b2, sizeof b2));
+    if (worst_ratio > 1)
+        snprintf(diag, sizeof diag, "%.2f times the bytes the formula allows: %s", worst_ratio, diagnosis_if_more);
+    else
+        snprintf(diag, sizeof diag, "%.2f of the bytes the formula needs: some gradients (or parameters) "
+                 "were never communicated", worst_ratio);
+    grade_check(g, run, "bytes communicated per rank", ok, fig, bound, diag);
+    return worst_ratio;
 }
 
 // ---- memory ----------------------------------------------------------------

@@ -134,6 +134,7 @@ static char *read_tail(const char *path, size_t cap, bool *capped) {
 
 // Quote a string for bash: 'it'"'"'s'.
 static void shell_quote(char *out, size_t len, const char *s) {
+    CHECK(len >= 3, "shell_quote: no room");
     size_t n = 0;
     if (n + 1 < len) out[n++] = '\'';
     for (; *s && n + 5 < len; s++) {
@@ -145,7 +146,7 @@ static void shell_quote(char *out, size_t len, const char *s) {
         }
     }
     if (n + 1 < len) out[n++] = '\'';
-    out[n] = 0;
+    out[n < len ? n : len - 1] = 0;
 }
 
 // ---- options ---------------------------------------------------------------
@@ -308,15 +309,13 @@ static double median(double *v, int n) {
     return m;
 }
 
-static void rel_abs(const DumpArray *a, const DumpArray *b, double *rel, double *abs_) {
-    DumpDiff d = dump_diff(a, b);
-    *rel = d.rel_frob;
-    *abs_ = d.max_abs;
-}
 
-// Run build/ref with `flags` (the trusted tree's), and again with two
-// micro-batches: the difference between the two is the honest size of
-// "the same up to summation order", per tensor.
+// Run build/ref with `flags` (the trusted tree's), and again with the batch
+// in micro-batches, twice (2, and the next divisor of the batch): the
+// largest difference between the plain run and those is the honest size of
+// "the same up to summation order", per tensor. Two alternative orders
+// rather than one, because a single sample of a rounding difference can
+// come out small by chance.
 static RefCache *reference(const Options *o, const char *flags) {
     for (int i = 0; i < g_nrefs; i++)
         if (strcmp(g_refs[i].flags, flags) == 0) return &g_refs[i];
@@ -324,34 +323,37 @@ static RefCache *reference(const Options *o, const char *flags) {
     RefCache *rc = &g_refs[g_nrefs++];
     memset(rc, 0, sizeof *rc);
     snprintf(rc->flags, sizeof rc->flags, "%s", flags);
-    char dir[700], dir2[700], bin[1024], qbin[1100], qdir[800], line[4096], path[800];
-    snprintf(dir, sizeof dir, "%s/ref%d", o->work, g_nrefs);
-    snprintf(dir2, sizeof dir2, "%s/ref%d-micro", o->work, g_nrefs);
+    const char *bf = strstr(flags, "--batch ");
+    int batch = bf ? atoi(bf + 8) : args_defaults().batch;
+    int micro[3] = {1, 0, 0}, nruns = 1;
+    for (int k = 2; k <= batch && nruns < 3; k++)
+        if (batch % k == 0) micro[nruns++] = k;
+    char bin[1024], qbin[1100];
     snprintf(bin, sizeof bin, "%s/build/ref", o->tree);
     shell_quote(qbin, sizeof qbin, bin);
-    DumpFile *runs[2];
-    for (int k = 0; k < 2; k++) {
-        shell_quote(qdir, sizeof qdir, k ? dir2 : dir);
+    DumpFile *runs[3] = {0};
+    for (int k = 0; k < nruns; k++) {
+        char dir[700], qdir[800], line[4096], path[800], mflag[32] = "";
+        snprintf(dir, sizeof dir, "%s/ref%d-micro%d", o->work, g_nrefs, micro[k]);
+        if (micro[k] > 1) snprintf(mflag, sizeof mflag, "--micro %d", micro[k]);
+        shell_quote(qdir, sizeof qdir, dir);
         snprintf(line, sizeof line,
                  "mkdir -p %s && cd %s && timeout -k 10 %d %s %s %s --dump ref.bin > output.txt 2>&1",
-                 qdir, qdir, o->limit, qbin, flags, k ? "--micro 2" : "");
+                 qdir, qdir, o->limit, qbin, flags, mflag);
         int rcode = shell(line);
-        snprintf(path, sizeof path, "%s/ref.bin", k ? dir2 : dir);
+        snprintf(path, sizeof path, "%s/ref.bin", dir);
         const char *err = NULL;
         runs[k] = rcode == 0 ? dump_read(path, &err) : NULL;
         if (!runs[k]) {
-            snprintf(rc->error, sizeof rc->error, "the reference run `build/ref %s%s` failed (exit %d%s%s)",
-                     flags, k ? " --micro 2" : "", rcode, err ? ": " : "", err ? err : "");
+            snprintf(rc->error, sizeof rc->error, "the reference run `build/ref %s %s` failed (exit %d%s%s)",
+                     flags, mflag, rcode, err ? ": " : "", err ? err : "");
             return rc;
         }
     }
     rc->ref = runs[0];
     Measured *m = &rc->measured;
-    const DumpArray *l0 = dump_find(runs[0], "loss"), *l1 = dump_find(runs[1], "loss");
-    for (uint64_t s = 0; l0 && l1 && s < l0->count && s < l1->count; s++) {
-        m->loss = fmax(m->loss, fabs(dump_get(l0, s) - dump_get(l1, s)));
-        m->loss_ulp = fmax(m->loss_ulp, fabs(dump_get(l0, s)) * FLT_EPSILON);
-    }
+    const DumpArray *l0 = dump_find(runs[0], "loss");
+    for (uint64_t s = 0; l0 && s < l0->count; s++) m->loss_ulp = fmax(m->loss_ulp, fabs(dump_get(l0, s)) * FLT_EPSILON);
     m->names = calloc((size_t)runs[0]->count, sizeof *m->names);
     m->param_rel = calloc((size_t)runs[0]->count, sizeof(double));
     m->param_abs = calloc((size_t)runs[0]->count, sizeof(double));
@@ -359,19 +361,27 @@ static RefCache *reference(const Options *o, const char *flags) {
     for (int i = 0; i < runs[0]->count; i++) {
         const char *name = runs[0]->arrays[i].name;
         if (strncmp(name, "param/final/", 12) != 0) continue;
-        int t = m->ntensors++;
-        snprintf(m->names[t], sizeof m->names[t], "%s", name + 12);
-        rel_abs(dump_find(runs[1], name), &runs[0]->arrays[i], &m->param_rel[t], &m->param_abs[t]);
-        char gname[160];
-        snprintf(gname, sizeof gname, "grad/first/%s", name + 12);
-        const DumpArray *g0 = dump_find(runs[0], gname), *g1 = dump_find(runs[1], gname);
-        double dummy;
-        if (g0 && g1) rel_abs(g1, g0, &m->grad_rel[t], &dummy);
+        snprintf(m->names[m->ntensors++], sizeof m->names[0], "%s", name + 12);
+    }
+    for (int k = 1; k < nruns; k++) {
+        const DumpArray *lk = dump_find(runs[k], "loss");
+        for (uint64_t s = 0; l0 && lk && s < l0->count && s < lk->count; s++)
+            m->loss = fmax(m->loss, fabs(dump_get(l0, s) - dump_get(lk, s)));
+        for (int t = 0; t < m->ntensors; t++) {
+            char name[160];
+            double rel, abs_;
+            snprintf(name, sizeof name, "param/final/%s", m->names[t]);
+            tensor_error(runs[k], runs[0], name, &rel, &abs_);
+            m->param_rel[t] = fmax(m->param_rel[t], rel);
+            m->param_abs[t] = fmax(m->param_abs[t], abs_);
+            snprintf(name, sizeof name, "grad/first/%s", m->names[t]);
+            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->grad_rel[t] = fmax(m->grad_rel[t], rel);
+        }
+        dump_free(runs[k]);
     }
     m->param_rel_median = median(m->param_rel, m->ntensors);
     for (int t = 0; t < m->ntensors; t++) m->param_abs_max = fmax(m->param_abs_max, m->param_abs[t]);
     m->grad_rel_median = median(m->grad_rel, m->ntensors);
-    dump_free(runs[1]);
     rc->ok = true;
     return rc;
 }

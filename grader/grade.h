@@ -92,6 +92,11 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure);
 // against the reference, per tensor, with tolerances of TOL_FACTOR times
 // the measured rounding.
 void check_equivalence(Grader *g, const Run *run, int world_size);
+// Each rank's bus bytes (all operations, dump "comm/bus_bytes") against the
+// lab's formula: within 0.5% (each call rounds its bus bytes to a byte).
+// Returns the largest ratio of measured to expected over the ranks.
+double check_comm_volume(Grader *g, const Run *run, double expected, const char *formula,
+                         const char *diagnosis_if_more);
 // A per-rank memory peak (dump "mem/peak", a category column) at most `bound` bytes.
 void check_memory(Grader *g, const Run *run, int category, const char *what, double bound,
                   const char *why);
@@ -101,6 +106,16 @@ enum { TOL_FACTOR = 10 };
 
 // A sentence explaining the watchdog's lines in an output, or NULL.
 const char *diagnose_hang(const char *output, char *buf, size_t len);
+
+// The error of tensor `name` (e.g. "param/final/block0.attn.wq") of `lab`
+// against `ref`: ||lab - ref|| over a scale, and the largest element
+// difference. The scale is the tensor's own norm, or, when that is smaller,
+// what its share of its unit's norm would be (sqrt(n_tensor / n_unit) times
+// the unit's norm): a tensor whose exact gradient is zero (the key bias,
+// since softmax ignores a shift) holds only rounding, and its error is
+// measured against the size of its unit's values instead. False (and an
+// infinite error) when the tensor is missing or its shape differs.
+bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, double *rel, double *abs_);
 
 // Small helpers.
 double dump_scalar(const DumpFile *f, const char *name, double missing);

@@ -158,5 +158,96 @@ static const LabSpec LAB01 = {
     .ref_flags = NULL, .check = lab01_check,
 };
 
-const LabSpec *const LABS[] = {&LAB_REF, &LAB01};
+// ---- shared by the training labs ---------------------------------------------
+
+// The reference flags of a lab run: its flags without the lab's own (listed
+// in `drop`, each with its value), plus the run's seed.
+static const char *without_flags(const Run *run, const char *const *drop, char *buf, size_t len) {
+    char copy[512];
+    snprintf(copy, sizeof copy, "%s", run->spec->flags);
+    size_t n = 0;
+    buf[0] = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        bool skip = false;
+        for (const char *const *d = drop; *d; d++) skip |= strncmp(tok, "--", 2) == 0 && strcmp(tok + 2, *d) == 0;
+        if (skip) {
+            char *value = strtok_r(NULL, " ", &save);   // a dropped flag's value goes too
+            (void)value;
+            continue;
+        }
+        if (strcmp(tok, "--no-ref") == 0) continue;
+        n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? " " : "", tok);
+    }
+    snprintf(buf + n, len - n, " --seed %llu", (unsigned long long)run->seed);
+    return buf;
+}
+
+static double count_params(const DumpFile *f) {
+    double psi = 0;
+    for (int i = 0; f && i < f->count; i++)
+        if (strncmp(f->arrays[i].name, "param/final/", 12) == 0) psi += (double)f->arrays[i].count;
+    return psi;
+}
+
+// The student's hooks that still call lab_todo ("check/unfinished/<name>").
+static void check_hooks_written(Grader *g, const Run *run) {
+    char fig[256] = "", names[256] = "";
+    int todo = 0;
+    size_t n = 0;
+    for (int i = 0; i < run->dump->count; i++) {
+        const DumpArray *a = &run->dump->arrays[i];
+        if (strncmp(a->name, "check/unfinished/", 17) != 0 || dump_get(a, 0) == 0) continue;
+        todo++;
+        n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", a->name + 17);
+    }
+    snprintf(fig, sizeof fig, "%d unfinished%s%s", todo, todo ? ": " : "", names);
+    grade_check(g, run, "every TODO written", todo == 0, fig, "0 unfinished",
+                "not written yet: these functions still call lab_todo (delete that line when one is done)");
+}
+
+// ---- lab02: data parallelism ---------------------------------------------------
+
+static const RunSpec LAB02_RUNS[] = {
+    {"np1-naive", 1, "--steps 5 --strategy naive", false},
+    {"np2-flat", 2, "--steps 5 --strategy flat", true},
+    {"np2-bucketed", 2, "--steps 5 --strategy bucketed --bucket-kb 256", true},
+    {"np3-bucketed", 3, "--steps 5 --batch 6 --strategy bucketed --bucket-kb 256", true},
+    {"np3-flat-accum2", 3, "--steps 5 --batch 6 --strategy flat --accum 2", false},
+    {"np2-flat-accum2", 2, "--steps 5 --strategy flat --accum 2", true},
+    {"np4-naive-accum2", 4, "--steps 5 --strategy naive --accum 2", false},
+    {"np4-bucketed-accum2", 4, "--steps 5 --strategy bucketed --accum 2 --bucket-kb 512", false},
+};
+
+static const char *lab02_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
+    (void)lab;
+    static const char *const drop[] = {"strategy", "bucket-kb", "accum", NULL};
+    return without_flags(run, drop, buf, len);
+}
+
+static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
+    (void)lab;
+    // The program exits non-zero when it does not match; its dump says how.
+    if (!check_ran(g, run, false)) return;
+    check_hooks_written(g, run);
+    int N = (int)dump_scalar(run->dump, "meta/world_size", 0);
+    check_equivalence(g, run, N);
+    // Plain data parallelism moves 2(N-1)/N of the gradients' bytes per step
+    // (an all-reduce), after one broadcast of the parameters.
+    const DumpArray *loss = dump_find(run->dump, "loss");
+    double steps = loss ? (double)loss->count : 0, psi = count_params(run->dump);
+    double expected = N > 1 ? steps * 2.0 * (N - 1) / N * 4 * psi + 4 * psi : 0;
+    check_comm_volume(g, run, expected, "steps x 2(N-1)/N x 4 psi + 4 psi (the first broadcast)",
+                      strstr(run->spec->flags, "--accum")
+                          ? "with --accum it communicates at every micro-batch: wait for the last one"
+                          : "something is all-reduced more than once per step");
+}
+
+static const LabSpec LAB02 = {
+    .id = "lab02", .dir = "lab02_ddp", .student_file = "ddp.c", .program = "lab02",
+    .solution = "lab02_solution", .runs = LAB02_RUNS, .nruns = sizeof LAB02_RUNS / sizeof LAB02_RUNS[0],
+    .ref_flags = lab02_ref_flags, .check = lab02_check,
+};
+
+const LabSpec *const LABS[] = {&LAB_REF, &LAB01, &LAB02};
 const int NLABS = sizeof LABS / sizeof LABS[0];

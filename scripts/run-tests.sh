@@ -104,6 +104,16 @@ for np in 1 3; do
     run_failing "lab01 student np=$np" 300 "not written yet" "${MPIRUN[@]}" -np "$np" build/lab01 --quiet
 done
 
+# lab02: the solution matches single-device training at np 1 to 4 with each
+# strategy (its exit code says so); the student file does not.
+run "lab02_solution np=1 naive" 300 "${MPIRUN[@]}" -np 1 build/lab02_solution --steps 4 --strategy naive
+run "lab02_solution np=2 flat --accum 2" 300 "${MPIRUN[@]}" -np 2 build/lab02_solution --steps 4 --strategy flat --accum 2
+run "lab02_solution np=3 bucketed" 300 "${MPIRUN[@]}" -np 3 build/lab02_solution --steps 4 --batch 6 --strategy bucketed --bucket-kb 128
+run "lab02_solution np=4 bucketed --trace" 300 bash -c \
+    "${MPIRUN[*]} -np 4 build/lab02_solution --steps 3 --strategy bucketed --bucket-kb 256 --trace build/lab02.trace.json &&
+     /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len({e[\"pid\"] for e in d[\"traceEvents\"]}) == 4' build/lab02.trace.json"
+run_failing "lab02 student np=2" 300 "not written yet" "${MPIRUN[@]}" -np 2 build/lab02 --steps 2
+
 # The grader. The reference solutions pass, with valid reports for Gradescope
 # and JUnit (hidden runs included); the unfinished student files fail.
 run "grade --solutions (json, junit, hidden seed)" 900 bash -c \
