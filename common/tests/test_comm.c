@@ -264,6 +264,33 @@ START_TEST(block_split_tiles) {
 }
 END_TEST
 
+START_TEST(progress_and_timing) {
+    // An operation in flight finishes through comm_progress alone, and its
+    // time counts as busy; waiting on it counts as blocked, never more.
+    size_t n = 4099;
+    float *x = make_input(W, n);
+    CommStats before = comm_stats();
+    CommHandle *h = comm_all_reduce_async(W, x, n, COMM_SUM);
+    double t0 = core_now();
+    while (!comm_test(h) && core_now() - t0 < 30) comm_progress();
+    comm_wait(h);   // already finished: returns at once, without scaling twice
+    CommStats after = comm_stats();
+    long wrong = count_wrong_sum(W, x, 0, n, 1.0f);
+    double busy = after.seconds_busy - before.seconds_busy, blocked = after.seconds_blocked - before.seconds_blocked;
+    wrong += !(busy >= blocked && blocked >= 0);
+    mem_free(x);
+    // An average finished by progress is scaled exactly once.
+    float *y = make_input(W, n);
+    h = comm_all_reduce_async(W, y, n, COMM_AVG);
+    while (!comm_test(h)) comm_progress();
+    comm_wait(h);
+    wrong += count_wrong_sum(W, y, 0, n, 1.0f / (float)comm_size(W));
+    mem_free(y);
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "progress: %ld wrong over all ranks", total);
+}
+END_TEST
+
 static Suite *comm_suite(void) {
     Suite *s = suite_create("comm");
     TCase *tc = tcase_create("collectives");
@@ -276,6 +303,7 @@ static Suite *comm_suite(void) {
     tcase_add_test(tc, split_into_groups);
     tcase_add_test(tc, byte_counters);
     tcase_add_test(tc, block_split_tiles);
+    tcase_add_test(tc, progress_and_timing);
     suite_add_tcase(s, tc);
     return s;
 }
