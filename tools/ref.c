@@ -36,6 +36,8 @@ static void dump_run(const Trainer *t, DumpWriter *w, Comm *c, const History *h,
     gpt_dump_units(t->model, w, "param/init", init_params);
     if (first_grads) gpt_dump_units(t->model, w, "grad/first", first_grads);
     gpt_dump_units(t->model, w, "param/final", t->params);
+    gpt_dump_units(t->model, w, "optim/m", t->m);
+    gpt_dump_units(t->model, w, "optim/v", t->v);
     dump_rank_stats(w, c, NULL);
 }
 
