@@ -1,0 +1,397 @@
+// main.c: lab03's harness. Students do not edit it.
+//
+//   mpirun -np 4 build/lab03 --stage 0|1|2|3 [--no-prefetch] [--figure FILE.svg]
+//
+// Trains the course's GPT data-parallel with the student's ZeRO (zero.c)
+// and prints each rank's memory by category beside what the ZeRO paper's
+// formulas predict for fp32 AdamW, the bytes communicated beside the
+// stage's formula, and the training beside single-device training's.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "comm.h"
+#include "core.h"
+#include "data.h"
+#include "dump.h"
+#include "gpt.h"
+#include "harness.h"
+#include "mem.h"
+#include "ops.h"
+#include "trace.h"
+#include "zero.h"
+
+// ---- the student's unfinished functions ------------------------------------
+
+static const char *const HOOKS[] = {"shard_len", "shard_offset", "zero_setup", "zero_before_forward",
+                                    "zero_after_forward", "zero_before_backward", "zero_after_backward",
+                                    "zero_step"};
+enum { NHOOKS = sizeof HOOKS / sizeof HOOKS[0] };
+static int g_todo[NHOOKS];
+
+void lab_todo(const char *function) {
+    for (int k = 0; k < NHOOKS; k++)
+        if (strcmp(function, HOOKS[k]) == 0) g_todo[k] = 1;
+}
+
+// ---- the formulas ----------------------------------------------------------
+
+// What a stage should hold per rank, in bytes (fp32, AdamW), for units
+// padded to N equal shards: psi_pad parameters in all, psi_pad / N in each
+// rank's shards, and the largest (padded) units.
+typedef struct {
+    double params, grads, optim;
+    const char *params_why, *grads_why, *optim_why;
+} Budget;
+
+static Budget budget(int stage, bool prefetch, double psi_pad, int N, double unit1, double unit2) {
+    Budget b = {4 * psi_pad, 4 * psi_pad, 8 * psi_pad, "4 psi", "4 psi", "8 psi"};
+    if (stage >= 1) b.optim = 8 * psi_pad / N, b.optim_why = "8 psi / N";
+    if (stage == 1) b.grads = 4 * psi_pad + 4 * psi_pad / N, b.grads_why = "4 psi + 4 psi / N (the shard received)";
+    if (stage >= 2) b.grads = 4 * psi_pad / N + 4 * unit1, b.grads_why = "4 psi / N + one unit";
+    if (stage == 3) {
+        b.params = 4 * psi_pad / N + 4 * (prefetch ? unit1 + unit2 : unit1);
+        b.params_why = prefetch ? "4 psi / N + two units (gathered, prefetched)" : "4 psi / N + one unit";
+    }
+    return b;
+}
+
+// ---- one training run of a stage -------------------------------------------
+
+typedef struct {
+    Args a;
+    Comm *c;
+    Gpt *model;
+    Data data;
+    int row0, rows;
+    int *x, *y;
+} Setup;
+
+typedef struct {
+    MemReport mem;        // this rank's peaks during training
+    CommStats comm;       // and its communication
+    float *losses;        // (steps) the global mean loss of each step
+    double seconds;       // steps 2.. (the first warms up)
+} Outcome;
+
+// Whole units of this rank's parameters (or moments), gathered from the
+// shards where the stage shards them: (nunits) host arrays, on every rank.
+// Bookkeeping after the measured run: host memory, uncounted traffic.
+static float **gather_whole(const Setup *s, const Zero *z, float *const *whole, float *const *shard,
+                            bool moments) {
+    const Gpt *m = s->model;
+    int N = comm_size(s->c);
+    float **out = calloc((size_t)m->nunits, sizeof *out);
+    for (int u = 0; u < m->nunits; u++) {
+        size_t size = m->units[u].size;
+        if (whole[u] && (!moments || z->stage == 0)) {
+            out[u] = malloc(size * sizeof(float));
+            mem_to_host(out[u], whole[u], size * sizeof(float));
+            continue;
+        }
+        size_t len = shard_len(size, N);
+        float *mine = malloc(len * sizeof(float)), *all = malloc((size_t)N * len * sizeof(float));
+        mem_to_host(mine, shard[u], len * sizeof(float));
+        comm_all_gather_host(s->c, mine, len * sizeof(float), all);
+        out[u] = all;
+        free(mine);
+    }
+    return out;
+}
+
+static void free_whole(const Gpt *m, float **units) {
+    for (int u = 0; u < m->nunits; u++) free(units[u]);
+    free(units);
+}
+
+// Write whole host units as "<prefix>/<unit>.<tensor>".
+static void dump_host_units(DumpWriter *w, const Gpt *m, const char *prefix, float **units) {
+    for (int u = 0; u < m->nunits; u++)
+        for (int k = 0; k < m->units[u].ntensors; k++) {
+            const GptTensor *t = &m->units[u].tensors[k];
+            char name[128];
+            snprintf(name, sizeof name, "%s/%s.%s", prefix, m->units[u].name, t->name);
+            uint64_t shape[2] = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]};
+            dump_f32(w, name, units[u] + t->offset, t->ndim, shape);
+        }
+}
+
+static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
+    const Args *a = &s->a;
+    Gpt *model = s->model;
+    Comm *c = s->c;
+    int N = comm_size(c), r = comm_rank(c);
+    Outcome o = {0};
+    o.losses = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.losses);
+    mem_reset_peaks();
+    comm_stats_reset();
+    zero_setup(z);
+    // Initial parameters from the counter-based generator: a rank makes just
+    // its shard when it keeps only a shard, and it equals the same slice of
+    // the whole.
+    for (int u = 0; u < model->nunits; u++) {
+        size_t size = model->units[u].size;
+        if (z->params[u]) {
+            gpt_init_slice(model, u, z->params[u], 0, size);
+        } else {
+            size_t off = shard_offset(size, N, r), len = shard_len(size, N);
+            size_t n = off >= size ? 0 : (size - off < len ? size - off : len);
+            gpt_init_slice(model, u, z->param_shard[u], off, n);
+        }
+    }
+    float scale = 1.0f / (float)((size_t)s->rows * a->seq);
+    for (int step = 0; step < a->steps; step++) {
+        CommStats before = comm_stats();
+        double t0 = core_now();
+        data_slice(&s->data, step, s->row0, s->rows, 0, a->seq, s->x, s->y);
+        gpt_set_batch(model, s->x, s->y, step, s->row0, scale);
+        for (int u = 0; u < model->nunits; u++) {
+            float *p = zero_before_forward(z, u);
+            trace_begin(model->units[u].name, "forward");
+            gpt_unit_forward(model, u, p);
+            trace_end();
+            comm_progress();
+            zero_after_forward(z, u);
+        }
+        double loss = gpt_loss(model);
+        for (int u = model->nunits - 1; u >= 0; u--) {
+            float *grad = NULL;
+            float *p = zero_before_backward(z, u, &grad);
+            mem_zero(grad, model->units[u].size * sizeof(float));
+            trace_begin(model->units[u].name, "backward");
+            gpt_unit_backward(model, u, p, grad);
+            trace_end();
+            comm_progress();
+            zero_after_backward(z, u);
+        }
+        trace_begin("optimizer", "compute");
+        zero_step(z, step + 1);
+        trace_end();
+        double dt = comm_max_double(c, core_now() - t0);
+        CommStats after = comm_stats();
+        double global = comm_sum_double(c, loss) / N;
+        o.losses[step] = (float)global;
+        if (step > 0) o.seconds += dt;
+        if (print)
+            harness_print_step(ref, step, a->steps, global, dt,
+                               comm_max_double(c, after.seconds_busy - before.seconds_busy),
+                               comm_max_double(c, after.seconds_blocked - before.seconds_blocked),
+                               (double)a->batch * a->seq);
+    }
+    o.mem = mem_report();
+    o.comm = comm_stats();
+    return o;
+}
+
+// ---- the figure: memory per rank by category, stages 0 to 3 ----------------
+
+static void write_figure(const char *path, const double peaks[4][MEM_NCAT], int N, double psi) {
+    FILE *f = fopen(path, "w");
+    CHECK(f, "cannot write the figure to %s", path);
+    const char *colors[MEM_NCAT] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#bab0ac"};
+    double top = 0;
+    for (int s = 0; s < 4; s++) {
+        double t = 0;
+        for (int k = 0; k < MEM_NCAT; k++) t += peaks[s][k];
+        top = fmax(top, t);
+    }
+    int W = 760, H = 420, x0 = 40, y0 = 360, bar = 80, gap = 50;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
+    fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"14\">ZeRO: memory per rank by category, measured "
+               "(the largest rank), N = %d, psi = %.2fM</text>\n",
+            x0, N, psi / 1e6);
+    for (int s = 0; s < 4; s++) {
+        double y = y0;
+        int x = x0 + gap / 2 + s * (bar + gap);
+        for (int k = 0; k < MEM_NCAT; k++) {
+            double h = peaks[s][k] / top * (y0 - 50);
+            if (h <= 0) continue;
+            fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>stage %d %s %.2f MB</title></rect>\n",
+                    x, y - h, bar, h, colors[k], s, mem_category_name((MemCategory)k), peaks[s][k] / 1e6);
+            y -= h;
+        }
+        double total = 0;
+        for (int k = 0; k < MEM_NCAT; k++) total += peaks[s][k];
+        fprintf(f, "<text x=\"%d\" y=\"%d\">stage %d</text>\n", x + 18, y0 + 18, s);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\">%.1f MB</text>\n", x + 12, y - 6, total / 1e6);
+    }
+    for (int k = 0; k < MEM_NCAT; k++) {
+        int lx = x0 + 4 * (bar + gap) + 20, ly = 60 + 20 * k;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n", lx, ly,
+                colors[k], lx + 16, ly + 11, mem_category_name((MemCategory)k));
+    }
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n</svg>\n", x0, y0, x0 + 4 * (bar + gap), y0);
+    CHECK(fclose(f) == 0, "writing %s failed", path);
+}
+
+// ---- main ------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    Args a = args_defaults();
+    int stage = 1;
+    bool no_prefetch = false, no_ref = false;
+    const char *figure = NULL;
+    ArgExtra extras[] = {
+        {"stage", ARG_INT, &stage, "ZeRO stage: 0 plain data parallelism, 1 optimizer state, 2 + gradients, 3 + parameters", 0, 3, NULL},
+        {"no-prefetch", ARG_FLAG, &no_prefetch, "stage 3: gather each unit only when it runs", 0, 0, NULL},
+        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL},
+        {"figure", ARG_STRING, &figure, "also run stages 0 to 3 and draw memory per rank by category (SVG)", 1, 0, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL},
+    };
+    args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
+    Comm *c = comm_init(&argc, &argv, a.timeout);
+    mem_init(a.device, comm_local_rank());
+    ops_init();
+    trace_init(c, a.trace);
+    int N = comm_size(c), r = comm_rank(c);
+    Setup s = {.a = a, .c = c};
+    data_rank_rows(a.batch, N, r, &s.row0, &s.rows);
+
+    Reference ref = harness_reference(c, &a, !no_ref);
+
+    GptConfig cfg = {.B = s.rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
+                     .dropout = (float)a.dropout, .seed = a.seed};
+    s.model = gpt_create(&cfg);
+    CHECK(s.model->nunits <= ZERO_MAX_UNITS, "at most %d units (--layers %d)", ZERO_MAX_UNITS - 2, ZERO_MAX_UNITS - 2);
+    gpt_alloc_acts(s.model);
+    data_open(&s.data, a.data, a.vocab, a.seq, a.batch, a.seed);
+    s.x = malloc((size_t)s.rows * a.seq * sizeof *s.x);
+    s.y = malloc((size_t)s.rows * a.seq * sizeof *s.y);
+    const Gpt *m = s.model;
+
+    // Units padded to N shards, for the formulas.
+    double psi = (double)m->nparams, psi_pad = 0, unit1 = 0, unit2 = 0;
+    for (int u = 0; u < m->nunits; u++) {
+        double p = (double)N * (double)((m->units[u].size + (size_t)N - 1) / (size_t)N);
+        psi_pad += p;
+        if (p > unit1) unit2 = unit1, unit1 = p;
+        else if (p > unit2) unit2 = p;
+    }
+    char desc[96];
+    print0("[lab03] %d rank%s · %s · %s · %s · ZeRO-%d%s · batch %d = %d ranks x %d rows\n", N,
+           N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(m, desc, sizeof desc), stage,
+           stage == 3 ? (no_prefetch ? " (no prefetch)" : " (prefetch)") : "", a.batch, N, s.rows);
+
+    Zero z = {.comm = c, .stage = stage, .prefetch = !no_prefetch, .model = m, .nunits = m->nunits,
+              .optim = optim_from_args(&a)};
+    Outcome o = train(&s, &z, &ref, true);
+
+    // What each rank held, against the formulas (the largest rank's figures).
+    MemReport *all = malloc((size_t)N * sizeof *all);
+    comm_all_gather_host(c, &o.mem, sizeof o.mem, all);
+    double peak[MEM_NCAT] = {0}, heap = 0, total = 0;
+    for (int q = 0; q < N; q++) {
+        for (int k = 0; k < MEM_NCAT; k++) peak[k] = fmax(peak[k], all[q].peak[k]);
+        heap = fmax(heap, all[q].measured_peak);
+        total = fmax(total, all[q].peak_total);
+    }
+    Budget b = budget(stage, !no_prefetch, psi_pad, N, unit1, unit2);
+    char m1[32], m2[32];
+    if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, o.seconds / (a.steps - 1) * 1e3);
+    print0("\nmemory per rank (the largest over ranks), ZeRO-%d, N = %d, psi = %.0f (%.0f padded to N shards):\n",
+           stage, N, psi, psi_pad);
+    print0("  %-7s %10s %10s   %s\n", "", "measured", "expected", "formula (fp32 AdamW)");
+    print0("  %-7s %10s %10s   %s\n", "PARAMS", core_fmt_bytes(peak[MEM_PARAMS], m1, 32), core_fmt_bytes(b.params, m2, 32), b.params_why);
+    print0("  %-7s %10s %10s   %s\n", "GRADS", core_fmt_bytes(peak[MEM_GRADS], m1, 32), core_fmt_bytes(b.grads, m2, 32), b.grads_why);
+    print0("  %-7s %10s %10s   %s\n", "OPTIM", core_fmt_bytes(peak[MEM_OPTIM], m1, 32), core_fmt_bytes(b.optim, m2, 32), b.optim_why);
+    print0("  %-7s %10s %10s   %s\n", "ACTS", core_fmt_bytes(peak[MEM_ACTS], m1, 32), "", "activations of this rank's rows (ZeRO does not shard them)");
+    print0("  %-7s %10s %10s   %s\n", "total", core_fmt_bytes(total, m1, 32), core_fmt_bytes(b.params + b.grads + b.optim + peak[MEM_ACTS], m2, 32), "peak of the sum");
+    print0("  %-7s %10s %10s   %s\n", "heap", core_fmt_bytes(heap, m1, 32), "", "the independent measure: every allocation of the program");
+    mem_print_table(c, &o.mem);
+    double per_step = (double)comm_stats_total_bus_bytes(&o.comm) / (a.steps ? a.steps : 1);
+    double model_bytes = (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * (stage == 0 ? psi : psi_pad);
+    print0("bytes each rank sent per step: %s (bus bytes); the stage's formula %s x 4 psi = %s\n",
+           core_fmt_bytes(per_step, m1, 32), stage == 3 ? "3(N-1)/N" : "2(N-1)/N", core_fmt_bytes(model_bytes, m2, 32));
+
+    // Afterwards, not measured: the whole parameters and moments, gathered.
+    float **params = gather_whole(&s, &z, z.params, z.param_shard, false);
+    float **mom_m = gather_whole(&s, &z, z.m, z.m, true), **mom_v = gather_whole(&s, &z, z.v, z.v, true);
+    // Stages 0-2: each rank's own whole copy (do the ranks agree?); stage 3:
+    // the gathered shards.
+    double mine = 0, *sumsq = malloc((size_t)N * sizeof *sumsq);
+    for (int u = 0; u < m->nunits; u++)
+        for (size_t i = 0; i < m->units[u].size; i++) mine += (double)params[u][i] * params[u][i];
+    comm_all_gather_host(c, &mine, sizeof mine, sumsq);
+    // Against the reference.
+    double loss_err = 0;
+    for (int st = 0; ref.on && st < a.steps; st++) loss_err = fmax(loss_err, fabs(o.losses[st] - ref.loss[st]));
+    char worst[96] = "-";
+    double perr = -1;
+    if (r == 0 && ref.on) {
+        float **dev = gpt_alloc_units(m, MEM_OTHER, "final params");
+        for (int u = 0; u < m->nunits; u++) mem_from_host(dev[u], params[u], m->units[u].size * sizeof(float));
+        perr = harness_param_error(&ref, m, dev, worst, sizeof worst);
+        gpt_free_units(m, dev);
+    }
+    comm_broadcast_host(c, &perr, sizeof perr, 0);
+    bool matches = !ref.on || (loss_err < 1e-4 && perr < 1e-4);
+    int unfinished = 0;
+    for (int k = 0; k < NHOOKS; k++) {
+        if (g_todo[k]) print0("%s: not written yet (it calls lab_todo)\n", HOOKS[k]);
+        unfinished += g_todo[k];
+    }
+    if (ref.on)
+        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest "
+               "difference in %s): %s\n", loss_err, perr, worst, matches ? "MATCHES" : "DIFFERS");
+
+    // The dump for the grader.
+    DumpWriter *dw = dump_create(r == 0 ? a.dump : NULL);
+    char extra[96];
+    snprintf(extra, sizeof extra, "stage %d\nprefetch %d\n", stage, !no_prefetch);
+    dump_run_meta(dw, c, "lab03", &a, extra);
+    uint64_t steps = (uint64_t)a.steps, nr = (uint64_t)N;
+    dump_f32(dw, "loss", o.losses, 1, &steps);
+    dump_host_units(dw, m, "param/final", params);
+    dump_host_units(dw, m, "optim/m", mom_m);
+    dump_host_units(dw, m, "optim/v", mom_v);
+    dump_f64(dw, "check/param_sumsq_per_rank", sumsq, 1, &nr);
+    dump_scalar_i64(dw, "zero/stage", stage);
+    dump_scalar_i64(dw, "zero/prefetch", !no_prefetch);
+    dump_scalar_f64(dw, "zero/psi_padded", psi_pad);
+    dump_scalar_f64(dw, "zero/unit_largest", unit1);
+    dump_scalar_f64(dw, "zero/unit_second", unit2);
+    for (int k = 0; k < NHOOKS; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "check/unfinished/%s", HOOKS[k]);
+        dump_scalar_i64(dw, name, g_todo[k]);
+    }
+    dump_rank_stats(dw, c, &o.mem);
+    dump_close(dw);
+    trace_write(c);
+    free_whole(m, params);
+    free_whole(m, mom_m);
+    free_whole(m, mom_v);
+    zero_teardown(&z);
+
+    // The figure: every stage at this world size.
+    if (figure) {
+        double peaks[4][MEM_NCAT];
+        for (int st = 0; st < 4; st++) {
+            Zero zs = {.comm = c, .stage = st, .prefetch = !no_prefetch, .model = m, .nunits = m->nunits,
+                       .optim = optim_from_args(&a)};
+            Outcome os = train(&s, &zs, &ref, false);
+            comm_all_gather_host(c, &os.mem, sizeof os.mem, all);
+            for (int k = 0; k < MEM_NCAT; k++) {
+                peaks[st][k] = 0;
+                for (int q = 0; q < N; q++) peaks[st][k] = fmax(peaks[st][k], all[q].peak[k]);
+            }
+            zero_teardown(&zs);
+            free(os.losses);
+        }
+        if (r == 0) write_figure(figure, peaks, N, psi);
+        print0("wrote %s: memory per rank by category for stages 0 to 3\n", figure);
+    }
+
+    harness_reference_free(&ref);
+    free(all);
+    free(sumsq);
+    free(o.losses);
+    free(s.x);
+    free(s.y);
+    data_close(&s.data);
+    gpt_free(s.model);
+    comm_finalize();
+    return unfinished || !matches ? 1 : 0;
+}
