@@ -6,6 +6,7 @@
 #   make test       (installs what is missing, builds) run every test
 #   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
 #   make bench-lab02  data-parallel step times against PyTorch DDP
+#   make lab03-figure the ZeRO paper's memory table, measured, as build/lab03-memory.svg
 #   make labNN      build a lab (build/labNN from your file, and the solution)
 #   make check-labNN  grade your file of one lab (the fast subset of runs)
 #   make grade      grade every lab (build/grade --help: --solutions, --json, ...)
@@ -75,7 +76,7 @@ GRADER := $(BUILD)/grade
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LABS) $(GRADER)
 
-.PHONY: all deps check-deps demo test test-run tests clean help bench-ref bench-lab02 grade student-release
+.PHONY: all deps check-deps demo test test-run tests clean help bench-ref bench-lab02 lab03-figure grade student-release
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
@@ -185,6 +186,11 @@ bench-ref: all
 
 bench-lab02: all
 	@bench/bench_lab02.sh
+
+# Memory per rank by category for ZeRO stages 0 to 3, measured: an SVG.
+NP_FIGURE ?= 4
+lab03-figure: $(BUILD)/lab03_solution
+	$(MPIRUN) -np $(NP_FIGURE) $(BUILD)/lab03_solution --stage 3 --steps 3 --figure $(BUILD)/lab03-memory.svg
 
 clean:
 	rm -rf $(BUILD)

@@ -227,8 +227,8 @@ bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, do
 // Squared error per shard of each unit, for the "one shard wrong" diagnosis.
 // Units are the tensors' name prefixes ("block2"), in dump order, which is
 // the units' flat layout.
-static int one_wrong_shard(const DumpFile *lab, const DumpFile *ref, int N) {
-    if (N < 2) return -1;
+static int wrong_shards(const DumpFile *lab, const DumpFile *ref, int N) {
+    if (N < 2) return 0;
     double *per_shard = calloc((size_t)N, sizeof(double));
     double total = 0;
     for (int i = 0; i < ref->count;) {
@@ -255,9 +255,10 @@ static int one_wrong_shard(const DumpFile *lab, const DumpFile *ref, int N) {
         }
         i = j > i ? j : i + 1;
     }
-    int who = -1;
-    for (int r = 0; r < N && total > 0; r++)
-        if (per_shard[r] > 0.99 * total) who = r;
+    // A bit per shard that holds more than 1% of the error.
+    int who = 0;
+    for (int r = 0; r < N && r < 30 && total > 0; r++)
+        if (per_shard[r] > 0.01 * total) who |= 1 << r;
     free(per_shard);
     return who;
 }
@@ -390,7 +391,10 @@ void check_equivalence(Grader *g, const Run *run, int N) {
     if (missing) {
         snprintf(diag, sizeof diag, "%d final parameter tensors are missing from the dump", missing);
     } else if (bad) {
-        int shard = one_wrong_shard(lab, ref, N);
+        int shards = wrong_shards(lab, ref, N), nshards = __builtin_popcount((unsigned)shards);
+        char list[128] = "";
+        for (int q = 0, k = 0; q < N && q < 30; q++)
+            if (shards >> q & 1) k += snprintf(list + k, sizeof list - (size_t)k, "%s%d", k ? ", " : "", q);
         const DumpArray *sums = dump_find(lab, "check/param_sumsq_per_rank");
         const DumpArray *init = dump_find(lab, "check/init_sumsq_per_rank");
         bool init_differ = false;
@@ -406,14 +410,50 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         else if (others_differ)
             snprintf(diag, sizeof diag, "the ranks' replicas differ from each other: their gradients were not "
                      "all made equal (an all-reduce missing, not waited on, or of a stale buffer)");
-        else if (shard >= 0)
-            snprintf(diag, sizeof diag, "only shard %d of each unit (the part rank %d holds) is wrong: check "
+        else if (nshards == 1)
+            snprintf(diag, sizeof diag, "only shard %s of each unit (the part rank %s holds) is wrong: check "
                      "which slice a rank updates and gathers (shard_offset, the padding of the last shard)",
-                     shard, shard);
+                     list, list);
+        else if (nshards > 1 && nshards < N && !(shards & 1))
+            snprintf(diag, sizeof diag, "the error lies in the shards of ranks %s, while rank 0's shard is "
+                     "right: the shards' offsets are off (rank 0's is 0 whatever the formula): check "
+                     "shard_offset and the padding (every shard is shard_len long)", list);
         else
             snprintf(diag, sizeof diag, "worst: %s, relative error %.2e", worst_name, worst_rel);
     }
     grade_check(g, run, "final parameters", bad == 0 && missing == 0, fig, bound, diag);
+
+    // AdamW's moments, when the lab dumps them (gathered from the shards):
+    // the first moment is a running mean of the gradients, so gradients
+    // summed instead of averaged show in it even where Adam's normalised
+    // step hides them in the parameters.
+    if (dump_find(lab, "optim/m/head.lm_head") && dump_find(ref, "optim/m/head.lm_head")) {
+        int mbad = 0;
+        char mworst[160] = "";
+        double mworst_rel = 0;
+        for (int t = 0; t < m->ntensors; t++)
+            for (int which = 0; which < 2; which++) {
+                char name[160];
+                snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
+                double rel, abs_;
+                tensor_error(lab, ref, name, &rel, &abs_);
+                double tol = TOL_FACTOR * fmax(which ? m->v_rel[t] : m->m_rel[t], which ? m->v_rel_median : m->m_rel_median);
+                if (!(rel <= tol)) {
+                    mbad++;
+                    if (!(rel <= mworst_rel)) mworst_rel = rel, snprintf(mworst, sizeof mworst, "%s", name);
+                }
+            }
+        double ratio = frob_ratio(lab, ref, "optim/m/");
+        snprintf(fig, sizeof fig, "%d of %d tensors differ", mbad, 2 * m->ntensors);
+        snprintf(bound, sizeof bound, "rel <= %dx measured (median %.1e)", TOL_FACTOR, m->m_rel_median);
+        if (N > 1 && fabs(ratio - N) < 0.05 * N)
+            snprintf(diag, sizeof diag, "AdamW's first moment is %.2f times the reference's, about N = %d: the "
+                     "gradients were summed over the ranks instead of averaged", ratio, N);
+        else
+            snprintf(diag, sizeof diag, "worst: %s, relative error %.2e (first-moment norm ratio %.3f)", mworst,
+                     mworst_rel, ratio);
+        grade_check(g, run, "final optimizer state", mbad == 0, fig, bound, diag);
+    }
 }
 
 // ---- communication volume --------------------------------------------------
@@ -473,6 +513,7 @@ void check_memory(Grader *g, const Run *run, int category, const char *what, dou
     snprintf(bound, sizeof bound, "<= %s: %s", core_fmt_bytes(bound_bytes, b2, sizeof b2), why);
     char diag[512];
     snprintf(diag, sizeof diag, "rank %llu's peak %s is %s, above %s: something is kept whole that should "
-             "be sharded, or a buffer is not freed after use", (unsigned long long)at, what, b1, b2);
+             "be sharded, or a buffer is not freed after use (or is allocated again every step)",
+             (unsigned long long)at, what, b1, b2);
     grade_check(g, run, check, worst <= bound_bytes, fig, bound, diag);
 }

@@ -358,6 +358,8 @@ static RefCache *reference(const Options *o, const char *flags) {
     m->param_rel = calloc((size_t)runs[0]->count, sizeof(double));
     m->param_abs = calloc((size_t)runs[0]->count, sizeof(double));
     m->grad_rel = calloc((size_t)runs[0]->count, sizeof(double));
+    m->m_rel = calloc((size_t)runs[0]->count, sizeof(double));
+    m->v_rel = calloc((size_t)runs[0]->count, sizeof(double));
     for (int i = 0; i < runs[0]->count; i++) {
         const char *name = runs[0]->arrays[i].name;
         if (strncmp(name, "param/final/", 12) != 0) continue;
@@ -376,12 +378,18 @@ static RefCache *reference(const Options *o, const char *flags) {
             m->param_abs[t] = fmax(m->param_abs[t], abs_);
             snprintf(name, sizeof name, "grad/first/%s", m->names[t]);
             if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->grad_rel[t] = fmax(m->grad_rel[t], rel);
+            snprintf(name, sizeof name, "optim/m/%s", m->names[t]);
+            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->m_rel[t] = fmax(m->m_rel[t], rel);
+            snprintf(name, sizeof name, "optim/v/%s", m->names[t]);
+            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->v_rel[t] = fmax(m->v_rel[t], rel);
         }
         dump_free(runs[k]);
     }
     m->param_rel_median = median(m->param_rel, m->ntensors);
     for (int t = 0; t < m->ntensors; t++) m->param_abs_max = fmax(m->param_abs_max, m->param_abs[t]);
     m->grad_rel_median = median(m->grad_rel, m->ntensors);
+    m->m_rel_median = median(m->m_rel, m->ntensors);
+    m->v_rel_median = median(m->v_rel, m->ntensors);
     rc->ok = true;
     return rc;
 }

@@ -38,7 +38,8 @@ typedef struct {
     double *param_rel;        // per tensor: relative Frobenius difference of final parameters
     double *param_abs;        // per tensor: largest absolute difference
     double *grad_rel;         // per tensor: relative Frobenius difference of the first gradient
-    double param_rel_median, param_abs_max, grad_rel_median;
+    double *m_rel, *v_rel;    // per tensor: the same for AdamW's final moments
+    double param_rel_median, param_abs_max, grad_rel_median, m_rel_median, v_rel_median;
 } Measured;
 
 // Everything about one run, for the checks.

@@ -114,6 +114,17 @@ run "lab02_solution np=4 bucketed --trace" 300 bash -c \
      /usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len({e[\"pid\"] for e in d[\"traceEvents\"]}) == 4' build/lab02.trace.json"
 run_failing "lab02 student np=2" 300 "not written yet" "${MPIRUN[@]}" -np 2 build/lab02 --steps 2
 
+# lab03: every stage matches single-device training at np 1 to 4 (odd ones
+# too), and the figure of the four stages is drawn; the student file, as
+# given, is plain data parallelism: right, but it fails the stages' TODOs.
+run "lab03_solution np=1 stage 3" 300 "${MPIRUN[@]}" -np 1 build/lab03_solution --steps 3 --stage 3
+run "lab03_solution np=2 stage 1" 300 "${MPIRUN[@]}" -np 2 build/lab03_solution --steps 3 --stage 1
+run "lab03_solution np=3 stage 2" 300 "${MPIRUN[@]}" -np 3 build/lab03_solution --steps 3 --batch 6 --stage 2
+run "lab03_solution np=4 stage 3 --figure" 300 bash -c \
+    "${MPIRUN[*]} -np 4 build/lab03_solution --steps 3 --stage 3 --figure build/lab03-memory.svg &&
+     /usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert len(r.findall(\".//{http://www.w3.org/2000/svg}rect\")) >= 12' build/lab03-memory.svg"
+run_failing "lab03 student np=2 stage 3" 300 "not written yet" "${MPIRUN[@]}" -np 2 build/lab03 --steps 2 --stage 3
+
 # The grader. The reference solutions pass, with valid reports for Gradescope
 # and JUnit (hidden runs included); the unfinished student files fail.
 run "grade --solutions (json, junit, hidden seed)" 900 bash -c \

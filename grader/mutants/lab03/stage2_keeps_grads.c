@@ -1,0 +1,125 @@
+// MUTANT: stage 2 never frees a unit's whole gradient after its reduce-scatter.
+// EXPECT: GRADS is
+// zero.c (reference solution): ZeRO stages 1, 2 and 3. See zero.h for the
+// hooks and README.md for the ideas.
+#include "zero.h"
+
+#include "comm.h"
+#include "core.h"
+#include "mem.h"
+
+size_t shard_len(size_t size, int N) { return (size + (size_t)N - 1) / (size_t)N; }
+size_t shard_offset(size_t size, int N, int r) { return (size_t)r * shard_len(size, N); }
+
+static int world(const Zero *z) { return comm_size(z->comm); }
+static size_t size_of(const Zero *z, int u) { return z->model->units[u].size; }
+static size_t len_of(const Zero *z, int u) { return shard_len(size_of(z, u), world(z)); }
+// The unit padded to N whole shards: what reduce-scatter and all-gather move.
+static size_t padded(const Zero *z, int u) { return (size_t)world(z) * len_of(z, u); }
+static size_t offset_of(const Zero *z, int u) {
+    return shard_offset(size_of(z, u), world(z), comm_rank(z->comm));
+}
+// The real parameters in this rank's shard (the padding is not updated).
+static size_t real_len(const Zero *z, int u) {
+    size_t off = offset_of(z, u), size = size_of(z, u), len = len_of(z, u);
+    return off >= size ? 0 : (size - off < len ? size - off : len);
+}
+
+void zero_setup(Zero *z) {
+    for (int u = 0; u < z->nunits; u++) {
+        size_t whole = padded(z, u), shard = len_of(z, u);
+        if (z->stage < 3) z->params[u] = mem_alloc_floats(whole, MEM_PARAMS, "params");
+        else z->param_shard[u] = mem_alloc_floats(shard, MEM_PARAMS, "param shard");
+        if (z->stage < 2) z->grads[u] = mem_alloc_floats(whole, MEM_GRADS, "grads");
+        if (z->stage >= 1) z->grad_shard[u] = mem_alloc_floats(shard, MEM_GRADS, "grad shard");
+        size_t state = z->stage == 0 ? whole : shard;
+        z->m[u] = mem_alloc_floats(state, MEM_OPTIM, "adam m");
+        z->v[u] = mem_alloc_floats(state, MEM_OPTIM, "adam v");
+    }
+}
+
+void zero_teardown(Zero *z) {
+    for (int u = 0; u < z->nunits; u++) {
+        float **all[] = {&z->params[u], &z->param_shard[u], &z->grads[u], &z->grad_shard[u],
+                         &z->m[u], &z->v[u], &z->gathered[u], &z->unit_grad[u]};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+            mem_free(*all[i]);
+            *all[i] = NULL;
+        }
+    }
+}
+
+// ---- stage 3: parameters gathered just before a unit runs ----
+
+static void start_gather(Zero *z, int u) {
+    if (z->gathered[u]) return;   // gathered already, or on its way
+    z->gathered[u] = mem_alloc_floats(padded(z, u), MEM_PARAMS, "gathered params");
+    z->gather_handle[u] = comm_all_gather_async(z->comm, z->param_shard[u], z->gathered[u], padded(z, u));
+}
+
+static float *finish_gather(Zero *z, int u) {
+    if (z->gather_handle[u]) comm_wait(z->gather_handle[u]);
+    z->gather_handle[u] = NULL;
+    return z->gathered[u];
+}
+
+static void release(Zero *z, int u) {
+    mem_free(z->gathered[u]);
+    z->gathered[u] = NULL;
+}
+
+float *zero_before_forward(Zero *z, int u) {
+    if (z->stage < 3) return z->params[u];
+    start_gather(z, u);
+    if (z->prefetch && u + 1 < z->nunits) start_gather(z, u + 1);   // the next unit, while this one runs
+    return finish_gather(z, u);
+}
+
+void zero_after_forward(Zero *z, int u) {
+    if (z->stage == 3) release(z, u);
+}
+
+float *zero_before_backward(Zero *z, int u, float **grad) {
+    if (z->stage < 2) {
+        *grad = z->grads[u];
+        return z->params[u];
+    }
+    // Stages 2 and 3: the unit's whole gradient exists only during its backward pass.
+    z->unit_grad[u] = mem_alloc_floats(padded(z, u), MEM_GRADS, "unit gradient");
+    *grad = z->unit_grad[u];
+    if (z->stage == 2) return z->params[u];
+    start_gather(z, u);
+    if (z->prefetch && u > 0) start_gather(z, u - 1);   // the backward pass goes down the units
+    return finish_gather(z, u);
+}
+
+void zero_after_backward(Zero *z, int u) {
+    if (z->stage < 2) return;
+    // Average the unit's gradient over the ranks, keep only this rank's
+    // shard of it, and let the whole go at once.
+    comm_reduce_scatter_avg(z->comm, z->unit_grad[u], z->grad_shard[u], padded(z, u));
+    // (the bug: the whole gradient is kept, and a new one made next step)
+    if (z->stage == 3) release(z, u);
+}
+
+void zero_step(Zero *z, int t) {
+    for (int u = 0; u < z->nunits; u++) {
+        size_t off = offset_of(z, u), n = real_len(z, u);
+        switch (z->stage) {
+        case 0:   // plain data parallelism: everyone averages everything and updates everything
+            comm_all_reduce_avg(z->comm, z->grads[u], size_of(z, u));
+            optim_update(&z->optim, t, z->params[u], z->grads[u], z->m[u], z->v[u], size_of(z, u));
+            break;
+        case 1:   // the whole gradient is here: reduce-scatter it to the shards
+            comm_reduce_scatter_avg(z->comm, z->grads[u], z->grad_shard[u], padded(z, u));
+            /* fall through */
+        case 2:   // update this rank's shard, then everyone gathers the whole unit
+            optim_update(&z->optim, t, z->params[u] + off, z->grad_shard[u], z->m[u], z->v[u], n);
+            comm_all_gather(z->comm, z->params[u] + off, z->params[u], padded(z, u));
+            break;
+        case 3:   // the shard is all there is
+            optim_update(&z->optim, t, z->param_shard[u], z->grad_shard[u], z->m[u], z->v[u], n);
+            break;
+        }
+    }
+}
