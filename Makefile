@@ -158,7 +158,7 @@ MPIRUN := mpirun --oversubscribe
 demo:
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all
-	$(BUILD)/ref --steps 50
+	$(MPIRUN) -np $(NP) $(BUILD)/lab03_solution --stage 3 --steps 20
 
 test:
 	@scripts/deps.sh

@@ -55,17 +55,6 @@ void zero_setup(Zero *z) {
     }
 }
 
-void zero_teardown(Zero *z) {
-    for (int u = 0; u < z->nunits; u++) {
-        float **all[] = {&z->params[u], &z->param_shard[u], &z->grads[u], &z->grad_shard[u],
-                         &z->m[u], &z->v[u], &z->gathered[u], &z->unit_grad[u]};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-            mem_free(*all[i]);
-            *all[i] = NULL;
-        }
-    }
-}
-
 float *zero_before_forward(Zero *z, int u) {
     if (z->stage == 3) lab_todo(__func__);
     // TODO(lab03) stage 3: all-gather the unit's parameters from the shards

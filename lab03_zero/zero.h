@@ -48,9 +48,9 @@ size_t shard_len(size_t size, int N);
 size_t shard_offset(size_t size, int N, int r);
 
 // Allocate the stage's persistent state (mem_alloc, zero-filled): the
-// harness then initialises the parameters it finds (params or param_shard).
+// harness then initialises the parameters it finds (params or param_shard),
+// and at the end frees whatever the Zero still points to.
 void zero_setup(Zero *z);
-void zero_teardown(Zero *z);
 
 // Unit u's whole parameters, for its forward pass (stage 3: gathered), and
 // what to do once the pass is done.

@@ -43,6 +43,21 @@ static void big_params(const Gpt *m, float **params) {
 
 static double loss_of(Gpt *m, float **params) { return gpt_forward(m, params); }
 
+// A tiny model with large parameters, one batch, and the gradient of its loss.
+static Gpt *tiny_with_gradients(GptConfig cfg, float ***params, float ***grads) {
+    Gpt *m = gpt_create(&cfg);
+    gpt_alloc_acts(m);
+    *params = gpt_alloc_units(m, MEM_PARAMS, "params");
+    *grads = gpt_alloc_units(m, MEM_GRADS, "grads");
+    big_params(m, *params);
+    int x[64], y[64];
+    tiny_batch(&cfg, x, y);
+    gpt_set_batch(m, x, y, 0, 0, 1.0f / (float)(cfg.B * cfg.T));
+    gpt_forward(m, *params);
+    gpt_backward(m, *params, *grads);
+    return m;
+}
+
 // For each tensor, the derivative of the loss along a random direction d
 // (unit norm over that tensor) by central differences, against g . d from
 // the backward pass.
@@ -56,16 +71,8 @@ static double loss_of(Gpt *m, float **params) { return gpt_forward(m, params); }
 // of 1e-3 to 6e-2), so the bound 5e-5 + 1e-3 |fd| leaves a margin of five
 // while still catching a gradient that is 1% off in one block.
 static int check_gradients(GptConfig cfg, char *report, size_t cap) {
-    Gpt *m = gpt_create(&cfg);
-    gpt_alloc_acts(m);
-    float **params = gpt_alloc_units(m, MEM_PARAMS, "params");
-    float **grads = gpt_alloc_units(m, MEM_GRADS, "grads");
-    big_params(m, params);
-    int x[64], y[64];
-    tiny_batch(&cfg, x, y);
-    gpt_set_batch(m, x, y, 0, 0, 1.0f / (float)(cfg.B * cfg.T));
-    gpt_forward(m, params);
-    gpt_backward(m, params, grads);
+    float **params, **grads;
+    Gpt *m = tiny_with_gradients(cfg, &params, &grads);
 
     int bad = 0;
     size_t n = 0;
@@ -130,16 +137,8 @@ START_TEST(finite_differences_catch_a_wrong_gradient) {
     // Negative control: scale one tensor's gradient by 1.2 before comparing;
     // the same comparison must flag it. Done by hand here on one tensor.
     GptConfig cfg = tiny(0.0f);
-    Gpt *m = gpt_create(&cfg);
-    gpt_alloc_acts(m);
-    float **params = gpt_alloc_units(m, MEM_PARAMS, "params");
-    float **grads = gpt_alloc_units(m, MEM_GRADS, "grads");
-    big_params(m, params);
-    int x[64], y[64];
-    tiny_batch(&cfg, x, y);
-    gpt_set_batch(m, x, y, 0, 0, 1.0f / (float)(cfg.B * cfg.T));
-    gpt_forward(m, params);
-    gpt_backward(m, params, grads);
+    float **params, **grads;
+    Gpt *m = tiny_with_gradients(cfg, &params, &grads);
     const GptTensor *t = &m->units[1].tensors[2];   // block0 attn.wq
     float *p = params[1] + t->offset;
     double gd = 0;

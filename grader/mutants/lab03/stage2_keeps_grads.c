@@ -38,17 +38,6 @@ void zero_setup(Zero *z) {
     }
 }
 
-void zero_teardown(Zero *z) {
-    for (int u = 0; u < z->nunits; u++) {
-        float **all[] = {&z->params[u], &z->param_shard[u], &z->grads[u], &z->grad_shard[u],
-                         &z->m[u], &z->v[u], &z->gathered[u], &z->unit_grad[u]};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-            mem_free(*all[i]);
-            *all[i] = NULL;
-        }
-    }
-}
-
 // ---- stage 3: parameters gathered just before a unit runs ----
 
 static void start_gather(Zero *z, int u) {
