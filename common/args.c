@@ -37,22 +37,22 @@ enum { NCOMMON = 16 };
 
 static void bind_common(Args *a, ArgExtra *t) {
     ArgExtra common[NCOMMON] = {
-        {"steps", ARG_INT, &a->steps, "training steps", 0, 1e9, NULL},
-        {"seed", ARG_U64, &a->seed, "seed of initialisation, data and dropout", 0, 2147483647.0, NULL},
-        {"lr", ARG_DOUBLE, &a->lr, "learning rate", 0, 10, NULL},
-        {"wd", ARG_DOUBLE, &a->wd, "AdamW weight decay (on every parameter)", 0, 10, NULL},
-        {"dropout", ARG_DOUBLE, &a->dropout, "dropout probability", 0, 0.95, NULL},
-        {"batch", ARG_INT, &a->batch, "B: rows in the global batch", 1, 1 << 20, NULL},
-        {"seq", ARG_INT, &a->seq, "T: tokens per row", 1, 1 << 20, NULL},
-        {"dim", ARG_INT, &a->dim, "C: channels", 1, 1 << 16, NULL},
-        {"heads", ARG_INT, &a->heads, "NH: attention heads (must divide C)", 1, 1 << 12, NULL},
-        {"layers", ARG_INT, &a->layers, "L: transformer blocks", 0, 1 << 12, NULL},
-        {"vocab", ARG_INT, &a->vocab, "V: vocabulary size (256 with --data)", 2, 1 << 24, NULL},
-        {"data", ARG_STRING, &a->data, "train on this file's bytes instead of synthetic data", 1, 0, NULL},
-        {"dump", ARG_STRING, &a->dump, "write results for the grader to this file", 1, 0, NULL},
-        {"trace", ARG_STRING, &a->trace, "write a Chrome trace (open in Perfetto) to this file", 1, 0, NULL},
-        {"timeout", ARG_DOUBLE, &a->timeout, "seconds a rank may wait in one call before the run is ended (0: never)", 0, 1e6, NULL},
-        {"device", ARG_CHOICE, &a->device, "where tensors live and kernels run", 1, 0, "cpu|cuda|auto"},
+        {"steps", ARG_INT, &a->steps, "training steps", 0, 1e9, NULL, NULL},
+        {"seed", ARG_U64, &a->seed, "seed of initialisation, data and dropout", 0, 2147483647.0, NULL, NULL},
+        {"lr", ARG_DOUBLE, &a->lr, "learning rate", 0, 10, NULL, NULL},
+        {"wd", ARG_DOUBLE, &a->wd, "AdamW weight decay (on every parameter)", 0, 10, NULL, NULL},
+        {"dropout", ARG_DOUBLE, &a->dropout, "dropout probability", 0, 0.95, NULL, NULL},
+        {"batch", ARG_INT, &a->batch, "B: rows in the global batch", 1, 1 << 20, NULL, NULL},
+        {"seq", ARG_INT, &a->seq, "T: tokens per row", 1, 1 << 20, NULL, NULL},
+        {"dim", ARG_INT, &a->dim, "C: channels", 1, 1 << 16, NULL, NULL},
+        {"heads", ARG_INT, &a->heads, "NH: attention heads (must divide C)", 1, 1 << 12, NULL, NULL},
+        {"layers", ARG_INT, &a->layers, "L: transformer blocks", 0, 1 << 12, NULL, NULL},
+        {"vocab", ARG_INT, &a->vocab, "V: vocabulary size (256 with --data)", 2, 1 << 24, NULL, NULL},
+        {"data", ARG_STRING, &a->data, "train on this file's bytes instead of synthetic data", 1, 0, NULL, NULL},
+        {"dump", ARG_STRING, &a->dump, "write results for the grader to this file", 1, 0, NULL, NULL},
+        {"trace", ARG_STRING, &a->trace, "write a Chrome trace (open in Perfetto) to this file", 1, 0, NULL, NULL},
+        {"timeout", ARG_DOUBLE, &a->timeout, "seconds a rank may wait in one call before the run is ended (0: never)", 0, 1e6, NULL, NULL},
+        {"device", ARG_CHOICE, &a->device, "where tensors live and kernels run", 1, 0, "cpu|cuda|auto", NULL},
     };
     memcpy(t, common, sizeof common);
 }
@@ -104,7 +104,8 @@ static void print_flag(const ArgExtra *e) {
                        : e->type == ARG_STRING ? " FILE"
                        : e->type == ARG_CHOICE ? " WHICH"
                                                : "";
-    snprintf(left, sizeof left, "--%s%s", e->name, kind);
+    if (e->metavar) snprintf(left, sizeof left, "--%s %s", e->name, e->metavar);
+    else snprintf(left, sizeof left, "--%s%s", e->name, kind);
     char def[96] = "";
     switch (e->type) {
     case ARG_INT: snprintf(def, sizeof def, " (default %d)", *(int *)e->value); break;

@@ -42,6 +42,7 @@ typedef struct {
     const char *help;     // one line
     double min, max;      // accepted range for numbers (inclusive); ignored when min > max
     const char *choices;  // for ARG_CHOICE
+    const char *metavar;  // what --help calls the value ("DIR"); NULL: N, X, FILE or WHICH by type
 } ArgExtra;
 
 // The defaults: the course's small model (4 layers, 128 channels, 4 heads,

@@ -591,19 +591,19 @@ int main(int argc, char **argv) {
                *keep = NULL, *pert = NULL;
     int hidden = -1, limit = 300, watchdog = 60;
     ArgExtra extras[] = {
-        {"solutions", ARG_FLAG, &solutions, "grade the reference solutions", 0, 0, NULL},
-        {"submission", ARG_STRING, &submission, "grade the student files in DIR (DIR/labNN_topic/file.c or DIR/file.c)", 1, 0, NULL},
-        {"mutant", ARG_STRING, &mutant, "grade FILE in place of the student's file (with --lab)", 1, 0, NULL},
-        {"lab", ARG_STRING, &labs, "only these labs (comma-separated ids: ref,lab01)", 1, 0, NULL},
-        {"quick", ARG_FLAG, &quick, "the fast subset of runs (make check-labNN)", 0, 0, NULL},
-        {"json", ARG_STRING, &json, "write Gradescope's results.json here", 1, 0, NULL},
-        {"junit", ARG_STRING, &junit, "write JUnit XML here", 1, 0, NULL},
-        {"hidden-seed", ARG_INT, &hidden, "also run every run with this seed, as hidden tests", 0, 2147483647.0, NULL},
-        {"limit", ARG_INT, &limit, "hard time limit of one run, in seconds", 5, 86400, NULL},
-        {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL},
-        {"keep", ARG_STRING, &keep, "keep every run's directory under DIR", 1, 0, NULL},
-        {"perturb", ARG_STRING, &pert, "self-test: add DELTA to element INDEX of array NAME of every lab dump (NAME:INDEX:DELTA)", 1, 0, NULL},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"solutions", ARG_FLAG, &solutions, "grade the reference solutions", 0, 0, NULL, NULL},
+        {"submission", ARG_STRING, &submission, "grade the student files in DIR (DIR/labNN_topic/file.c or DIR/file.c)", 1, 0, NULL, "DIR"},
+        {"mutant", ARG_STRING, &mutant, "grade FILE in place of the student's file (with --lab)", 1, 0, NULL, NULL},
+        {"lab", ARG_STRING, &labs, "only these labs (comma-separated ids: ref,lab01)", 1, 0, NULL, "IDS"},
+        {"quick", ARG_FLAG, &quick, "the fast subset of runs (make check-labNN)", 0, 0, NULL, NULL},
+        {"json", ARG_STRING, &json, "write Gradescope's results.json here", 1, 0, NULL, NULL},
+        {"junit", ARG_STRING, &junit, "write JUnit XML here", 1, 0, NULL, NULL},
+        {"hidden-seed", ARG_INT, &hidden, "also run every run with this seed, as hidden tests", 0, 2147483647.0, NULL, NULL},
+        {"limit", ARG_INT, &limit, "hard time limit of one run, in seconds", 5, 86400, NULL, NULL},
+        {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL, NULL},
+        {"keep", ARG_STRING, &keep, "keep every run's directory under DIR", 1, 0, NULL, "DIR"},
+        {"perturb", ARG_STRING, &pert, "self-test: add DELTA to element INDEX of array NAME of every lab dump", 1, 0, NULL, "NAME:INDEX:DELTA"},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv,
                "The grader: runs each lab over world sizes and seeds and checks its dumps against the "

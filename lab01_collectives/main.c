@@ -509,13 +509,13 @@ int main(int argc, char **argv) {
     bool do_bench = false, quiet = false;
     int min_kib = 1, max_mib = 64, iters = 20, warmup = 5;
     ArgExtra extras[] = {
-        {"bench", ARG_FLAG, &do_bench, "time every collective, yours beside the library's (nccl-tests style)", 0, 0, NULL},
-        {"min-kib", ARG_INT, &min_kib, "smallest message of --bench, in KiB", 1, 1 << 20, NULL},
-        {"max-mib", ARG_INT, &max_mib, "largest message of --bench, in MiB", 1, 4096, NULL},
-        {"iters", ARG_INT, &iters, "timed calls per size (fewer for large sizes)", 1, 100000, NULL},
-        {"warmup", ARG_INT, &warmup, "untimed calls before timing", 0, 1000, NULL},
-        {"quiet", ARG_FLAG, &quiet, "skip the demo", 0, 0, NULL},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"bench", ARG_FLAG, &do_bench, "time every collective, yours beside the library's (nccl-tests style)", 0, 0, NULL, NULL},
+        {"min-kib", ARG_INT, &min_kib, "smallest message of --bench, in KiB", 1, 1 << 20, NULL, NULL},
+        {"max-mib", ARG_INT, &max_mib, "largest message of --bench, in MiB", 1, 4096, NULL, NULL},
+        {"iters", ARG_INT, &iters, "timed calls per size (fewer for large sizes)", 1, 100000, NULL, NULL},
+        {"warmup", ARG_INT, &warmup, "untimed calls before timing", 0, 1000, NULL, NULL},
+        {"quiet", ARG_FLAG, &quiet, "skip the demo", 0, 0, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv,
                "lab01: the four collectives from point-to-point messages, checked exactly and timed.",

@@ -44,11 +44,11 @@ int main(int argc, char **argv) {
     int bucket_kb = 1024, accum = 1;
     bool no_ref = false;
     ArgExtra extras[] = {
-        {"strategy", ARG_CHOICE, &strategy, "how gradients are averaged", 0, 0, "naive|flat|bucketed"},
-        {"bucket-kb", ARG_INT, &bucket_kb, "bucket size of the bucketed strategy, in KiB", 1, 1 << 22, NULL},
-        {"accum", ARG_INT, &accum, "micro-batches per step (gradient accumulation)", 1, 1 << 16, NULL},
-        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"strategy", ARG_CHOICE, &strategy, "how gradients are averaged", 0, 0, "naive|flat|bucketed", NULL},
+        {"bucket-kb", ARG_INT, &bucket_kb, "bucket size of the bucketed strategy, in KiB", 1, 1 << 22, NULL, NULL},
+        {"accum", ARG_INT, &accum, "micro-batches per step (gradient accumulation)", 1, 1 << 16, NULL, NULL},
+        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv,
                "lab02: data parallelism (naive, flat, bucketed and overlapped), checked against "

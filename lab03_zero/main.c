@@ -249,11 +249,11 @@ int main(int argc, char **argv) {
     bool no_prefetch = false, no_ref = false;
     const char *figure = NULL;
     ArgExtra extras[] = {
-        {"stage", ARG_INT, &stage, "ZeRO stage: 0 plain data parallelism, 1 optimizer state, 2 + gradients, 3 + parameters", 0, 3, NULL},
-        {"no-prefetch", ARG_FLAG, &no_prefetch, "stage 3: gather each unit only when it runs", 0, 0, NULL},
-        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL},
-        {"figure", ARG_STRING, &figure, "also run stages 0 to 3 and draw memory per rank by category (SVG)", 1, 0, NULL},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"stage", ARG_INT, &stage, "ZeRO stage: 0 plain data parallelism, 1 optimizer state, 2 + gradients, 3 + parameters", 0, 3, NULL, NULL},
+        {"no-prefetch", ARG_FLAG, &no_prefetch, "stage 3: gather each unit only when it runs", 0, 0, NULL, NULL},
+        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
+        {"figure", ARG_STRING, &figure, "also run stages 0 to 3 and draw memory per rank by category (SVG)", 1, 0, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
     Comm *c = comm_init(&argc, &argv, a.timeout);

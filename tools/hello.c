@@ -17,8 +17,8 @@ int main(int argc, char **argv) {
     Args a = args_defaults();
     int mib = 16;
     ArgExtra extras[] = {
-        {"mib", ARG_INT, &mib, "size of the timed all-reduce, in MiB", 1, 1024, NULL},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"mib", ARG_INT, &mib, "size of the timed all-reduce, in MiB", 1, 1024, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "A first run of the runtime: an all-reduce, memory and bytes per rank.",
                extras);

@@ -56,8 +56,8 @@ int main(int argc, char **argv) {
     Args a = args_defaults();
     int micro = 1;
     ArgExtra extras[] = {
-        {"micro", ARG_INT, &micro, "split each step's batch into K micro-batches (gradient accumulation)", 1, 1 << 20, NULL},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"micro", ARG_INT, &micro, "split each step's batch into K micro-batches (gradient accumulation)", 1, 1 << 20, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv,
                "The single-device reference: trains the course's small GPT with AdamW on one device.",

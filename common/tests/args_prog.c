@@ -11,11 +11,11 @@ int main(int argc, char **argv) {
     bool verbose = false;
     double ratio = 0.5;
     ArgExtra extras[] = {
-        {"stage", ARG_INT, &stage, "ZeRO stage", 0, 3, NULL},
-        {"strategy", ARG_CHOICE, &strategy, "how gradients are reduced", 0, 0, "naive|flat|bucketed"},
-        {"verbose", ARG_FLAG, &verbose, "print more", 0, 0, NULL},
-        {"ratio", ARG_DOUBLE, &ratio, "a fraction", 0, 1, NULL},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"stage", ARG_INT, &stage, "ZeRO stage", 0, 3, NULL, NULL},
+        {"strategy", ARG_CHOICE, &strategy, "how gradients are reduced", 0, 0, "naive|flat|bucketed", NULL},
+        {"verbose", ARG_FLAG, &verbose, "print more", 0, 0, NULL, NULL},
+        {"ratio", ARG_DOUBLE, &ratio, "a fraction", 0, 1, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "A test program for the shared command line.", extras);
     char model[128];

@@ -16,8 +16,8 @@ int main(int argc, char **argv) {
     a.timeout = 2;
     const char *mode = "deadlock";
     ArgExtra extras[] = {
-        {"mode", ARG_CHOICE, &mode, "what to do", 0, 0, "deadlock|ok|fail"},
-        {NULL, 0, NULL, NULL, 0, 0, NULL},
+        {"mode", ARG_CHOICE, &mode, "what to do", 0, 0, "deadlock|ok|fail", NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "A planted deadlock for the watchdog.", extras);
     Comm *w = comm_init(&argc, &argv, a.timeout);
