@@ -512,7 +512,7 @@ static void write_json(const Grader *g, const char *path) {
     CHECK(f, "cannot write %s", path);
     int passed = 0;
     for (int i = 0; i < g->n; i++) passed += g->results[i].pass;
-    fprintf(f, "{\n  \"score\": %d,\n  \"max_score\": %d,\n  \"visibility\": \"visible\",\n  \"tests\": [", passed, g->n);
+    fprintf(f, "{\n  \"score\": %d,\n  \"visibility\": \"visible\",\n  \"tests\": [", passed);
     for (int i = 0; i < g->n; i++) {
         const Result *r = &g->results[i];
         char name[400], out[1600];
