@@ -435,21 +435,31 @@ void gpt_backward(Gpt *m, float **params, float **grads) {
 
 // ---- output ----------------------------------------------------------------
 
+// Unit u's tensors, from a host copy of its buffer.
+static void dump_host_unit(const Gpt *m, DumpWriter *w, const char *prefix, int u, const float *host) {
+    const GptUnit *unit = &m->units[u];
+    for (int k = 0; k < unit->ntensors; k++) {
+        const GptTensor *t = &unit->tensors[k];
+        char name[128];
+        snprintf(name, sizeof name, "%s/%s.%s", prefix, unit->name, t->name);
+        uint64_t shape[2] = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]};
+        dump_f32(w, name, host + t->offset, t->ndim, shape);
+    }
+}
+
 void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units) {
     for (int u = 0; u < m->nunits; u++) {
         const GptUnit *unit = &m->units[u];
         float *host = malloc(unit->size * sizeof(float));
         CHECK(host, "out of memory dumping %s", unit->name);
         mem_to_host(host, units[u], unit->size * sizeof(float));
-        for (int k = 0; k < unit->ntensors; k++) {
-            const GptTensor *t = &unit->tensors[k];
-            char name[128];
-            snprintf(name, sizeof name, "%s/%s.%s", prefix, unit->name, t->name);
-            uint64_t shape[2] = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]};
-            dump_f32(w, name, host + t->offset, t->ndim, shape);
-        }
+        dump_host_unit(m, w, prefix, u, host);
         free(host);
     }
+}
+
+void gpt_dump_host_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units) {
+    for (int u = 0; u < m->nunits; u++) dump_host_unit(m, w, prefix, u, units[u]);
 }
 
 const char *gpt_describe(const Gpt *m, char *buf, size_t len) {

@@ -151,6 +151,8 @@ void gpt_backward(Gpt *m, float **params, float **grads);
 // Write every tensor of the units as "<prefix>/<unit>.<tensor>" (f32, its
 // shape), copied from the device. The units must be whole (canonical layout).
 void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
+// The same from whole units already on the host.
+void gpt_dump_host_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
 
 // "GPT 4L 128C 4H · 0.87M params"
 const char *gpt_describe(const Gpt *m, char *buf, size_t len);
