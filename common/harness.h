@@ -13,6 +13,8 @@
 #include "comm.h"
 #include "gpt.h"
 
+typedef struct DumpWriter DumpWriter;
+
 typedef struct {
     bool on;           // false with --no-ref
     int steps;
@@ -34,6 +36,15 @@ double harness_param_error(const Reference *r, const Gpt *m, float **units, char
 // Sum of squares of all parameters, per rank, gathered: (N) on every rank
 // (whether the replicas agree). units: this rank's whole units.
 void harness_sumsq_per_rank(Comm *c, const Gpt *m, float **units, double *out);
+
+// The student's hooks: a lab names them once; its lab_todo() passes the
+// name of an unfinished one to harness_todo(). At the end, each unfinished
+// hook is printed (rank 0) and every hook goes into the dump as
+// "check/unfinished/<name>" (1 while it still calls lab_todo), for the grader.
+void harness_hooks(const char *const *names, int n);
+void harness_todo(const char *function);
+int harness_print_unfinished(void);   // how many are unfinished
+void harness_dump_unfinished(DumpWriter *w);
 
 // One step's line: loss beside the reference's, time and its split into
 // compute, communication and communication left exposed, tokens/s.

@@ -28,13 +28,8 @@
 static const char *const HOOKS[] = {"shard_len", "shard_offset", "zero_setup", "zero_before_forward",
                                     "zero_after_forward", "zero_before_backward", "zero_after_backward",
                                     "zero_step"};
-enum { NHOOKS = sizeof HOOKS / sizeof HOOKS[0] };
-static int g_todo[NHOOKS];
 
-void lab_todo(const char *function) {
-    for (int k = 0; k < NHOOKS; k++)
-        if (strcmp(function, HOOKS[k]) == 0) g_todo[k] = 1;
-}
+void lab_todo(const char *function) { harness_todo(function); }
 
 // Free every buffer the Zero still points to (the student's code allocates
 // them; the harness lets them go after the run).
@@ -119,18 +114,6 @@ static float **gather_whole(const Setup *s, const Zero *z, float *const *whole, 
 static void free_whole(const Gpt *m, float **units) {
     for (int u = 0; u < m->nunits; u++) free(units[u]);
     free(units);
-}
-
-// Write whole host units as "<prefix>/<unit>.<tensor>".
-static void dump_host_units(DumpWriter *w, const Gpt *m, const char *prefix, float **units) {
-    for (int u = 0; u < m->nunits; u++)
-        for (int k = 0; k < m->units[u].ntensors; k++) {
-            const GptTensor *t = &m->units[u].tensors[k];
-            char name[128];
-            snprintf(name, sizeof name, "%s/%s.%s", prefix, m->units[u].name, t->name);
-            uint64_t shape[2] = {(uint64_t)t->shape[0], (uint64_t)t->shape[1]};
-            dump_f32(w, name, units[u] + t->offset, t->ndim, shape);
-        }
 }
 
 static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
@@ -256,6 +239,7 @@ int main(int argc, char **argv) {
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
+    harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
     Comm *c = comm_init(&argc, &argv, a.timeout);
     mem_init(a.device, comm_local_rank());
     ops_init();
@@ -342,11 +326,7 @@ int main(int argc, char **argv) {
     }
     comm_broadcast_host(c, &perr, sizeof perr, 0);
     bool matches = !ref.on || (loss_err < 1e-4 && perr < 1e-4);
-    int unfinished = 0;
-    for (int k = 0; k < NHOOKS; k++) {
-        if (g_todo[k]) print0("%s: not written yet (it calls lab_todo)\n", HOOKS[k]);
-        unfinished += g_todo[k];
-    }
+    int unfinished = harness_print_unfinished();
     if (ref.on)
         print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest "
                "difference in %s): %s\n", loss_err, perr, worst, matches ? "MATCHES" : "DIFFERS");
@@ -358,20 +338,16 @@ int main(int argc, char **argv) {
     dump_run_meta(dw, c, "lab03", &a, extra);
     uint64_t steps = (uint64_t)a.steps, nr = (uint64_t)N;
     dump_f32(dw, "loss", o.losses, 1, &steps);
-    dump_host_units(dw, m, "param/final", params);
-    dump_host_units(dw, m, "optim/m", mom_m);
-    dump_host_units(dw, m, "optim/v", mom_v);
+    gpt_dump_host_units(m, dw, "param/final", params);
+    gpt_dump_host_units(m, dw, "optim/m", mom_m);
+    gpt_dump_host_units(m, dw, "optim/v", mom_v);
     dump_f64(dw, "check/param_sumsq_per_rank", sumsq, 1, &nr);
     dump_scalar_i64(dw, "zero/stage", stage);
     dump_scalar_i64(dw, "zero/prefetch", !no_prefetch);
     dump_scalar_f64(dw, "zero/psi_padded", psi_pad);
     dump_scalar_f64(dw, "zero/unit_largest", unit1);
     dump_scalar_f64(dw, "zero/unit_second", unit2);
-    for (int k = 0; k < NHOOKS; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "check/unfinished/%s", HOOKS[k]);
-        dump_scalar_i64(dw, name, g_todo[k]);
-    }
+    harness_dump_unfinished(dw);
     dump_rank_stats(dw, c, &o.mem);
     dump_close(dw);
     trace_write(c);
