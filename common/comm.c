@@ -14,7 +14,18 @@
 #include "mem.h"
 #include "trace.h"
 
+// Inside the library's own MPI calls (>0): the MPI watch (mpi_watch.c)
+// counts only the calls made outside, which bypass these counters.
+int comm_mpi_depth;
+#define BACKEND(stmt)      \
+    do {                   \
+        comm_mpi_depth++;  \
+        stmt;              \
+        comm_mpi_depth--;  \
+    } while (0)
+
 static Comm g_world;
+static const char *buffer_busy(const void *ptr, size_t bytes);
 static bool g_up;
 static int g_local_rank;
 static CommStats g_stats;
@@ -37,9 +48,13 @@ typedef struct {
 
 static WdState g_wd[2];
 static atomic_int g_wd_cur;
-static double g_timeout;
+static _Atomic double g_timeout;
 static pthread_t g_wd_thread;
+static bool g_wd_running;
 static atomic_int g_wd_stop;
+// What the program is doing, for the watchdog's lines (two slots, as above).
+static char g_wd_context[2][160];
+static atomic_int g_wd_context_cur;
 
 static void wd_set(int in_call, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void wd_set(int in_call, const char *fmt, ...) {
@@ -112,6 +127,12 @@ static void wd_report(const char *head, const char *tail) {
     n = put_str(line, n, cap, s->in_call ? " for " : " (for ");
     n = put_seconds(line, n, cap, now - s->since);
     if (!s->in_call) n = put_str(line, n, cap, ")");
+    const char *context = g_wd_context[atomic_load(&g_wd_context_cur)];
+    if (context[0]) {
+        n = put_str(line, n, cap, " [while ");
+        n = put_str(line, n, cap, context);
+        n = put_str(line, n, cap, "]");
+    }
     n = put_str(line, n, cap, tail);
     n = put_str(line, n, cap, "\n");
     ssize_t w = write(STDERR_FILENO, line, n);
@@ -132,12 +153,13 @@ static void *wd_main(void *arg) {
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
         const WdState *s = &g_wd[atomic_load(&g_wd_cur)];
-        if (s->in_call && core_now() - s->since > g_timeout) {
+        double timeout = atomic_load(&g_timeout);
+        if (timeout > 0 && s->in_call && core_now() - s->since > timeout) {
             char tail[160];
             snprintf(tail, sizeof tail,
                      " (--timeout %g); ending the run. A rank waits forever when its partner "
                      "never makes the matching call",
-                     g_timeout);
+                     timeout);
             wd_report("watchdog: waited ", tail);
             _exit(EXIT_TIMEOUT);
         }
@@ -183,6 +205,7 @@ static double bus_factor(CommOp op, int n) {
 }
 
 static void count(Comm *c, CommOp op, size_t bytes) {
+    if (c->size == 1 && (op == COMM_OP_SEND || op == COMM_OP_RECV)) bytes = 0;
     g_stats.calls[op]++;
     g_stats.bytes[op] += bytes;
     g_stats.bus_bytes[op] += (uint64_t)(bus_factor(op, c->size) * (double)bytes + 0.5);
@@ -241,11 +264,24 @@ Comm *comm_init(int *argc, char ***argv, double timeout_s) {
     sa.sa_handler = on_sigterm;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
-    if (timeout_s > 0) {
+    comm_set_timeout(timeout_s);
+    mem_set_free_check(buffer_busy);
+    return &g_world;
+}
+
+void comm_set_timeout(double timeout_s) {
+    atomic_store(&g_timeout, timeout_s);
+    if (timeout_s > 0 && !g_wd_running) {
         atomic_store(&g_wd_stop, 0);
         CHECK(pthread_create(&g_wd_thread, NULL, wd_main, NULL) == 0, "cannot start the watchdog thread");
+        g_wd_running = true;
     }
-    return &g_world;
+}
+
+void comm_watchdog_context(const char *what) {
+    int next = 1 - atomic_load(&g_wd_context_cur);
+    snprintf(g_wd_context[next], sizeof g_wd_context[next], "%s", what ? what : "");
+    atomic_store(&g_wd_context_cur, next);
 }
 
 void comm_finalize(void) {
@@ -255,10 +291,11 @@ void comm_finalize(void) {
     CallInfo ci;
     describe(&ci, &g_world, COMM_OP_BARRIER, 0, -1, " (finalize: waiting for every rank to finish)");
     enter(&ci);
-    MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));
-    if (g_timeout > 0) {
+    BACKEND(MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)));
+    if (g_wd_running) {
         atomic_store(&g_wd_stop, 1);
         pthread_join(g_wd_thread, NULL);
+        g_wd_running = false;
     }
     signal(SIGTERM, SIG_DFL);
     MPI_CHECK(MPI_Finalize());
@@ -279,7 +316,7 @@ Comm *comm_split(Comm *c, int color, int key) {
     CHECK(color >= 0, "comm_split: color must be >= 0, not %d", color);
     Comm *g = malloc(sizeof *g);
     CHECK(g, "out of memory");
-    MPI_CHECK(MPI_Comm_split(c->mpi, color, key, &g->mpi));
+    BACKEND(MPI_CHECK(MPI_Comm_split(c->mpi, color, key, &g->mpi)));
     MPI_CHECK(MPI_Comm_rank(g->mpi, &g->rank));
     MPI_CHECK(MPI_Comm_size(g->mpi, &g->size));
     return g;
@@ -326,10 +363,33 @@ static float avg_scale(Comm *c, CommReduce op) {
 struct CommHandle {
     CallInfo ci;
     MpiPending pending;
+    const void *buf[2];   // the buffers the operation reads or writes until it is waited on
+    size_t bytes[2];
     CommHandle *prev, *next;
 };
 
 static CommHandle *g_inflight;
+
+static CommHandle *uses(CommHandle *h, const void *a, size_t na, const void *b, size_t nb) {
+    h->buf[0] = a, h->bytes[0] = na;
+    h->buf[1] = b, h->bytes[1] = nb;
+    return h;
+}
+
+int comm_inflight(void) {
+    int n = 0;
+    for (CommHandle *h = g_inflight; h; h = h->next) n++;
+    return n;
+}
+
+// mem_free asks this before it frees: a buffer an operation in flight still
+// uses must not go (MPI would read or write freed memory later).
+static const char *buffer_busy(const void *ptr, size_t bytes) {
+    for (CommHandle *h = g_inflight; h; h = h->next)
+        for (int i = 0; i < 2; i++)
+            if (overlap(ptr, bytes ? bytes : 1, h->buf[i], h->bytes[i])) return h->ci.what;
+    return NULL;
+}
 
 static CommHandle *start(CallInfo *ci, Comm *c, size_t bytes) {
     CommHandle *h = calloc(1, sizeof *h);
@@ -346,7 +406,7 @@ void comm_wait(CommHandle *h) {
     CHECK(h, "comm_wait(NULL)");
     double t0 = core_now();
     wd_set(1, "wait for %s", h->ci.what);
-    mpi_finish(&h->pending);
+    BACKEND(mpi_finish(&h->pending));
     double t1 = core_now();
     g_stats.seconds_blocked += t1 - t0;
     g_stats.seconds_busy += t1 - h->ci.t0;
@@ -359,11 +419,13 @@ void comm_wait(CommHandle *h) {
 
 bool comm_test(CommHandle *h) {
     CHECK(h, "comm_test(NULL)");
-    return mpi_test(&h->pending);
+    bool done;
+    BACKEND(done = mpi_test(&h->pending));
+    return done;
 }
 
 void comm_progress(void) {
-    for (CommHandle *h = g_inflight; h; h = h->next) mpi_test(&h->pending);
+    for (CommHandle *h = g_inflight; h; h = h->next) BACKEND(mpi_test(&h->pending));
 }
 
 // ---- the operations --------------------------------------------------------
@@ -375,7 +437,7 @@ void comm_all_reduce(Comm *c, float *buf, size_t count_, CommReduce op) {
     describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(count_), -1, "");
     count(c, ci.op, FLOATS(count_));
     enter(&ci);
-    mpi_all_reduce(c, buf, count_, avg_scale(c, op), NULL);
+    BACKEND(mpi_all_reduce(c, buf, count_, avg_scale(c, op), NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -394,7 +456,7 @@ void comm_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, Comm
     describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, "");
     count(c, ci.op, FLOATS(n));
     enter(&ci);
-    mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), NULL);
+    BACKEND(mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -414,7 +476,7 @@ void comm_all_gather(Comm *c, const float *send, float *recv, size_t n) {
     describe(&ci, c, COMM_OP_ALL_GATHER, FLOATS(n), -1, "");
     count(c, ci.op, FLOATS(n));
     enter(&ci);
-    mpi_all_gather(c, send, recv, n, NULL);
+    BACKEND(mpi_all_gather(c, send, recv, n, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -425,7 +487,7 @@ void comm_broadcast(Comm *c, float *buf, size_t n, int root) {
     describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, "");
     count(c, ci.op, FLOATS(n));
     enter(&ci);
-    mpi_broadcast(c, buf, n, root, NULL);
+    BACKEND(mpi_broadcast(c, buf, n, root, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -436,7 +498,7 @@ void comm_send(Comm *c, const float *buf, size_t n, int peer) {
     describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, "");
     count(c, ci.op, FLOATS(n));
     enter(&ci);
-    mpi_send(c, buf, n, peer, NULL);
+    BACKEND(mpi_send(c, buf, n, peer, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -447,7 +509,7 @@ void comm_recv(Comm *c, float *buf, size_t n, int peer) {
     describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, "");
     count(c, ci.op, FLOATS(n));
     enter(&ci);
-    mpi_recv(c, buf, n, peer, NULL);
+    BACKEND(mpi_recv(c, buf, n, peer, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -462,10 +524,11 @@ void comm_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, 
     char extra[64];
     snprintf(extra, sizeof extra, " while sending to rank %d", dst);
     describe(&ci, c, COMM_OP_RECV, FLOATS(nr), src, extra);
-    count(c, COMM_OP_SEND, FLOATS(ns));
-    count(c, COMM_OP_RECV, FLOATS(nr));
+    // Only bytes that reach another rank count: a message to itself moves nothing.
+    count(c, COMM_OP_SEND, dst == c->rank ? 0 : FLOATS(ns));
+    count(c, COMM_OP_RECV, src == c->rank ? 0 : FLOATS(nr));
     enter(&ci);
-    mpi_sendrecv(c, send, ns, dst, recv, nr, src);
+    BACKEND(mpi_sendrecv(c, send, ns, dst, recv, nr, src));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -474,7 +537,7 @@ void comm_barrier(Comm *c) {
     describe(&ci, c, COMM_OP_BARRIER, 0, -1, "");
     count(c, ci.op, 0);
     enter(&ci);
-    mpi_barrier(c, NULL);
+    BACKEND(mpi_barrier(c, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -483,8 +546,8 @@ CommHandle *comm_all_reduce_async(Comm *c, float *buf, size_t n, CommReduce op) 
     check_buf(buf, n, "comm_all_reduce_async", "data");
     CallInfo ci;
     describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(n), -1, " (async)");
-    CommHandle *h = start(&ci, c, FLOATS(n));
-    mpi_all_reduce(c, buf, n, avg_scale(c, op), &h->pending);
+    CommHandle *h = uses(start(&ci, c, FLOATS(n)), buf, FLOATS(n), NULL, 0);
+    BACKEND(mpi_all_reduce(c, buf, n, avg_scale(c, op), &h->pending));
     return h;
 }
 
@@ -493,8 +556,10 @@ CommHandle *comm_reduce_scatter_async(Comm *c, const float *send, float *recv, s
     check_reduce_scatter(c, send, recv, n);
     CallInfo ci;
     describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, " (async)");
-    CommHandle *h = start(&ci, c, FLOATS(n));
-    mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), &h->pending);
+    size_t off, len;
+    comm_block(n, c->size, c->rank, &off, &len);
+    CommHandle *h = uses(start(&ci, c, FLOATS(n)), send, FLOATS(n), recv, FLOATS(len));
+    BACKEND(mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), &h->pending));
     return h;
 }
 
@@ -502,8 +567,10 @@ CommHandle *comm_all_gather_async(Comm *c, const float *send, float *recv, size_
     check_all_gather(c, send, recv, n);
     CallInfo ci;
     describe(&ci, c, COMM_OP_ALL_GATHER, FLOATS(n), -1, " (async)");
-    CommHandle *h = start(&ci, c, FLOATS(n));
-    mpi_all_gather(c, send, recv, n, &h->pending);
+    size_t off, len;
+    comm_block(n, c->size, c->rank, &off, &len);
+    CommHandle *h = uses(start(&ci, c, FLOATS(n)), recv, FLOATS(n), send, FLOATS(len));
+    BACKEND(mpi_all_gather(c, send, recv, n, &h->pending));
     return h;
 }
 
@@ -512,8 +579,8 @@ CommHandle *comm_broadcast_async(Comm *c, float *buf, size_t n, int root) {
     check_peer(c, root, "comm_broadcast_async", true);
     CallInfo ci;
     describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, " (async)");
-    CommHandle *h = start(&ci, c, FLOATS(n));
-    mpi_broadcast(c, buf, n, root, &h->pending);
+    CommHandle *h = uses(start(&ci, c, FLOATS(n)), buf, FLOATS(n), NULL, 0);
+    BACKEND(mpi_broadcast(c, buf, n, root, &h->pending));
     return h;
 }
 
@@ -522,8 +589,8 @@ CommHandle *comm_send_async(Comm *c, const float *buf, size_t n, int peer) {
     check_peer(c, peer, "comm_send_async", true);
     CallInfo ci;
     describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, " (async)");
-    CommHandle *h = start(&ci, c, FLOATS(n));
-    mpi_send(c, buf, n, peer, &h->pending);
+    CommHandle *h = uses(start(&ci, c, peer == c->rank ? 0 : FLOATS(n)), buf, FLOATS(n), NULL, 0);
+    BACKEND(mpi_send(c, buf, n, peer, &h->pending));
     return h;
 }
 
@@ -532,8 +599,8 @@ CommHandle *comm_recv_async(Comm *c, float *buf, size_t n, int peer) {
     check_peer(c, peer, "comm_recv_async", true);
     CallInfo ci;
     describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, " (async)");
-    CommHandle *h = start(&ci, c, FLOATS(n));
-    mpi_recv(c, buf, n, peer, &h->pending);
+    CommHandle *h = uses(start(&ci, c, peer == c->rank ? 0 : FLOATS(n)), buf, FLOATS(n), NULL, 0);
+    BACKEND(mpi_recv(c, buf, n, peer, &h->pending));
     return h;
 }
 
@@ -541,7 +608,7 @@ CommHandle *comm_barrier_async(Comm *c) {
     CallInfo ci;
     describe(&ci, c, COMM_OP_BARRIER, 0, -1, " (async)");
     CommHandle *h = start(&ci, c, 0);
-    mpi_barrier(c, &h->pending);
+    BACKEND(mpi_barrier(c, &h->pending));
     return h;
 }
 
@@ -556,13 +623,22 @@ uint64_t comm_stats_total_bus_bytes(const CommStats *s) {
 }
 
 // ---- bookkeeping between ranks ---------------------------------------------
+// These move bytes the counters do not count: each call counts itself, so
+// a lab can tell that student code used one.
+static void helper_call(const char *name) {
+    g_stats.helper_calls++;
+    snprintf(g_stats.last_helper, sizeof g_stats.last_helper, "%s", name);
+}
+
 void comm_all_gather_host(Comm *c, const void *send, size_t bytes, void *recv) {
     CHECK(bytes <= INT32_MAX, "comm_all_gather_host: %zu bytes is too many", bytes);
-    MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->mpi));
+    helper_call("comm_all_gather_host");
+    BACKEND(MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->mpi)));
 }
 
 void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t *lens) {
     CHECK(bytes <= INT32_MAX, "comm_gather_host: %zu bytes is too many", bytes);
+    helper_call("comm_gather_host");
     int mine = (int)bytes;
     int *counts = NULL, *displs = NULL;
     char *out = NULL;
@@ -571,7 +647,7 @@ void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t
         CHECK(counts, "out of memory");
         displs = counts + c->size;
     }
-    MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, root, c->mpi));
+    BACKEND(MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, counts, 1, MPI_INT, root, c->mpi)));
     if (c->rank == root) {
         size_t total = 0;
         for (int r = 0; r < c->size; r++) {
@@ -583,24 +659,27 @@ void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t
         out = malloc(total ? total : 1);
         CHECK(out, "out of memory gathering %zu bytes", total);
     }
-    MPI_CHECK(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, c->mpi));
+    BACKEND(MPI_CHECK(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, c->mpi)));
     free(counts);
     return out;
 }
 
 void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) {
     CHECK(bytes <= INT32_MAX, "comm_broadcast_host: %zu bytes is too many", bytes);
-    MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi));
+    helper_call("comm_broadcast_host");
+    BACKEND(MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi)));
 }
 
 double comm_max_double(Comm *c, double v) {
     double out;
-    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, c->mpi));
+    helper_call("comm_max_double");
+    BACKEND(MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, c->mpi)));
     return out;
 }
 
 double comm_sum_double(Comm *c, double v) {
     double out;
-    MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, c->mpi));
+    helper_call("comm_sum_double");
+    BACKEND(MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, c->mpi)));
     return out;
 }

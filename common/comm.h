@@ -95,6 +95,8 @@ CommHandle *comm_recv_async(Comm *c, float *buf, size_t count, int peer);
 CommHandle *comm_barrier_async(Comm *c);
 void comm_wait(CommHandle *h);
 bool comm_test(CommHandle *h);
+// Asynchronous operations started and not yet waited on (finished or not).
+int comm_inflight(void);
 // Let every asynchronous operation in flight advance. MPI moves the data of
 // a non-blocking collective only inside its own calls, so a program that
 // computes while one is in flight calls this between pieces of compute.
@@ -109,11 +111,24 @@ typedef struct {
     double seconds_busy;     // time operations were under way (blocking calls; async: start to wait's end)
     double seconds_blocked;  // time this rank waited in them (blocking calls and comm_wait): the
                              // communication not hidden behind compute
+    // Communication the counters above cannot see: the bookkeeping helpers
+    // below (each call counts itself), and MPI called directly, outside this
+    // library (seen through MPI's profiling interface, mpi_watch.c).
+    uint64_t helper_calls;
+    char last_helper[32];       // "comm_broadcast_host"
+    uint64_t direct_mpi_calls;
+    char first_direct_mpi[32];  // "MPI_Allreduce"
 } CommStats;
 CommStats comm_stats(void);
 void comm_stats_reset(void);
 uint64_t comm_stats_total_bus_bytes(const CommStats *s);
 const char *comm_op_name(CommOp op);   // "all_reduce", ...
+
+// The watchdog: change the timeout (seconds; 0 turns it off) for what
+// follows, and name what the program is doing, for its lines ("checking
+// ring_all_reduce, count 4099"; NULL clears it).
+void comm_set_timeout(double timeout_s);
+void comm_watchdog_context(const char *what);
 
 // Bookkeeping between ranks (results, timings): host memory, raw bytes, not
 // counted in the statistics above and not traced.

@@ -56,6 +56,18 @@ static void ptrmap_put(PtrMap *m, uintptr_t k, uint64_t v) {
     m->vals[i] = v;
 }
 
+// Look k up; returns true and its value when it is there.
+static bool ptrmap_get(const PtrMap *m, uintptr_t k, uint64_t *v) {
+    if (!m->cap) return false;
+    size_t i = ptrmap_slot(m, k);
+    while (m->keys[i] != k) {
+        if (!m->keys[i]) return false;
+        i = (i + 1) & (m->cap - 1);
+    }
+    *v = m->vals[i];
+    return true;
+}
+
 // Remove k; returns true and its value when it was there.
 static bool ptrmap_take(PtrMap *m, uintptr_t k, uint64_t *v) {
     if (!m->cap) return false;
@@ -256,9 +268,21 @@ float *mem_alloc_floats(size_t count, MemCategory cat, const char *name) {
     return mem_alloc(count * sizeof(float), cat, name);
 }
 
+static const char *(*g_free_check)(const void *ptr, size_t bytes);
+
+void mem_set_free_check(const char *(*busy)(const void *ptr, size_t bytes)) { g_free_check = busy; }
+
 void mem_free(void *ptr) {
     if (!ptr) return;
     uint64_t v;
+    if (g_free_check) {
+        pthread_mutex_lock(&g_lock);
+        bool live = ptrmap_get(&g_blocks, (uintptr_t)ptr, &v);
+        pthread_mutex_unlock(&g_lock);
+        const char *user = live ? g_free_check(ptr, (size_t)(v >> 8)) : NULL;
+        CHECK(!user, "mem_free: this buffer is still in use by the %s, started and not yet waited "
+                     "on; comm_wait(handle) before freeing (or reusing) its buffers", user);
+    }
     pthread_mutex_lock(&g_lock);
     bool known = ptrmap_take(&g_blocks, (uintptr_t)ptr, &v);
     if (known) {

@@ -37,6 +37,11 @@ const char *mem_device_name(void);   // "cpu" or "cuda:0"
 void *mem_alloc(size_t bytes, MemCategory cat, const char *name);
 float *mem_alloc_floats(size_t count, MemCategory cat, const char *name);
 void mem_free(void *ptr);   // NULL is ignored; a pointer mem_alloc did not return is an error
+// Asked by mem_free before a block goes: what still uses it (a sentence), or
+// NULL. comm sets it, so that freeing a buffer an asynchronous operation
+// still reads or writes fails at once with its name instead of corrupting
+// memory later.
+void mem_set_free_check(const char *(*busy)(const void *ptr, size_t bytes));
 
 // Copies and fills that work whichever device the buffers live on.
 void mem_to_host(void *host_dst, const void *dev_src, size_t bytes);

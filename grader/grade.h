@@ -120,3 +120,13 @@ bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, do
 
 // Small helpers.
 double dump_scalar(const DumpFile *f, const char *name, double missing);
+
+// ---- shared by the training labs' specs (specs.c) ----
+
+// The reference flags of a lab run: its flags without the lab's own (listed
+// in `drop`, each with its value), plus the run's seed.
+const char *without_flags(const Run *run, const char *const *drop, char *buf, size_t len);
+// Parameters in a dump (the sum of the param/final/ tensors' sizes).
+double count_params(const DumpFile *f);
+// The student's hooks that still call lab_todo ("check/unfinished/<name>").
+void check_hooks_written(Grader *g, const Run *run);
