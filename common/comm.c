@@ -144,6 +144,7 @@ static void wd_report(const char *head, const char *tail) {
 static void on_sigterm(int sig) {
     (void)sig;
     wd_report("stopped while ", "");
+    core_run_cleanups();
     _exit(128 + SIGTERM);
 }
 
@@ -161,6 +162,7 @@ static void *wd_main(void *arg) {
                      "never makes the matching call",
                      timeout);
             wd_report("watchdog: waited ", tail);
+            core_run_cleanups();
             _exit(EXIT_TIMEOUT);
         }
     }
@@ -613,8 +615,20 @@ CommHandle *comm_barrier_async(Comm *c) {
 }
 
 // ---- statistics ------------------------------------------------------------
-CommStats comm_stats(void) { return g_stats; }
-void comm_stats_reset(void) { memset(&g_stats, 0, sizeof g_stats); }
+// MPI called directly, outside this library (mpi_watch.c).
+void mpi_watch_collect(CommStats *s);
+void mpi_watch_reset(void);
+
+CommStats comm_stats(void) {
+    CommStats s = g_stats;
+    mpi_watch_collect(&s);
+    return s;
+}
+
+void comm_stats_reset(void) {
+    memset(&g_stats, 0, sizeof g_stats);
+    mpi_watch_reset();
+}
 
 uint64_t comm_stats_total_bus_bytes(const CommStats *s) {
     uint64_t t = 0;

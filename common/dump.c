@@ -527,16 +527,17 @@ DumpDiff dump_diff(const DumpArray *a, const DumpArray *b) {
 // ---- what every program of the course writes ----
 
 void dump_run_meta(DumpWriter *w, Comm *c, const char *program, const Args *a, const char *extra) {
-    if (comm_rank(c) != 0) return;
+    if (c && comm_rank(c) != 0) return;
+    int world = c ? comm_size(c) : 1;   // no communicator: a run on one device
     char config[2048];
     snprintf(config, sizeof config,
              "steps %d\nseed %llu\nlr %.9g\nbatch %d\nseq %d\ndim %d\nheads %d\nlayers %d\n"
              "vocab %d\ndata %s\ndevice %s\nbackend %s\nworld_size %d\n%s",
              a->steps, (unsigned long long)a->seed, a->lr, a->batch, a->seq, a->dim, a->heads,
              a->layers, a->vocab, a->data ? a->data : "synthetic", mem_device_name(),
-             comm_backend_name(), comm_size(c), extra ? extra : "");
+             comm_backend_name(), world, extra ? extra : "");
     dump_text(w, "meta/program", program);
-    dump_scalar_i64(w, "meta/world_size", comm_size(c));
+    dump_scalar_i64(w, "meta/world_size", world);
     dump_scalar_i64(w, "meta/seed", (int64_t)a->seed);
     dump_text(w, "meta/config", config);
 }
@@ -546,8 +547,10 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
     typedef struct {
         MemReport mem;
         CommStats comm;
+        double live[MEM_NCAT];   // bytes still allocated now, by category (a leak shows here)
     } RankStats;
-    RankStats mine = {mem ? *mem : mem_report(), comm_stats()};
+    RankStats mine = {mem ? *mem : mem_report(), comm_stats(), {0}};
+    for (int k = 0; k < MEM_NCAT; k++) mine.live[k] = (double)mem_live((MemCategory)k);
     RankStats *all = malloc((size_t)N * sizeof *all);
     CHECK(all, "out of memory gathering statistics");
     comm_all_gather_host(c, &mine, sizeof mine, all);
@@ -565,6 +568,10 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         dump_f64(w, "mem/peak_total", f, 1, shape);
         for (int r = 0; r < N; r++) f[r] = all[r].mem.measured_peak;
         dump_f64(w, "mem/measured_peak", f, 1, shape);
+        shape[1] = MEM_NCAT;
+        for (int r = 0; r < N; r++)
+            for (int k = 0; k < MEM_NCAT; k++) f[r * MEM_NCAT + k] = all[r].live[k];
+        dump_f64(w, "mem/live", f, 2, shape);
         shape[1] = COMM_NOPS;
         for (int r = 0; r < N; r++)
             for (int k = 0; k < COMM_NOPS; k++) {
@@ -575,6 +582,13 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         dump_i64(w, "comm/calls", calls, 2, shape);
         dump_i64(w, "comm/bytes", bytes, 2, shape);
         dump_i64(w, "comm/bus_bytes", bus, 2, shape);
+        // Communication outside the counters above: bookkeeping helpers, MPI called directly.
+        for (int r = 0; r < N; r++) {
+            calls[r] = (int64_t)all[r].comm.helper_calls;
+            bytes[r] = (int64_t)all[r].comm.direct_mpi_calls;
+        }
+        dump_i64(w, "comm/helper_calls", calls, 1, shape);
+        dump_i64(w, "comm/direct_mpi_calls", bytes, 1, shape);
         free(f);
         free(calls);
     }

@@ -7,8 +7,13 @@
 // (comm_block: the first count % N ranks hold one element more).
 //
 // Allowed: comm_send, comm_recv, comm_sendrecv (and comm_rank, comm_size,
-// comm_block), ops.h for arithmetic on tensors, mem.h for buffers. Not
-// allowed: the library's collectives, of course.
+// comm_block), ops.h for arithmetic on tensors, mem.h for buffers
+// (mem_alloc_floats, mem_copy, and mem_free for every buffer allocated). Not
+// allowed, and failed by the harness: the library's collectives, the
+// bookkeeping helpers (comm_broadcast_host, ...: bytes nobody counts) and MPI
+// called directly. Each call must also send no more bytes than the ring (a
+// broadcast: each rank but the root receives the data once) and leave no
+// COMM memory allocated.
 #pragma once
 
 #include <stddef.h>
