@@ -71,7 +71,11 @@ lab_id = $(word 1,$(subst _, ,$(1)))
 LABS := $(foreach d,$(LAB_DIRS),$(BUILD)/$(call lab_id,$(d)) \
           $(if $(wildcard $(d)/solution/*.c),$(BUILD)/$(call lab_id,$(d))_solution))
 
-GRADER_SRC := $(wildcard grader/*.c)
+# The grader's checks (everything in grader/ but grade.c, which runs and
+# reports) are a library of their own: the lab programs link it too and
+# grade themselves with it at the end of a run (grader/verdict.h).
+VERDICT_SRC := $(filter-out grader/grade.c,$(wildcard grader/*.c))
+VERDICT := $(BUILD)/libverdict.a
 GRADER := $(BUILD)/grade
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LABS) $(GRADER)
@@ -125,17 +129,21 @@ $(BUILD)/libtestutil.a: $(OBJ)/common/tests/testutil.o $(OBJ)/common/tests/testu
 
 $(OBJ)/common/tests/%.o: CFLAGS += $(CHECK_CFLAGS)
 
-$(GRADER): $(GRADER_SRC:%.c=$(OBJ)/%.o) $(LIB)
+$(VERDICT): $(VERDICT_SRC:%.c=$(OBJ)/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(GRADER): $(OBJ)/grader/grade.o $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
 
 define LAB_RULES
 $(1)_ID := $(word 1,$(subst _, ,$(1)))
 $(1)_STUDENT := $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
 $(1)_SOLUTION := $$(patsubst $(1)/%,$(1)/solution/%,$$($(1)_STUDENT))
-$(OBJ)/$(1)/%.o: CFLAGS += -I$(1)
-$(BUILD)/$$($(1)_ID): $(OBJ)/$(1)/main.o $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(LIB)
+$(OBJ)/$(1)/%.o: CFLAGS += -I$(1) -Igrader
+$(BUILD)/$$($(1)_ID): $(OBJ)/$(1)/main.o $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
-$(BUILD)/$$($(1)_ID)_solution: $(OBJ)/$(1)/main.o $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(LIB)
+$(BUILD)/$$($(1)_ID)_solution: $(OBJ)/$(1)/main.o $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
 .PHONY: $$($(1)_ID) check-$$($(1)_ID)
 $$($(1)_ID): $(BUILD)/$$($(1)_ID) $(if $(wildcard $(1)/solution/*.c),$(BUILD)/$$($(1)_ID)_solution)

@@ -57,6 +57,10 @@ static void bind_common(Args *a, ArgExtra *t) {
     memcpy(t, common, sizeof common);
 }
 
+// The command line after the program's name, as given.
+static char g_line[1024];
+const char *args_command_line(void) { return g_line; }
+
 // Flags given on the command line, for args_given.
 enum { MAX_GIVEN = 64 };
 static char g_given[MAX_GIVEN][64];
@@ -193,6 +197,9 @@ void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtr
     ArgExtra common[NCOMMON];
     bind_common(a, common);
     g_ngiven = 0;
+    g_line[0] = 0;
+    for (int i = 1, n = 0; i < argc && n + 2 < (int)sizeof g_line; i++)
+        n += snprintf(g_line + n, sizeof g_line - (size_t)n, "%s%s", i > 1 ? " " : "", argv[i]);
 
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];

@@ -58,5 +58,9 @@ void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtr
 // tell a default from a choice).
 bool args_given(const char *name);
 
+// The flags as given on the command line (after the program's name, joined
+// by spaces), for a program that describes its own run.
+const char *args_command_line(void);
+
 // One line describing the model: "GPT 4L 128C 4H T64 B8 V256".
 const char *args_model_string(const Args *a, char *buf, size_t len);

@@ -2,6 +2,8 @@
 #include "core.h"
 
 #include <mpi.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -40,6 +42,23 @@ const char *core_program(void) { return g_program; }
 
 void core_set_abort_hook(void (*hook)(int)) { g_abort_hook = hook; }
 
+static void (*g_cleanups[8])(void);
+static volatile sig_atomic_t g_ncleanups;
+
+void core_run_cleanups(void) {
+    // Each runs once, even when this is reached again from a signal.
+    while (g_ncleanups > 0) {
+        void (*fn)(void) = g_cleanups[--g_ncleanups];
+        fn();
+    }
+}
+
+void core_add_cleanup(void (*fn)(void)) {
+    static bool registered;
+    if (!registered) atexit(core_run_cleanups), registered = true;
+    if (g_ncleanups < 8) g_cleanups[g_ncleanups++] = fn;
+}
+
 // Format into one buffer and write it with one call, so lines from several
 // ranks sharing a terminal do not interleave mid-line.
 static void vwrite_line(FILE *f, const char *prefix, const char *fmt, va_list ap) {
@@ -65,6 +84,7 @@ PL_NORETURN void core_fail(const char *file, int line, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "%s%s\n", prefix, msg);
     fflush(stderr);
+    core_run_cleanups();
     if (g_abort_hook) g_abort_hook(EXIT_CHECK);
     exit(EXIT_CHECK);
 }

@@ -41,6 +41,13 @@ PL_NORETURN void core_fail(const char *file, int line, const char *fmt, ...)
 // on every rank. Safe before and after comm_init; every rank must call it.
 PL_NORETURN void core_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// Cleanups (removing a run's temporary files) run once however the process
+// ends: a normal exit, a failed check, a usage error, the watchdog, or
+// SIGTERM from the launcher. Each must be async-signal-safe (unlink, rmdir
+// of paths it already holds). At most 8.
+void core_add_cleanup(void (*fn)(void));
+void core_run_cleanups(void);
+
 // Hook run by core_fail before the process ends (comm sets it to MPI_Abort).
 void core_set_abort_hook(void (*hook)(int exit_code));
 

@@ -1,10 +1,13 @@
 // harness.h: what the training labs' harnesses share: the single-device
-// reference run they are measured against, and the lines they print.
+// reference run they are measured against, the verdict at the end, and the
+// lines they print.
 //
-// The reference runs first, on rank 0, with the same flags; its losses are
-// kept (every rank gets them) and its final parameters go to a temporary
-// file, so that no memory of the reference is live while the lab runs and
-// each rank's measured memory is the lab's alone.
+// The reference runs first, on rank 0, with the same flags, three times:
+// the whole batch at once, and in micro-batches of two sizes (the measured
+// size of "the same training up to summation order", as the grader measures
+// it). Its losses are kept (every rank gets them) and its dumps go to a
+// private temporary directory, so that no memory of the reference is live
+// while the lab runs and each rank's measured memory is the lab's alone.
 #pragma once
 
 #include <stdbool.h>
@@ -15,17 +18,27 @@
 
 typedef struct DumpWriter DumpWriter;
 
-typedef struct {
+enum { HARNESS_MAX_REFS = 3 };
+
+typedef struct Reference {
     bool on;           // false with --no-ref
     int steps;
     double *loss;      // (steps) the reference's loss at each step, on every rank
-    char path[256];    // rank 0: its final parameters, a dump (removed by harness_reference_free)
+    // Rank 0: a private directory (mode 0700) for the reference's dumps and,
+    // without --dump, this run's own; removed by harness_reference_free.
+    char dir[256];
+    char path[300];    // the reference's dump: its final parameters, first gradient, moments
+    char paths[HARNESS_MAX_REFS][300];   // path, then the runs in micro-batches
+    int npaths;
+    char own_dump[300];   // where this run's dump goes: --dump, or a file in dir
 } Reference;
 
 // Train build/ref's model with the same flags on rank 0 (the other ranks
-// wait); a no-op when `on` is false. Collective.
+// wait); with `on` false only the private directory is made. Collective.
 Reference harness_reference(Comm *c, const Args *a, bool on);
 void harness_reference_free(Reference *r);
+// (The verdict at the end of a run, the grader's own checks on this run's
+// dump at own_dump, is grader/verdict.h's verdict_of_lab_run.)
 
 // The lab's final parameters (whole units, canonical layout, on rank 0)
 // against the reference's: the relative Frobenius error over the whole

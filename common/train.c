@@ -1,6 +1,8 @@
 // train.c: the single-device reference training loop.
 #include "train.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core.h"
@@ -76,4 +78,68 @@ double train_step(Trainer *t) {
     double loss = train_grads(t);
     train_update(t);
     return loss;
+}
+
+// ---- recording what the dump needs -----------------------------------------
+
+static float **snapshot(const Trainer *t, float **units) {
+    float **copy = gpt_alloc_units(t->model, MEM_OTHER, "dump copy");
+    for (int u = 0; u < t->model->nunits; u++)
+        mem_copy(copy[u], units[u], t->model->units[u].size * sizeof(float));
+    return copy;
+}
+
+void train_history_init(TrainHistory *h, const Trainer *t, bool tensors) {
+    const Args *a = &t->args;
+    size_t steps = (size_t)(a->steps ? a->steps : 1), BT = (size_t)a->batch * a->seq;
+    *h = (TrainHistory){0};
+    h->loss = malloc(steps * sizeof *h->loss);
+    h->x = malloc(steps * BT * sizeof *h->x);
+    h->y = malloc(steps * BT * sizeof *h->y);
+    CHECK(h->loss && h->x && h->y, "out of memory");
+    h->tensors = tensors;
+    if (tensors) h->init_params = snapshot(t, t->params);
+}
+
+double train_step_recorded(Trainer *t, TrainHistory *h) {
+    const Args *a = &t->args;
+    double loss = train_grads(t);
+    if (h->steps == 0 && h->tensors) h->first_grads = snapshot(t, t->grads);
+    train_update(t);
+    CHECK(isfinite(loss), "the loss became %g at step %d; try a smaller --lr", loss, h->steps + 1);
+    size_t BT = (size_t)a->batch * a->seq, s = (size_t)h->steps;
+    if (h->steps < a->steps) {
+        h->loss[s] = (float)loss;
+        for (size_t i = 0; i < BT; i++) h->x[s * BT + i] = t->x[i], h->y[s * BT + i] = t->y[i];
+        h->steps++;
+    }
+    return loss;
+}
+
+void train_history_dump(const TrainHistory *h, const Trainer *t, DumpWriter *w, Comm *c) {
+    const Args *a = &t->args;
+    char extra[512], optim[256];
+    snprintf(extra, sizeof extra, "%sdropout %.9g\nmicro %d\n",
+             optim_config_lines(&t->optim, optim, sizeof optim), a->dropout, t->micro);
+    dump_run_meta(w, c, "ref", a, extra);
+    uint64_t steps = (uint64_t)h->steps;
+    dump_f32(w, "loss", h->loss, 1, &steps);
+    uint64_t bshape[3] = {steps, (uint64_t)a->batch, (uint64_t)a->seq};
+    dump_i64(w, "batch/x", h->x, 3, bshape);
+    dump_i64(w, "batch/y", h->y, 3, bshape);
+    if (h->init_params) gpt_dump_units(t->model, w, "param/init", h->init_params);
+    if (h->first_grads) gpt_dump_units(t->model, w, "grad/first", h->first_grads);
+    gpt_dump_units(t->model, w, "param/final", t->params);
+    gpt_dump_units(t->model, w, "optim/m", t->m);
+    gpt_dump_units(t->model, w, "optim/v", t->v);
+    if (c) dump_rank_stats(w, c, NULL);
+}
+
+void train_history_free(TrainHistory *h, const Trainer *t) {
+    gpt_free_units(t->model, h->init_params);
+    gpt_free_units(t->model, h->first_grads);
+    free(h->loss);
+    free(h->x);
+    free(h->y);
+    *h = (TrainHistory){0};
 }

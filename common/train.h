@@ -5,7 +5,10 @@
 // distributed run must reproduce what this does, step for step.
 #pragma once
 
+#include <stdbool.h>
+
 #include "args.h"
+#include "dump.h"
 #include "data.h"
 #include "gpt.h"
 #include "optim.h"
@@ -33,3 +36,26 @@ double train_grads(Trainer *t);
 void train_update(Trainer *t);
 // Both.
 double train_step(Trainer *t);
+
+// What build/ref --dump writes, recorded step by step: the losses, the
+// batches, the initial parameters and the first step's gradient (copies,
+// counted under OTHER: they are not part of training).
+typedef struct {
+    int steps;              // recorded so far
+    float *loss;            // (steps)
+    int64_t *x, *y;         // (steps, B, T)
+    float **init_params;    // the units before the first step
+    float **first_grads;    // the units' gradients of the first step
+    bool tensors;           // keep init_params and first_grads
+} TrainHistory;
+// tensors: also the parameter and gradient copies (a dump wants them; a run
+// without one would only pay their memory).
+void train_history_init(TrainHistory *h, const Trainer *t, bool tensors);
+// One step (gradients, update) recorded; returns its loss.
+double train_step_recorded(Trainer *t, TrainHistory *h);
+// The dump: meta, losses, batches, param/init, grad/first, param/final,
+// optim/m, optim/v, and each rank's statistics when c is not NULL
+// (collective over c then).
+typedef struct Comm Comm;
+void train_history_dump(const TrainHistory *h, const Trainer *t, DumpWriter *w, Comm *c);
+void train_history_free(TrainHistory *h, const Trainer *t);

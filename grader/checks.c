@@ -20,11 +20,12 @@ double dump_scalar(const DumpFile *f, const char *name, double missing) {
 typedef struct {
     int rank;
     bool in_call;
-    char what[200];   // "recv of 4 B from rank 1", "all_reduce of 4 kB over 4 ranks", "computing; ..."
+    char what[200];      // "recv of 4 B from rank 1", "all_reduce of 4 kB over 4 ranks", "computing; ..."
+    char context[160];   // what the program was doing: "checking ring_all_reduce, count 4099", or ""
 } Wait;
 
-// The watchdog's lines: "[prog rank R] watchdog: waited in WHAT for S s (...)"
-// and "[prog rank R] stopped while in WHAT for S s" / "stopped while computing...".
+// The watchdog's lines: "[prog rank R] watchdog: waited in WHAT for S s [while CONTEXT] (...)"
+// and "[prog rank R] stopped while in WHAT for S s [while CONTEXT]" / "stopped while computing...".
 static int parse_waits(const char *out, Wait *w, int cap) {
     int n = 0;
     for (const char *p = out; p && *p && n < cap; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
@@ -38,7 +39,7 @@ static int parse_waits(const char *out, Wait *w, int cap) {
         const char *in = strstr(line, "watchdog: waited in ");
         const char *st = strstr(line, "] stopped while ");
         if (!rk || (!in && !st)) continue;
-        Wait x = {atoi(rk + 6), false, ""};
+        Wait x = {atoi(rk + 6), false, "", ""};
         const char *what;
         if (in) {
             what = in + strlen("watchdog: waited in ");
@@ -49,6 +50,12 @@ static int parse_waits(const char *out, Wait *w, int cap) {
             if (x.in_call) what += 3;
         }
         snprintf(x.what, sizeof x.what, "%s", what);
+        char *ctx = strstr(x.what, " [while ");
+        if (ctx) {
+            snprintf(x.context, sizeof x.context, "%s", ctx + strlen(" [while "));
+            x.context[strcspn(x.context, "]")] = 0;
+            *ctx = 0;
+        }
         char *cut = strstr(x.what, " for ");
         if (x.in_call && cut) *cut = 0;
         // A rank may have both lines; keep the first.
@@ -72,11 +79,50 @@ static int peer_of(const Wait *w) {
     return p ? atoi(p + 6) : -1;
 }
 
+static const Wait *wait_of(const Wait *w, int n, int rank) {
+    for (int i = 0; i < n; i++)
+        if (w[i].rank == rank) return &w[i];
+    return NULL;
+}
+
+static bool is_op(const Wait *w, const char *op) {
+    char o[32];
+    op_of(w, o, sizeof o);
+    return w->in_call && strcmp(o, op) == 0;
+}
+
+// Whether rank w is (also) sending to `to`: a send, or a sendrecv's send half.
+static bool sends_to(const Wait *w, int to) {
+    char half[48];
+    snprintf(half, sizeof half, "while sending to rank %d", to);
+    return (is_op(w, "send") && peer_of(w) == to) || (w->in_call && strstr(w->what, half));
+}
+
+// A cycle of at least three ranks, each waiting in a blocking send to the
+// next: every rank sends before it receives, and no send can finish. Returns
+// its length and writes the ranks, in order, into `ring`.
+static int send_cycle(const Wait *w, int n, char *ring, size_t len) {
+    for (int i = 0; i < n; i++) {
+        const Wait *x = &w[i];
+        int steps = 0;
+        size_t m = (size_t)snprintf(ring, len, "%d", x->rank);
+        while (is_op(x, "send") && steps <= n) {
+            x = wait_of(w, n, peer_of(x));
+            steps++;
+            if (!x) break;
+            if (m + 16 < len) m += (size_t)snprintf(ring + m, len - m, " -> %d", x->rank);
+            if (x->rank == w[i].rank) return steps >= 3 ? steps : 0;
+        }
+    }
+    return 0;
+}
+
 const char *diagnose_hang(const char *output, char *buf, size_t len) {
     Wait w[64];
     int n = parse_waits(output, w, 64);
     if (n == 0) return NULL;
     size_t m = 0;
+    char ring[160];
     // Two ranks waiting on each other in the same direction.
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++) {
@@ -90,9 +136,41 @@ const char *diagnose_hang(const char *output, char *buf, size_t len) {
                                       "Order the two calls differently on the two ranks, or use comm_sendrecv. ",
                                       w[i].rank, w[j].rank, oi, strcmp(oi, "recv") == 0 ? "from" : "to",
                                       strcmp(oi, "recv") == 0 ? "receive" : "send (a large message is not buffered)");
-                goto lines;
+                goto context;
             }
         }
+    // Three or more ranks round a ring, each in a send to the next: a deadlock
+    // no pair shows, since every rank waits on a different one.
+    int cycle = send_cycle(w, n, ring, sizeof ring);
+    if (cycle) {
+        m += (size_t)snprintf(buf + m, len - m,
+                              "a cycle of blocking sends (a deadlock of %d ranks, %s): every rank sends before "
+                              "it receives, and a message too large to buffer waits for its receive; use "
+                              "comm_sendrecv or let every other rank receive first. ", cycle, ring);
+        goto context;
+    }
+    // A rank waiting to receive from one that is not sending to it: the
+    // message was never sent, went to another rank, or an earlier receive
+    // took it. The peer that has gone on (not in any call) says most.
+    {
+        const Wait *waiter = NULL, *peer = NULL;
+        for (int i = 0; i < n; i++) {
+            if (!is_op(&w[i], "recv")) continue;
+            const Wait *p = wait_of(w, n, peer_of(&w[i]));
+            if (!p || sends_to(p, w[i].rank)) continue;
+            if (!waiter || (!p->in_call && peer->in_call)) waiter = &w[i], peer = p;
+        }
+        if (waiter) {
+            m += (size_t)snprintf(buf + m, len - m,
+                                  "rank %d waits to receive from rank %d, which is not sending to it: rank %d is "
+                                  "%s%s. A missing or stray message: a send that was skipped (a condition off by "
+                                  "one?), went to another rank, or was taken by another receive. ",
+                                  waiter->rank, peer->rank, peer->rank, peer->in_call ? "in " : "",
+                                  peer->in_call ? peer->what : "past it, computing or in a call the watchdog "
+                                                               "does not watch");
+            goto context;
+        }
+    }
     {
         // Ranks in different collectives, or some not in any call.
         char first[32] = "";
@@ -123,14 +201,85 @@ const char *diagnose_hang(const char *output, char *buf, size_t len) {
                                   "every rank waits in %s: a message or a rank is missing (a send without its "
                                   "receive, or a group that does not include every rank that calls). ", first);
     }
-lines:
-    m += (size_t)snprintf(buf + m, len - m, "The watchdog's lines:");
+context:
+    // What the program was doing when it hung (the lab's harness names it).
+    for (int i = 0; i < n && m + 1 < len; i++)
+        if (w[i].context[0]) {
+            m += (size_t)snprintf(buf + m, len - m, "It hung while %s. ", w[i].context);
+            break;
+        }
+    if (m + 1 < len) m += (size_t)snprintf(buf + m, len - m, "The watchdog's lines:");
     for (int i = 0; i < n && m + 1 < len; i++)
         m += (size_t)snprintf(buf + m, len - m, " [rank %d] %s%s;", w[i].rank, w[i].in_call ? "in " : "", w[i].what);
     return buf;
 }
 
 // ---- did it run ------------------------------------------------------------
+
+static const char *signal_name(int signo) {
+    switch (signo) {
+    case 6: return " (SIGABRT, an abort)";
+    case 7: return " (SIGBUS)";
+    case 8: return " (SIGFPE, arithmetic)";
+    case 9: return " (SIGKILL)";
+    case 11: return " (SIGSEGV, a bad memory access)";
+    default: return "";
+    }
+}
+
+// The first line of `out` that contains `what`, quoted into buf (or "").
+static const char *quote_line(const char *out, const char *what, char *buf, size_t len) {
+    const char *p = strstr(out, what);
+    buf[0] = 0;
+    if (!p) return buf;
+    const char *b = p;
+    while (b > out && b[-1] != '\n') b--;
+    size_t n = strcspn(b, "\n");
+    snprintf(buf, len, "%.*s", (int)(n < 300 ? n : 300), b);
+    return buf;
+}
+
+// Why a rank died of a signal, from the signal and what the run printed.
+static void diagnose_crash(const char *out, int signo, char *diag, size_t len) {
+    // What glibc, the sanitizers and assert() print before an abort says more than the signal.
+    static const char *const said[] = {"double free", "free(): ", "malloc(): ", "corrupted ", "munmap_chunk",
+                                       "realloc(): ", "stack smashing", "Assertion", "AddressSanitizer",
+                                       "runtime error:", NULL};
+    char line[320];
+    for (const char *const *w = said; *w; w++)
+        if (quote_line(out, *w, line, sizeof line)[0]) {
+            snprintf(diag, len, "the program said \"%s\": %s", line,
+                     strstr(line, "Sanitizer") || strstr(line, "runtime error")
+                         ? "the sanitizer names the file and line"
+                         : strstr(line, "Assertion") ? "an assertion failed"
+                         : "the allocator found its bookkeeping damaged: a buffer freed twice, a pointer "
+                           "that mem_alloc/malloc did not return, or a write past the end of a buffer "
+                           "(run with SAN=1 builds for the file and line)");
+            return;
+        }
+    switch (signo) {
+    case 11:
+    case 7:
+        snprintf(diag, len, "signal %d is a read or write outside a buffer: check the offsets and lengths "
+                 "of blocks and shards, and that no buffer is used after mem_free (a build with SAN=1 "
+                 "names the line)", signo);
+        break;
+    case 6:
+        snprintf(diag, len, "signal 6 is an abort: the C library or an assert() stopped the program; "
+                 "the lines it printed before are above in the run's output");
+        break;
+    case 8:
+        snprintf(diag, len, "signal 8 is an arithmetic fault: an integer division by zero (a count "
+                 "divided by N - 1 at N = 1, or by a block length of 0?)");
+        break;
+    case 9:
+        snprintf(diag, len, "signal 9: the process was killed from outside, most often by the kernel "
+                 "when memory ran out (something allocated far too much?)");
+        break;
+    default:
+        snprintf(diag, len, "the program died of signal %d", signo);
+    }
+}
 
 bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
     char fig[160], diag[1024];
@@ -166,9 +315,9 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
                         "it exited 0 without writing its results: did the harness finish (a return or "
                         "exit() in the student's code ends the program early)?");
         } else if (sig) {
-            snprintf(fig, sizeof fig, "crashed (exit %d)", run->exit_code);
-            snprintf(diag, sizeof diag, "%.200s -- a signal 11 (segmentation fault) is a read or write "
-                     "outside a buffer: check the offsets and lengths of blocks and shards", sig);
+            int signo = atoi(sig + strlen("exited on signal"));
+            snprintf(fig, sizeof fig, "crashed: signal %d%s (exit %d)", signo, signal_name(signo), run->exit_code);
+            diagnose_crash(run->output, signo, diag, sizeof diag);
             grade_check(g, run, "run ends", false, fig, "exit 0", diag);
         } else {
             snprintf(fig, sizeof fig, "failed (exit %d)", run->exit_code);
@@ -278,6 +427,36 @@ static double frob_ratio(const DumpFile *lab, const DumpFile *ref, const char *p
     return b > 0 ? sqrt(a / b) : 0;
 }
 
+// What the parameters a run started from say, for a first step that is off:
+// "check/init_sumsq_per_rank" (the lab's) against the reference's param/init.
+static const char *start_diagnosis(const DumpFile *lab, const DumpFile *ref) {
+    static char buf[400];
+    const DumpArray *init = dump_find(lab, "check/init_sumsq_per_rank");
+    buf[0] = 0;
+    if (!init || init->type == DUMP_TEXT || init->count == 0) return buf;
+    double want = 0;
+    bool have = false;
+    for (int i = 0; i < ref->count; i++)
+        if (strncmp(ref->arrays[i].name, "param/init/", 11) == 0 && ref->arrays[i].type != DUMP_TEXT)
+            want += sumsq(&ref->arrays[i]), have = true;
+    if (!have) return buf;
+    bool equal = true;
+    for (uint64_t r = 1; r < init->count; r++) equal &= dump_get(init, r) == dump_get(init, 0);
+    double got = dump_get(init, 0);
+    bool rank0 = fabs(got - want) <= 1e-5 * want;
+    if (!equal)
+        snprintf(buf, sizeof buf, ". The replicas did not start equal (each rank's initial parameters differ): "
+                 "broadcast rank 0's parameters to every rank before training");
+    else if (!rank0)
+        snprintf(buf, sizeof buf, ". The replicas started equal, but not from rank 0's parameters (their sum of "
+                 "squares is %.6g, rank 0's initialisation gives %.6g): broadcast from root 0, after the "
+                 "parameters are initialised", got, want);
+    else
+        snprintf(buf, sizeof buf, ". The ranks started from the reference's parameters, so look at the "
+                 "forward pass and the rows each rank reads");
+    return buf;
+}
+
 void check_equivalence(Grader *g, const Run *run, int N) {
     const DumpFile *lab = run->dump, *ref = run->ref;
     const Measured *m = run->measured;
@@ -290,20 +469,27 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         snprintf(bound, sizeof bound, "%llu steps", lr ? (unsigned long long)lr->count : 0ull);
         grade_check(g, run, "loss per step", false, fig, bound, "the dump's loss array is missing or has the wrong length");
     } else {
-        double worst = 0;
-        uint64_t at = 0;
+        double worst = 0, tol = TOL_FACTOR * fmax(m->loss, m->loss_ulp);
+        uint64_t at = 0, first = lr->count;   // the worst step, and the first above tolerance
         for (uint64_t s = 0; s < lr->count; s++) {
             double d = fabs(dump_get(ll, s) - dump_get(lr, s));
             if (!(d <= worst)) worst = d, at = s;   // NaN counts as the worst
+            if (!(d <= tol) && first == lr->count) first = s;
         }
-        double tol = TOL_FACTOR * fmax(m->loss, m->loss_ulp);
         snprintf(fig, sizeof fig, "max |dloss| %.2e (step %llu)", worst, (unsigned long long)at + 1);
         snprintf(bound, sizeof bound, "<= %.1e (%dx measured)", tol, TOL_FACTOR);
-        snprintf(diag, sizeof diag, "at step %llu the loss is %.6g, the reference's %.6g%s",
-                 (unsigned long long)at + 1, dump_get(ll, at), dump_get(lr, at),
-                 at == 0 ? ": already the first step differs, so the forward pass or the data differ "
-                           "(each rank must see its own rows of the same global batch)"
-                         : ": the first steps agree, so the update differs (gradients or optimizer)");
+        if (first < lr->count) {
+            uint64_t f = first;
+            int n = snprintf(diag, sizeof diag, "the loss first leaves the reference at step %llu (%.6g, the "
+                             "reference's %.6g)", (unsigned long long)f + 1, dump_get(ll, f), dump_get(lr, f));
+            if (f > 0)
+                snprintf(diag + n, sizeof diag - (size_t)n, "; the steps before agree, so the forward pass and "
+                         "the start were right and an update differs (the gradients or the optimizer)");
+            else
+                snprintf(diag + n, sizeof diag - (size_t)n, "; already the first step differs, so the model "
+                         "did not start from the reference's parameters or the forward pass or the data "
+                         "differ%s", start_diagnosis(lab, ref));
+        }
         grade_check(g, run, "loss per step", worst <= tol, fig, bound, diag);
     }
 
@@ -463,23 +649,36 @@ double check_comm_volume(Grader *g, const Run *run, double expected, const char 
                     "the harness did not write its counters");
         return 0;
     }
-    double worst = 0, worst_ratio = 1;
-    uint64_t at = 0;
+    // The rank that sent the most, and the one that sent the least.
+    double most = -1, least = INFINITY;
+    uint64_t at_most = 0, at_least = 0;
     for (uint64_t r = 0; r < bus->shape[0]; r++) {
         double total = 0;
         for (uint64_t k = 0; k < bus->shape[1]; k++) total += dump_get(bus, r * bus->shape[1] + k);
-        double ratio = expected > 0 ? total / expected : (total > 0 ? INFINITY : 1);
-        if (fabs(ratio - 1) >= fabs(worst_ratio - 1)) worst = total, worst_ratio = ratio, at = r;
+        if (total > most) most = total, at_most = r;
+        if (total < least) least = total, at_least = r;
     }
-    bool ok = expected > 0 ? fabs(worst - expected) <= 0.005 * expected : worst == 0;
-    snprintf(fig, sizeof fig, "%s (rank %llu, x%.2f)", core_fmt_bytes(worst, b1, sizeof b1),
-             (unsigned long long)at, worst_ratio);
-    snprintf(bound, sizeof bound, "%s = %s", formula, core_fmt_bytes(expected, b2, sizeof b2));
-    if (worst_ratio > 1)
+    // More than the formula is the lab's cost done wrong. Less is a saving
+    // when the training matches (ZeRO-3 may keep the last unit gathered from
+    // its forward to its backward, as FSDP does); when it does not match,
+    // the bytes that are missing are the likely reason.
+    bool trained_wrong = false;
+    for (int k = 0; k < g->n; k++)
+        trained_wrong |= !g->results[k].pass && strcmp(g->results[k].run, run->name) == 0;
+    bool above = expected > 0 ? most > 1.005 * expected : most > 0;
+    bool below = expected > 0 && least < 0.995 * expected;
+    bool ok = !above && !(below && trained_wrong);
+    double worst = above || !below ? most : least;
+    uint64_t at = above || !below ? at_most : at_least;
+    double worst_ratio = expected > 0 ? worst / expected : (worst > 0 ? INFINITY : 1);
+    snprintf(fig, sizeof fig, "%s (rank %llu, x%.3f%s)", core_fmt_bytes(worst, b1, sizeof b1),
+             (unsigned long long)at, worst_ratio, below && !trained_wrong ? ", a saving" : "");
+    snprintf(bound, sizeof bound, "<= %s = %s", formula, core_fmt_bytes(expected, b2, sizeof b2));
+    if (above)
         snprintf(diag, sizeof diag, "%.2f times the bytes the formula allows: %s", worst_ratio, diagnosis_if_more);
     else
-        snprintf(diag, sizeof diag, "%.2f of the bytes the formula needs: some gradients (or parameters) "
-                 "were never communicated", worst_ratio);
+        snprintf(diag, sizeof diag, "%.2f of the bytes the formula needs, and the training differs: some "
+                 "gradients (or parameters) were never communicated", worst_ratio);
     grade_check(g, run, "bytes communicated per rank", ok, fig, bound, diag);
     return worst_ratio;
 }

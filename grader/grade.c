@@ -10,6 +10,7 @@
 // It judges only what the programs wrote into their dumps, never what they
 // printed, and exits 0 only when every graded check passes.
 #include <errno.h>
+#include <glob.h>
 #include <float.h>
 #include <limits.h>
 #include <math.h>
@@ -26,39 +27,6 @@
 #include "args.h"
 #include "core.h"
 #include "grade.h"
-
-// ---- results ---------------------------------------------------------------
-
-typedef struct {
-    char lab[16], run[96], check[96];
-    bool pass, hidden;
-    char figure[160], bound[160], diagnosis[1024];
-} Result;
-
-struct Grader {
-    Result *results;
-    int n, cap;
-    const char *lab;   // the lab being graded
-};
-
-void grade_check(Grader *g, const Run *run, const char *check, bool pass, const char *figure,
-                 const char *bound, const char *diagnosis) {
-    if (g->n == g->cap) {
-        g->cap = g->cap ? 2 * g->cap : 64;
-        g->results = realloc(g->results, (size_t)g->cap * sizeof *g->results);
-        CHECK(g->results, "out of memory");
-    }
-    Result *r = &g->results[g->n++];
-    memset(r, 0, sizeof *r);
-    snprintf(r->lab, sizeof r->lab, "%s", g->lab);
-    snprintf(r->run, sizeof r->run, "%s", run ? run->name : "build");
-    snprintf(r->check, sizeof r->check, "%s", check);
-    r->pass = pass;
-    r->hidden = run && run->hidden;
-    snprintf(r->figure, sizeof r->figure, "%s", figure ? figure : "");
-    snprintf(r->bound, sizeof r->bound, "%s", bound ? bound : "");
-    if (!pass && diagnosis) snprintf(r->diagnosis, sizeof r->diagnosis, "%s", diagnosis);
-}
 
 // ---- running commands ------------------------------------------------------
 
@@ -181,6 +149,11 @@ static bool lab_selected(const Options *o, const char *id) {
     return false;
 }
 
+static bool is_patch(const char *path) {
+    size_t n = strlen(path);
+    return n > 6 && strcmp(path + n - 6, ".patch") == 0;
+}
+
 static bool exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
@@ -209,6 +182,22 @@ static void make_copy(Options *o) {
 static const char *place_submission(const Options *o, const LabSpec *lab, char *from, size_t len) {
     char dst[1024], q1[1100], q2[1100], line[2400];
     snprintf(dst, sizeof dst, "%s/%s/%s", o->build_tree, lab->dir, lab->student_file);
+    if (o->mutant && is_patch(o->mutant)) {
+        // A planted bug: a small patch against the solution, applied to a
+        // copy of it exactly (no fuzz), so a patch that no longer fits the
+        // solution fails loudly instead of grading something else.
+        char sol[1100], q1[1200], q2[1200], q3[1200], cmd[4000];
+        snprintf(sol, sizeof sol, "%s/%s/solution/%s", o->tree, lab->dir, lab->student_file);
+        shell_quote(q1, sizeof q1, sol);
+        shell_quote(q2, sizeof q2, dst);
+        shell_quote(q3, sizeof q3, o->mutant);
+        snprintf(cmd, sizeof cmd, "patch --fuzz=0 --batch --quiet --reject-file=- -o %s %s %s >&2 && touch %s",
+                 q2, q1, q3, q2);
+        CHECK(shell(cmd) == 0, "the planted bug %s no longer applies to %s: make it again against the "
+              "solution (diff -u)", o->mutant, sol);
+        snprintf(from, len, "%s", o->mutant);
+        return from;
+    }
     if (o->mutant) {
         snprintf(from, len, "%s", o->mutant);
     } else {
@@ -240,6 +229,8 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     snprintf(run->dir, sizeof run->dir, "%s", dir);
     snprintf(bin, sizeof bin, "%s/build/%s", o->build_tree, program);
     shell_quote(qdir, sizeof qdir, dir);
+    snprintf(line, sizeof line, "rm -rf %s", qdir);   // nothing of an earlier run may be read as this one's
+    shell(line);
     shell_quote(qbin, sizeof qbin, bin);
     // Each run in its own directory, watched: a hard time limit beyond the
     // watchdog's, and a limit on what it may print.
@@ -294,22 +285,6 @@ typedef struct {
 static RefCache g_refs[32];
 static int g_nrefs;
 
-static double median(double *v, int n) {
-    if (n == 0) return 0;
-    double *t = malloc((size_t)n * sizeof *t);
-    memcpy(t, v, (size_t)n * sizeof *t);
-    for (int i = 1; i < n; i++)   // insertion sort: n is a few dozen
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = x;
-        }
-    double m = t[n / 2];
-    free(t);
-    return m;
-}
-
-
 // Run build/ref with `flags` (the trusted tree's), and again with the batch
 // in micro-batches, twice (2, and the next divisor of the batch): the
 // largest difference between the plain run and those is the honest size of
@@ -351,50 +326,25 @@ static RefCache *reference(const Options *o, const char *flags) {
         }
     }
     rc->ref = runs[0];
-    Measured *m = &rc->measured;
-    const DumpArray *l0 = dump_find(runs[0], "loss");
-    for (uint64_t s = 0; l0 && s < l0->count; s++) m->loss_ulp = fmax(m->loss_ulp, fabs(dump_get(l0, s)) * FLT_EPSILON);
-    m->names = calloc((size_t)runs[0]->count, sizeof *m->names);
-    m->param_rel = calloc((size_t)runs[0]->count, sizeof(double));
-    m->param_abs = calloc((size_t)runs[0]->count, sizeof(double));
-    m->grad_rel = calloc((size_t)runs[0]->count, sizeof(double));
-    m->m_rel = calloc((size_t)runs[0]->count, sizeof(double));
-    m->v_rel = calloc((size_t)runs[0]->count, sizeof(double));
-    for (int i = 0; i < runs[0]->count; i++) {
-        const char *name = runs[0]->arrays[i].name;
-        if (strncmp(name, "param/final/", 12) != 0) continue;
-        snprintf(m->names[m->ntensors++], sizeof m->names[0], "%s", name + 12);
-    }
-    for (int k = 1; k < nruns; k++) {
-        const DumpArray *lk = dump_find(runs[k], "loss");
-        for (uint64_t s = 0; l0 && lk && s < l0->count && s < lk->count; s++)
-            m->loss = fmax(m->loss, fabs(dump_get(l0, s) - dump_get(lk, s)));
-        for (int t = 0; t < m->ntensors; t++) {
-            char name[160];
-            double rel, abs_;
-            snprintf(name, sizeof name, "param/final/%s", m->names[t]);
-            tensor_error(runs[k], runs[0], name, &rel, &abs_);
-            m->param_rel[t] = fmax(m->param_rel[t], rel);
-            m->param_abs[t] = fmax(m->param_abs[t], abs_);
-            snprintf(name, sizeof name, "grad/first/%s", m->names[t]);
-            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->grad_rel[t] = fmax(m->grad_rel[t], rel);
-            snprintf(name, sizeof name, "optim/m/%s", m->names[t]);
-            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->m_rel[t] = fmax(m->m_rel[t], rel);
-            snprintf(name, sizeof name, "optim/v/%s", m->names[t]);
-            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->v_rel[t] = fmax(m->v_rel[t], rel);
-        }
-        dump_free(runs[k]);
-    }
-    m->param_rel_median = median(m->param_rel, m->ntensors);
-    for (int t = 0; t < m->ntensors; t++) m->param_abs_max = fmax(m->param_abs_max, m->param_abs[t]);
-    m->grad_rel_median = median(m->grad_rel, m->ntensors);
-    m->m_rel_median = median(m->m_rel, m->ntensors);
-    m->v_rel_median = median(m->v_rel, m->ntensors);
+    measure_rounding(runs, nruns, &rc->measured);
+    for (int k = 1; k < nruns; k++) dump_free(runs[k]);
     rc->ok = true;
     return rc;
 }
 
-static void grade_lab(Grader *g, Options *o, const LabSpec *lab) {
+// Whether a failing check among results [from, g->n) says `expect`.
+static bool said(const Grader *g, int from, const char *expect) {
+    for (int k = from; k < g->n; k++) {
+        const Result *r = &g->results[k];
+        if (!r->pass && (strstr(r->diagnosis, expect) || strstr(r->figure, expect))) return true;
+    }
+    return false;
+}
+
+// Grade one lab. With `expect` (a planted bug's EXPECT line), stop at the
+// first run whose diagnosis says it: the rest would only cost time.
+static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *expect) {
+    int first = g->n;
     g->lab = lab->id;
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/%s", o->tree, lab->dir);
@@ -468,30 +418,11 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab) {
             print0("%.1f s, %d checks, %s\n", run.seconds, g->n - before, bad ? "FAILED" : "ok");
             free(run.output);
             dump_free(run.dump);
+            if (expect && said(g, first, expect)) return;
         }
 }
 
 // ---- reports ---------------------------------------------------------------
-
-static void print_table(const Grader *g) {
-    print0("\n%-7s %-22s %-34s %-6s %-28s %s\n", "lab", "run", "check", "result", "figure", "bound");
-    for (int i = 0; i < g->n; i++) {
-        const Result *r = &g->results[i];
-        print0("%-7s %-22s %-34s %-6s %-28s %s%s\n", r->lab, r->run, r->check, r->pass ? "ok" : "FAIL",
-               r->figure, r->bound, r->hidden ? "  (hidden)" : "");
-    }
-    int failed = 0;
-    for (int i = 0; i < g->n; i++) failed += !g->results[i].pass;
-    if (failed) {
-        print0("\nwhat went wrong, and what usually causes it:\n");
-        for (int i = 0; i < g->n; i++) {
-            const Result *r = &g->results[i];
-            if (!r->pass && r->diagnosis[0])
-                print0("  %s %s, %s:\n    %s\n", r->lab, r->run, r->check, r->diagnosis);
-        }
-    }
-    print0("\n%d of %d checks passed%s\n", g->n - failed, g->n, failed ? "" : ": all good");
-}
 
 static void json_string(FILE *f, const char *s) {
     fputc('"', f);
@@ -581,6 +512,84 @@ static void write_junit(const Grader *g, const char *path) {
     CHECK(fclose(f) == 0, "writing %s failed", path);
 }
 
+// ---- planted bugs ------------------------------------------------------------
+
+static void remove_work(const Options *o) {
+    if (o->keep) return;
+    char q[600], line[700];
+    shell_quote(q, sizeof q, o->work);
+    snprintf(line, sizeof line, "rm -rf %s", q);
+    shell(line);
+}
+
+// The value of header line "KEY: value" at the top of a planted bug (before its diff).
+static bool header(const char *path, const char *key, char *out, size_t len) {
+    FILE *f = fopen(path, "r");
+    CHECK(f, "cannot read %s", path);
+    char line[1024];
+    size_t klen = strlen(key);
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f) && strncmp(line, "--- ", 4) != 0) {
+        const char *p = line;
+        if (strncmp(p, "// ", 3) == 0) p += 3;   // the older form: comments in a .c copy
+        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+            p += klen + 1;
+            while (*p == ' ') p++;
+            snprintf(out, len, "%s", p);
+            out[strcspn(out, "\r\n")] = 0;
+            found = true;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+// Grade each planted bug of `dir` (NAME.patch) and check its answer: a
+// failure whose diagnosis says its EXPECT line, or, for "EXPECT: PASS" (a
+// legal variant of the solution), no failure at all. Returns how many did
+// not get their answer.
+static int check_mutants(Options *o, const LabSpec *lab, const char *dir) {
+    char pattern[1100];
+    snprintf(pattern, sizeof pattern, "%s/*.patch", dir);
+    glob_t gl;
+    CHECK(glob(pattern, 0, NULL, &gl) == 0 && gl.gl_pathc > 0, "no planted bugs (*.patch) in %s", dir);
+    qsort(gl.gl_pathv, gl.gl_pathc, sizeof *gl.gl_pathv, by_name);
+    int wrong = 0;
+    double t0 = core_now();
+    for (size_t i = 0; i < gl.gl_pathc; i++) {
+        const char *path = gl.gl_pathv[i];
+        char expect[512], what[512] = "";
+        CHECK(header(path, "EXPECT", expect, sizeof expect), "%s has no EXPECT: line before its diff", path);
+        header(path, "MUTANT", what, sizeof what);
+        bool legal = strcmp(expect, "PASS") == 0;
+        o->mutant = path;
+        Grader g = {0};
+        print0("\n%s: %s\n", path, what);
+        double t1 = core_now();
+        grade_lab(&g, o, lab, legal ? NULL : expect);
+        int failed = grader_failed(&g);
+        bool ok = legal ? failed == 0 : said(&g, 0, expect);
+        print0("%s %s (%.0f s): %s\n", ok ? "answered" : "WRONG ANSWER", path, core_now() - t1,
+               legal ? (failed ? "a legal variant failed" : "a legal variant passes")
+                     : (ok ? "caught with the diagnosis it should get" : failed ? "caught, but not saying its EXPECT" : "NOT caught"));
+        if (!ok) {
+            print0("  EXPECT: %s\n", expect);
+            for (int k = 0; k < g.n; k++)
+                if (!g.results[k].pass)
+                    print0("  FAIL %s, %s: %s | %s\n", g.results[k].run, g.results[k].check, g.results[k].figure,
+                           g.results[k].diagnosis);
+            wrong++;
+        }
+        grader_free(&g);
+    }
+    print0("\n%s: %zu planted bugs, %zu answered as expected, %d not (%.0f s)\n", lab->id, gl.gl_pathc,
+           gl.gl_pathc - (size_t)wrong, wrong, core_now() - t0);
+    globfree(&gl);
+    return wrong;
+}
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -588,12 +597,13 @@ int main(int argc, char **argv) {
     Options o = {0};
     bool solutions = false, quick = false;
     const char *submission = NULL, *mutant = NULL, *labs = NULL, *json = NULL, *junit = NULL,
-               *keep = NULL, *pert = NULL;
+               *keep = NULL, *pert = NULL, *mutants = NULL;
     int hidden = -1, limit = 300, watchdog = 60;
     ArgExtra extras[] = {
         {"solutions", ARG_FLAG, &solutions, "grade the reference solutions", 0, 0, NULL, NULL},
         {"submission", ARG_STRING, &submission, "grade the student files in DIR (DIR/labNN_topic/file.c or DIR/file.c)", 1, 0, NULL, "DIR"},
-        {"mutant", ARG_STRING, &mutant, "grade FILE in place of the student's file (with --lab)", 1, 0, NULL, NULL},
+        {"mutant", ARG_STRING, &mutant, "grade FILE in place of the student's file (with --lab): a .c file, or a planted bug as a .patch against the solution", 1, 0, NULL, NULL},
+        {"mutants", ARG_STRING, &mutants, "grade every planted bug DIR/*.patch of one lab (with --lab) and check each gets the diagnosis its EXPECT line names (EXPECT: PASS for a legal variant)", 1, 0, NULL, "DIR"},
         {"lab", ARG_STRING, &labs, "only these labs (comma-separated ids: ref,lab01)", 1, 0, NULL, "IDS"},
         {"quick", ARG_FLAG, &quick, "the fast subset of runs (make check-labNN)", 0, 0, NULL, NULL},
         {"json", ARG_STRING, &json, "write Gradescope's results.json here", 1, 0, NULL, NULL},
@@ -609,8 +619,10 @@ int main(int argc, char **argv) {
                "The grader: runs each lab over world sizes and seeds and checks its dumps against the "
                "trusted reference.",
                extras);
-    if ((solutions != 0) + (submission != NULL) + (mutant != NULL) > 1)
-        core_usage_error("pick one of --solutions, --submission and --mutant");
+    if ((solutions != 0) + (submission != NULL) + (mutant != NULL) + (mutants != NULL) > 1)
+        core_usage_error("pick one of --solutions, --submission, --mutant and --mutants");
+    if (mutants && (!labs || strchr(labs, ',')))
+        core_usage_error("--mutants grades one lab's planted bugs: say which with --lab");
     if (mutant && !labs) core_usage_error("--mutant replaces one lab's file: say which with --lab");
     if (submission && !exists(submission)) core_usage_error("--submission %s does not exist", submission);
     if (mutant && !exists(mutant)) core_usage_error("--mutant %s does not exist", mutant);
@@ -658,7 +670,7 @@ int main(int argc, char **argv) {
         char *text = read_tail(log, 2000, NULL);
         core_fail(__FILE__, __LINE__, "the trusted tree does not build build/ref:\n%s", text);
     }
-    if (submission || mutant) make_copy(&o);
+    if (submission || mutant || mutants) make_copy(&o);
     if (labs) {   // every id named must exist
         char copy[256];
         snprintf(copy, sizeof copy, "%s", labs);
@@ -674,22 +686,23 @@ int main(int argc, char **argv) {
         }
     }
 
+    if (mutants) {
+        const LabSpec *lab = lab_spec(labs);
+        int bad = check_mutants(&o, lab, mutants);
+        remove_work(&o);
+        return bad ? 1 : 0;
+    }
     print0("grading %s (%s)\n",
            solutions ? "the reference solutions" : submission ? submission : mutant ? mutant : "the student files of this tree",
            tree);
     Grader g = {0};
     for (int i = 0; i < NLABS; i++)
-        if (lab_selected(&o, LABS[i]->id)) grade_lab(&g, &o, LABS[i]);
+        if (lab_selected(&o, LABS[i]->id)) grade_lab(&g, &o, LABS[i], NULL);
     CHECK(g.n > 0, "nothing was graded (no lab of this tree matched --lab %s)", labs ? labs : "");
-    print_table(&g);
+    grader_print_table(&g);
     if (json) write_json(&g, json);
     if (junit) write_junit(&g, junit);
-    if (!keep) {
-        char q[600], line[700];
-        shell_quote(q, sizeof q, o.work);
-        snprintf(line, sizeof line, "rm -rf %s", q);
-        shell(line);
-    }
+    remove_work(&o);
     int failed = 0;
     for (int i = 0; i < g.n; i++) failed += !g.results[i].pass;
     return failed ? 1 : 0;

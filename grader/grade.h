@@ -61,7 +61,19 @@ typedef struct {
     char dir[1200];           // its working directory
 } Run;
 
-typedef struct Grader Grader;
+// One graded check's outcome.
+typedef struct {
+    char lab[16], run[96], check[96];
+    bool pass, hidden;
+    char figure[160], bound[160], diagnosis[1024];
+} Result;
+
+// The checks recorded so far.
+typedef struct Grader {
+    Result *results;
+    int n, cap;
+    const char *lab;   // the lab being graded
+} Grader;
 
 // Record one graded check. figure and bound say what was measured and what
 // it had to be; diagnosis (when it fails) what probably went wrong.
@@ -117,6 +129,20 @@ const char *diagnose_hang(const char *output, char *buf, size_t len);
 // measured against the size of its unit's values instead. False (and an
 // infinite error) when the tensor is missing or its shape differs.
 bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, double *rel, double *abs_);
+
+// The rounding of "the same training up to summation order", measured on
+// reference runs of one configuration: runs[0] without micro-batches, the
+// others with. (verdict.c)
+void measure_rounding(DumpFile *const *runs, int nruns, Measured *m);
+void measured_free(Measured *m);
+
+// The table of checks, and under it each failure's diagnosis (rank 0).
+void grader_print_table(const Grader *g);
+int grader_failed(const Grader *g);
+void grader_free(Grader *g);
+
+// The lab's spec by id ("lab02"), or NULL.
+const LabSpec *lab_spec(const char *id);
 
 // Small helpers.
 double dump_scalar(const DumpFile *f, const char *name, double missing);

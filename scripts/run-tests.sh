@@ -135,13 +135,21 @@ run_failing "grade (the unfinished student files)" 600 "not written yet" build/g
 # size (lr = 1e-3), in one element out of 867,072, is caught.
 run_failing "grade rejects a reference run with one parameter perturbed" 300 \
     "worst: block1.mlp.w1" build/grade --solutions --lab ref --quick --perturb param/final/block1.mlp.w1:17:1e-3
-# Mutants: copies of a solution with one classic bug each; each must fail
-# with the diagnosis its EXPECT line names (a planted deadlock among them).
-for m in grader/mutants/*/*.c; do
-    lab=$(basename "$(dirname "$m")")
-    expect=$(sed -n 's|^// EXPECT: ||p' "$m")
-    run_failing "mutant $m" 300 "$expect" build/grade --lab "$lab" --mutant "$m" --quick --watchdog 5 --limit 120
+# Planted bugs: small patches against a solution, one classic bug each; each
+# must fail with the diagnosis its EXPECT line names (a planted deadlock
+# among them), and each legal variant (EXPECT: PASS) must pass. One grader
+# run per lab shares the reference runs.
+for d in grader/mutants/lab*/; do
+    lab=$(basename "$d")
+    run "planted bugs of $lab" 900 build/grade --lab "$lab" --mutants "$d" --quick --watchdog 5 --limit 120
 done
+# A planted bug that no longer fits its solution fails loudly, not silently.
+run_failing "a stale planted bug is refused" 120 "no longer applies" bash -c '
+    t=$(mktemp -d) && trap "rm -rf $t" EXIT
+    { echo "MUTANT: a patch whose context has drifted"; echo "EXPECT: anything"
+      echo "--- a/lab02_ddp/solution/ddp.c"; echo "+++ b/lab02_ddp/solution/ddp.c"
+      echo "@@ -1,2 +1,2 @@"; echo "-// a line the solution does not have"; echo "+// another"; echo " // nor this"; } > "$t/stale.patch"
+    build/grade --lab lab02 --mutant "$t/stale.patch" --quick'
 # The student release: no solutions in it, it builds, and its grader runs
 # (and fails: the labs are unfinished there).
 run "student release builds and grades" 900 bash -c '

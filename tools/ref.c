@@ -15,43 +15,6 @@
 #include "ops.h"
 #include "train.h"
 
-// Per-step records for the dump: the losses and the batches.
-typedef struct {
-    float *loss;       // (steps)
-    int64_t *x, *y;    // (steps, B, T)
-} History;
-
-static void dump_run(const Trainer *t, DumpWriter *w, Comm *c, const History *h, float **init_params,
-                     float **first_grads) {
-    const Args *a = &t->args;
-    char extra[512], optim[256];
-    snprintf(extra, sizeof extra, "%sdropout %.9g\nmicro %d\n",
-             optim_config_lines(&t->optim, optim, sizeof optim), a->dropout, t->micro);
-    dump_run_meta(w, c, "ref", a, extra);
-    uint64_t steps = (uint64_t)a->steps;
-    dump_f32(w, "loss", h->loss, 1, &steps);
-    uint64_t bshape[3] = {steps, (uint64_t)a->batch, (uint64_t)a->seq};
-    dump_i64(w, "batch/x", h->x, 3, bshape);
-    dump_i64(w, "batch/y", h->y, 3, bshape);
-    gpt_dump_units(t->model, w, "param/init", init_params);
-    if (first_grads) gpt_dump_units(t->model, w, "grad/first", first_grads);
-    gpt_dump_units(t->model, w, "param/final", t->params);
-    gpt_dump_units(t->model, w, "optim/m", t->m);
-    gpt_dump_units(t->model, w, "optim/v", t->v);
-    dump_rank_stats(w, c, NULL);
-}
-
-// Copy every unit (for the initial parameters and the first gradient, which
-// the dump wants after training has changed them). Counted under OTHER: they
-// are not part of training.
-static float **snapshot(const Trainer *t, float **units) {
-    if (!t->args.dump) return NULL;
-    float **copy = gpt_alloc_units(t->model, MEM_OTHER, "dump copy");
-    for (int u = 0; u < t->model->nunits; u++)
-        mem_copy(copy[u], units[u], t->model->units[u].size * sizeof(float));
-    return copy;
-}
-
 int main(int argc, char **argv) {
     Args a = args_defaults();
     int micro = 1;
@@ -80,29 +43,16 @@ int main(int argc, char **argv) {
     else
         print0("batch %d rows x %d tokens, %d steps\n", a.batch, a.seq, a.steps);
 
-    History h = {0};
+    TrainHistory h;
+    train_history_init(&h, t, a.dump != NULL);
     size_t BT = (size_t)a.batch * a.seq;
-    h.loss = malloc((size_t)(a.steps ? a.steps : 1) * sizeof *h.loss);
-    h.x = malloc((size_t)(a.steps ? a.steps : 1) * BT * sizeof *h.x);
-    h.y = malloc((size_t)(a.steps ? a.steps : 1) * BT * sizeof *h.y);
-    CHECK(h.loss && h.x && h.y, "out of memory");
-    float **init_params = snapshot(t, t->params);
-    float **first_grads = NULL;
 
     double total_time = 0;
     int timed_steps = 0;
     for (int s = 0; s < a.steps; s++) {
         double t0 = core_now();
-        double loss = train_grads(t);
-        if (s == 0) first_grads = snapshot(t, t->grads);
-        train_update(t);
+        double loss = train_step_recorded(t, &h);
         double dt = core_now() - t0;
-        CHECK(isfinite(loss), "the loss became %g at step %d; try a smaller --lr", loss, s + 1);
-        h.loss[s] = (float)loss;
-        for (size_t i = 0; i < BT; i++) {
-            h.x[(size_t)s * BT + i] = t->x[i];
-            h.y[(size_t)s * BT + i] = t->y[i];
-        }
         if (s > 0) {   // the first step warms caches up; it is not timed
             total_time += dt;
             timed_steps++;
@@ -128,15 +78,11 @@ int main(int argc, char **argv) {
 
     if (a.dump) {
         DumpWriter *d = dump_create(a.dump);
-        dump_run(t, d, w, &h, init_params, first_grads);
+        train_history_dump(&h, t, d, w);
         dump_close(d);
         print0("wrote %s\n", a.dump);
     }
-    gpt_free_units(t->model, init_params);
-    gpt_free_units(t->model, first_grads);
-    free(h.loss);
-    free(h.x);
-    free(h.y);
+    train_history_free(&h, t);
     train_free(t);
     comm_finalize();
     return 0;
