@@ -704,8 +704,12 @@ void check_memory(Grader *g, const Run *run, int category, const char *what, dou
                                  : (measured && r < measured->count ? dump_get(measured, r) : INFINITY);
         if (v > worst) worst = v, at = r;
     }
-    snprintf(fig, sizeof fig, "%s (rank %llu)", core_fmt_bytes(worst, b1, sizeof b1), (unsigned long long)at);
-    snprintf(bound, sizeof bound, "<= %s: %s", core_fmt_bytes(bound_bytes, b2, sizeof b2), why);
+    core_fmt_bytes(worst, b1, sizeof b1);
+    core_fmt_bytes(bound_bytes, b2, sizeof b2);
+    if (strcmp(b1, b2) == 0)   // two figures that round alike: show the bytes
+        snprintf(b1, sizeof b1, "%.0f B", worst), snprintf(b2, sizeof b2, "%.0f B", bound_bytes);
+    snprintf(fig, sizeof fig, "%s (rank %llu)", b1, (unsigned long long)at);
+    snprintf(bound, sizeof bound, "<= %s: %s", b2, why);
     char diag[512];
     snprintf(diag, sizeof diag, "rank %llu's peak %s is %s, above %s: something is kept whole that should "
              "be sharded, or a buffer is not freed after use (or is allocated again every step)",

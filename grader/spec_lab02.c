@@ -7,18 +7,28 @@
 #include "core.h"
 #include "grade.h"
 #include "mem.h"
+#include "spec_train.h"
 
 // ---- lab02: data parallelism ---------------------------------------------------
 
+// Psi = 867,072 is a multiple of 1 to 4 and so is every unit: np 5 (two
+// rows a rank of --batch 10) leaves a remainder of 2 floats, where a count
+// rounded down to a multiple of N shows. The quick subset (make check-lab02,
+// the planted bugs) holds one cheap run of each kind of bug: N = 1, the
+// bucketed overlap, the naive offsets with accumulation, a remainder.
 static const RunSpec LAB02_RUNS[] = {
+    {"np1-bucketed", 1, "--steps 3 --strategy bucketed --bucket-kb 256", true},
     {"np1-naive", 1, "--steps 5 --strategy naive", false},
-    {"np2-flat", 2, "--steps 5 --strategy flat", true},
-    {"np2-bucketed", 2, "--steps 5 --strategy bucketed --bucket-kb 256", true},
-    {"np3-bucketed", 3, "--steps 5 --batch 6 --strategy bucketed --bucket-kb 256", true},
+    {"np2-flat", 2, "--steps 5 --strategy flat", false},
+    {"np2-bucketed", 2, "--steps 3 --strategy bucketed --bucket-kb 256", true},
+    {"np2-naive-accum2", 2, "--steps 3 --strategy naive --accum 2", true},
+    {"np3-bucketed", 3, "--steps 5 --batch 6 --strategy bucketed --bucket-kb 256", false},
     {"np3-flat-accum2", 3, "--steps 5 --batch 6 --strategy flat --accum 2", false},
-    {"np2-flat-accum2", 2, "--steps 5 --strategy flat --accum 2", true},
     {"np4-naive-accum2", 4, "--steps 5 --strategy naive --accum 2", false},
     {"np4-bucketed-accum2", 4, "--steps 5 --strategy bucketed --accum 2 --bucket-kb 512", false},
+    {"np5-flat", 5, "--steps 3 --batch 10 --strategy flat", true},
+    {"np5-naive", 5, "--steps 3 --batch 10 --strategy naive", false},
+    {"np5-bucketed", 5, "--steps 3 --batch 10 --strategy bucketed --bucket-kb 256", false},
 };
 
 static const char *lab02_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
@@ -27,19 +37,179 @@ static const char *lab02_ref_flags(const LabSpec *lab, const Run *run, char *buf
     return without_flags(run, drop, buf, len);
 }
 
+// Which elements of the first averaged gradient are wrong, in the flat
+// order of grad_flat (the dump lists units, and their tensors, in it): a
+// wrong tail of fewer than N elements is a count rounded down to a multiple
+// of N; whole units wrong beside right ones, an all-reduce that missed them.
+static double unit_rms(const DumpFile *ref, const char *unit) {
+    double ss = 0, n = 0;
+    size_t ulen = strlen(unit);
+    for (int i = 0; i < ref->count; i++) {
+        const char *name = ref->arrays[i].name;
+        if (strncmp(name, "grad/first/", 11) != 0 || strncmp(name + 11, unit, ulen) != 0 || name[11 + ulen] != '.')
+            continue;
+        for (uint64_t e = 0; e < ref->arrays[i].count; e++) ss += dump_get(&ref->arrays[i], e) * dump_get(&ref->arrays[i], e);
+        n += (double)ref->arrays[i].count;
+    }
+    return n > 0 ? sqrt(ss / n) : 0;
+}
+
+static void check_every_gradient(Grader *g, const Run *run, int N) {
+    const DumpFile *lab = run->dump, *ref = run->ref;
+    if (!ref || !dump_find(lab, "grad/first/head.lm_head")) return;
+    double psi = 0, wrong = 0, first_wrong = -1;
+    char units_wrong[256] = "", units_right[256] = "", unit[96] = "";
+    double unit_wrong = 0, unit_size = 0, rms = 0;
+    size_t nw = 0, nr = 0;
+    for (int i = 0; i <= ref->count; i++) {
+        const DumpArray *b = i < ref->count ? &ref->arrays[i] : NULL;
+        bool grad = b && strncmp(b->name, "grad/first/", 11) == 0;
+        const char *name = grad ? b->name + 11 : "";
+        size_t ulen = strcspn(name, ".");
+        if (!grad || strncmp(unit, name, ulen) != 0 || unit[ulen] != 0) {
+            // A unit ends: mostly wrong, or right.
+            if (unit[0] && unit_wrong > 0.5 * unit_size)
+                nw += (size_t)snprintf(units_wrong + nw, nw < sizeof units_wrong ? sizeof units_wrong - nw : 0,
+                                       "%s%s", nw ? ", " : "", unit);
+            else if (unit[0] && unit_wrong == 0)
+                nr += (size_t)snprintf(units_right + nr, nr < sizeof units_right ? sizeof units_right - nr : 0,
+                                       "%s%s", nr ? ", " : "", unit);
+            snprintf(unit, sizeof unit, "%.*s", (int)ulen, name);
+            unit_wrong = unit_size = 0;
+            rms = grad ? unit_rms(ref, unit) : 0;
+        }
+        if (!grad) continue;
+        const DumpArray *a = dump_find(lab, b->name);
+        if (!a || a->count != b->count) return;   // check_equivalence says so
+        // Rounding moves an element by 1e-6 of itself, or of its unit's
+        // size (rms) where its exact gradient is zero (the key bias: softmax
+        // ignores a shift); a gradient that was not averaged (one rank's
+        // own) is off by its own size.
+        for (uint64_t e = 0; e < b->count; e++) {
+            double x = dump_get(a, e), y = dump_get(b, e);
+            if (!(fabs(x - y) <= 1e-2 * fabs(y) + 1e-3 * rms)) {
+                wrong++, unit_wrong++;
+                if (first_wrong < 0) first_wrong = psi + (double)e;
+            }
+        }
+        psi += (double)b->count, unit_size += (double)b->count;
+    }
+    char fig[160], diag[1024];
+    snprintf(fig, sizeof fig, "%.0f of %.0f elements differ", wrong, psi);
+    long rem = (long)fmod(psi, (double)N);
+    if (wrong == 0)
+        diag[0] = 0;
+    else if (first_wrong >= psi - (double)(N - 1))
+        snprintf(diag, sizeof diag, "only the last %.0f gradients differ (elements %.0f to %.0f of psi = %.0f, "
+                 "and psi mod N = %ld): a count rounded down to a multiple of N, so the remainder was never "
+                 "averaged; every element must be all-reduced", wrong, first_wrong, psi - 1, psi, rem);
+    else if (units_wrong[0] && units_right[0])
+        snprintf(diag, sizeof diag, "the gradients of %s were never averaged, while those of %s were: the "
+                 "all-reduces missed them (a unit's offset left out, or a count too short?)", units_wrong,
+                 units_right);
+    else
+        snprintf(diag, sizeof diag, "%.0f elements differ from the average over the global batch, from element "
+                 "%.0f on (the first-step gradient check says how)", wrong, first_wrong);
+    grade_check(g, run, "every gradient element averaged", wrong == 0, fig, "0 (each within 1% of the reference's)",
+                diag);
+}
+
+// The order of events the harness recorded (lab02's main.c): judged
+// without timings, so a loaded machine cannot fail a right solution.
+static void check_events(Grader *g, const Run *run, int N) {
+    const DumpFile *d = run->dump;
+    const DumpArray *inflight = dump_find(d, "ddp/inflight_at_optimizer");
+    const DumpArray *unit0 = dump_find(d, "ddp/overlap_unit0");
+    char fig[160], bound[160], diag[600];
+    if (!inflight || !unit0) {
+        grade_check(g, run, "events recorded", false, "no ddp/ events in the dump", "the harness's events",
+                    "the harness did not write its events");
+        return;
+    }
+    // Every operation waited on before the optimizer reads the gradients.
+    double most = 0;
+    uint64_t at = 0;
+    for (uint64_t s = 0; s < inflight->count; s++)
+        if (dump_get(inflight, s) > most) most = dump_get(inflight, s), at = s;
+    snprintf(fig, sizeof fig, "%.0f in flight (step %llu)", most, (unsigned long long)at + 1);
+    snprintf(diag, sizeof diag, "%.0f asynchronous operations were still in flight when the optimizer began at "
+             "step %llu: an all-reduce started and never waited on (wait on every handle in ddp_backward_done, "
+             "even at N = 1)", most, (unsigned long long)at + 1);
+    grade_check(g, run, "all communication waited on before the update", most == 0, fig,
+                "0 in flight when the optimizer begins", diag);
+
+    // Overlap: the bucketed strategy sends a bucket as soon as it is full,
+    // so when the units after unit 0 hold at least one bucket, one is still
+    // on its way when unit 0's backward (the last to run) begins.
+    bool bucketed = dump_scalar(d, "ddp/strategy", -1) == 2;
+    double psi = count_params(d), bucket = dump_scalar(d, "ddp/bucket_floats", 0),
+           unit0_floats = dump_scalar(d, "ddp/unit0_floats", 0);
+    if (!bucketed || N == 1 || psi - unit0_floats < bucket) return;
+    double overlapped = 0;
+    for (uint64_t s = 0; s < unit0->count; s++) overlapped += dump_get(unit0, s) > 0;
+    snprintf(fig, sizeof fig, "%.0f of %llu steps", overlapped, (unsigned long long)unit0->count);
+    snprintf(bound, sizeof bound, "every step: a bucket in flight when unit 0's backward begins");
+    snprintf(diag, sizeof diag, "no overlap: no bucket's all-reduce was in flight when the last unit's backward "
+             "began (unit 0, in the step's last micro-batch), so communication never ran beside the backward "
+             "pass: each bucket was waited on as soon as it was sent (start it with comm_all_reduce_async, "
+             "wait on all of them in ddp_backward_done)");
+    grade_check(g, run, "buckets overlap the backward pass", overlapped == (double)unit0->count, fig, bound, diag);
+}
+
 static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     // The program exits non-zero when it does not match; its dump says how.
     if (!check_ran(g, run, false)) return;
     check_hooks_written(g, run);
-    int N = (int)dump_scalar(run->dump, "meta/world_size", 0);
+    const DumpFile *d = run->dump;
+    int N = (int)dump_scalar(d, "meta/world_size", 0);
+    if (N > 1) check_every_gradient(g, run, N);
     check_equivalence(g, run, N);
+    check_events(g, run, N);
+
+    // Memory. The harness allocates the parameters, the gradients and the
+    // moments; the student's code adds only what communication needs. The
+    // total and the heap are held against the formula plus the activations
+    // the model's shape needs (measured by the harness before the student's
+    // code ran, not what was tracked as ACTS: a gradient copy tracked as
+    // ACTS or COMM counts) plus one unit of slack for the library's scratch
+    // (a device buffer staged through the host); the heap another unit (the
+    // initialisation makes one on the host) and 1 MiB of bookkeeping.
+    double psi = count_params(d), unit = 4 * largest_unit_floats(d), acts = dump_scalar(d, "mem/acts_expected", 0);
+    const char *not_freed = "a buffer is kept that should not be, or one is allocated again every step";
+    check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * psi, "4 psi", not_freed);
+    check_peak(g, run, MEM_GRADS, "GRADS", 4 * psi, "4 psi (grad_flat: the buckets are views of it)", not_freed);
+    check_peak(g, run, MEM_OPTIM, "OPTIM", 8 * psi, "8 psi (AdamW's two moments)", not_freed);
+    char why[200], diag[600], where[200];
+    double expected[MEM_NCAT] = {4 * psi, 4 * psi, 8 * psi, acts, 0, 0};
+    double total = 16 * psi + acts + unit;
+    // A leak grows step after step; a copy kept for good does not.
+    const DumpArray *live = dump_find(d, "mem/live_after_step");
+    char b1[32], b2[32];
+    if (live && live->count > 1 && dump_get(live, live->count - 1) > dump_get(live, 0) + unit)
+        snprintf(diag, sizeof diag, "the memory live after each step grows, %s after step 1 and %s after step "
+                 "%llu: a buffer allocated every step is never freed (%s)",
+                 core_fmt_bytes(dump_get(live, 0), b1, sizeof b1),
+                 core_fmt_bytes(dump_get(live, live->count - 1), b2, sizeof b2),
+                 (unsigned long long)live->count, excess_category(run, expected, where, sizeof where));
+    else
+        snprintf(diag, sizeof diag, "%s: a second copy of the gradients or the parameters, under whatever "
+                 "category, still costs memory; the buckets are views of grad_flat, not copies",
+                 excess_category(run, expected, where, sizeof where));
+    snprintf(why, sizeof why, "16 psi + the activations the model needs (%s) + one unit of library scratch",
+             core_fmt_bytes(acts, b1, sizeof b1));
+    check_peak(g, run, PEAK_TOTAL, "total (tracked)", total, why, diag);
+    check_peak(g, run, PEAK_HEAP, "heap (independent measure)", total + unit + (1 << 20),
+               "the tracked bound + one unit + 1 MiB",
+               "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate "
+               "through mem_alloc, and free what you allocate");
+
     // Plain data parallelism moves 2(N-1)/N of the gradients' bytes per step
     // (an all-reduce), after one broadcast of the parameters.
-    const DumpArray *loss = dump_find(run->dump, "loss");
-    double steps = loss ? (double)loss->count : 0, psi = count_params(run->dump);
-    double expected = N > 1 ? steps * 2.0 * (N - 1) / N * 4 * psi + 4 * psi : 0;
-    check_comm_volume(g, run, expected, "steps x 2(N-1)/N x 4 psi + 4 psi (the first broadcast)",
+    const DumpArray *loss = dump_find(d, "loss");
+    double steps = loss ? (double)loss->count : 0;
+    double bytes = N > 1 ? steps * 2.0 * (N - 1) / N * 4 * psi + 4 * psi : 0;
+    check_comm_volume(g, run, bytes, "steps x 2(N-1)/N x 4 psi + 4 psi (the first broadcast)",
                       strstr(run->spec->flags, "--accum")
                           ? "with --accum it communicates at every micro-batch: wait for the last one"
                           : "something is all-reduced more than once per step");
@@ -50,4 +220,3 @@ const LabSpec LAB02 = {
     .solution = "lab02_solution", .runs = LAB02_RUNS, .nruns = sizeof LAB02_RUNS / sizeof LAB02_RUNS[0],
     .ref_flags = lab02_ref_flags, .check = lab02_check,
 };
-

@@ -7,22 +7,30 @@
 #include "core.h"
 #include "grade.h"
 #include "mem.h"
+#include "spec_train.h"
 
 // ---- lab03: ZeRO ------------------------------------------------------------
 
+// Units of 867,072 parameters in all: N = 3 and 5 leave every unit a
+// remainder (padded shards, offsets past a shorter last shard). The quick
+// subset holds one cheap run of each kind of bug: N = 1, stage 1 and 2 at
+// an odd N, stage 3 with and without prefetch.
 static const RunSpec LAB03_RUNS[] = {
-    {"np1-stage1", 1, "--steps 4 --stage 1", false},
-    {"np2-stage1", 2, "--steps 4 --stage 1", true},
-    {"np3-stage1", 3, "--steps 4 --batch 6 --stage 1", false},
+    {"np1-stage1", 1, "--steps 3 --stage 1", true},
+    {"np2-stage1", 2, "--steps 4 --stage 1", false},
+    {"np3-stage1", 3, "--steps 3 --batch 6 --stage 1", true},
     {"np4-stage1", 4, "--steps 4 --stage 1", false},
+    {"np5-stage1", 5, "--steps 3 --batch 10 --stage 1", false},
     {"np1-stage2", 1, "--steps 4 --stage 2", false},
     {"np2-stage2", 2, "--steps 4 --stage 2", false},
-    {"np3-stage2", 3, "--steps 4 --batch 6 --stage 2", true},
+    {"np3-stage2", 3, "--steps 3 --batch 6 --stage 2", true},
     {"np4-stage2", 4, "--steps 4 --stage 2", false},
     {"np1-stage3", 1, "--steps 4 --stage 3", false},
-    {"np2-stage3", 2, "--steps 4 --stage 3", true},
-    {"np3-stage3", 3, "--steps 4 --batch 6 --stage 3", true},
+    {"np2-stage3", 2, "--steps 3 --stage 3", true},
+    {"np3-stage3", 3, "--steps 4 --batch 6 --stage 3", false},
     {"np4-stage3", 4, "--steps 4 --stage 3", false},
+    {"np5-stage3", 5, "--steps 3 --batch 10 --stage 3", false},
+    {"np2-stage3-noprefetch", 2, "--steps 3 --stage 3 --no-prefetch", true},
     {"np4-stage3-noprefetch", 4, "--steps 4 --stage 3 --no-prefetch", false},
 };
 
@@ -36,6 +44,85 @@ static const char *lab03_ref_flags(const LabSpec *lab, const Run *run, char *buf
     return buf;
 }
 
+// AdamW's moments against the reference's (gathered from the shards): do
+// they match (the gradients the optimizer saw were right), and how large
+// are they (zero: it never saw any)?
+static bool moments_match(const Run *run, double *m_ratio) {
+    const DumpFile *lab = run->dump, *ref = run->ref;
+    const Measured *m = run->measured;
+    double a = 0, b = 0;
+    bool match = true;
+    for (int t = 0; ref && m && t < m->ntensors; t++)
+        for (int which = 0; which < 2; which++) {
+            char name[160];
+            snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
+            double rel, abs_;
+            tensor_error(lab, ref, name, &rel, &abs_);
+            double tol = TOL_FACTOR * fmax(which ? m->v_rel[t] : m->m_rel[t], which ? m->v_rel_median : m->m_rel_median);
+            match &= rel <= tol;
+            const DumpArray *x = dump_find(lab, name), *y = dump_find(ref, name);
+            for (uint64_t e = 0; !which && x && y && x->count == y->count && e < x->count; e++)
+                a += dump_get(x, e) * dump_get(x, e), b += dump_get(y, e) * dump_get(y, e);
+        }
+    *m_ratio = b > 0 ? sqrt(a / b) : 1;
+    return match && ref && m;
+}
+
+// ZeRO-1 and 2 end each step with an all-gather of the updated shards, so
+// every rank's whole parameters are equal to the bit. When they are not,
+// that gather is missing or comes before the update; the gradients were
+// right if the moments match. (The shared check would read unequal
+// replicas as an all-reduce missing: the harness names its sums zero/ so
+// that this check speaks first.)
+static void check_updates(Grader *g, const Run *run, int N, int stage) {
+    double m_ratio = 1;
+    bool moments_ok = moments_match(run, &m_ratio);
+    char fig[160], diag[600];
+    if (run->ref && dump_find(run->ref, "optim/m/head.lm_head")) {
+        snprintf(fig, sizeof fig, "first moment x%.3f the reference's", m_ratio);
+        grade_check(g, run, "the optimizer receives the gradients", m_ratio > 0.01, fig, "not zero",
+                    "AdamW's moments stayed (almost) zero: the optimizer never received the gradients; the "
+                    "shard it reads (grad_shard) was never filled by a reduce-scatter");
+    }
+    if (stage < 1 || stage > 2 || N == 1) return;
+    const DumpArray *sums = dump_find(run->dump, "zero/param_sumsq_per_rank");
+    bool equal = sums != NULL;
+    uint64_t at = 0;
+    for (uint64_t r = 1; sums && r < sums->count; r++)
+        if (dump_get(sums, r) != dump_get(sums, 0)) equal = false, at = at ? at : r;
+    snprintf(fig, sizeof fig, "%s", !sums ? "no zero/param_sumsq_per_rank" : equal ? "every rank's parameters equal"
+                                                                            : "the ranks' parameters differ");
+    snprintf(diag, sizeof diag, "rank %llu's whole parameters differ from rank 0's after training%s: the parameter "
+             "all-gather is missing or misplaced (after each rank updates its shard, all-gather the whole unit, "
+             "so that every rank's parameters hold every updated shard)",
+             (unsigned long long)at, moments_ok ? ", while AdamW's moments match the reference (the gradients "
+             "were right)" : "");
+    grade_check(g, run, "updated parameters reach every rank", equal, fig, "every rank equal to the bit", diag);
+}
+
+// Stage 3's prefetch, from the order of events the harness recorded: the
+// next unit's gather is in flight when a unit's compute begins (all units
+// but the last of each pass). Judged without timings.
+static void check_prefetch(Grader *g, const Run *run) {
+    const DumpFile *d = run->dump;
+    const DumpArray *fwd = dump_find(d, "zero/prefetch_fwd"), *bwd = dump_find(d, "zero/prefetch_bwd");
+    double want = dump_scalar(d, "zero/units", 0) - 1, f = INFINITY, b = INFINITY;
+    for (uint64_t s = 0; fwd && s < fwd->count; s++) f = fmin(f, dump_get(fwd, s));
+    for (uint64_t s = 0; bwd && s < bwd->count; s++) b = fmin(b, dump_get(bwd, s));
+    if (!fwd || !bwd) f = b = 0;
+    char fig[160], bound[160], diag[600];
+    snprintf(fig, sizeof fig, "forward %.0f, backward %.0f of %.0f units", f, b, want);
+    snprintf(bound, sizeof bound, "%.0f and %.0f: every unit but the last of each pass", want, want);
+    if (f == 0 && b == 0)
+        snprintf(diag, sizeof diag, "no prefetch: no gather was in flight when a unit's compute began; a blocking "
+                 "all-gather is not a prefetch: start the next unit's gather with comm_all_gather_async before "
+                 "this unit computes, and wait on it only when that unit runs");
+    else
+        snprintf(diag, sizeof diag, "the prefetch misses units: some units computed with no gather in flight "
+                 "(the forward pass prefetches unit u + 1, the backward pass unit u - 1)");
+    grade_check(g, run, "stage 3 prefetches the next unit", f >= want && b >= want, fig, bound, diag);
+}
+
 static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) return;
@@ -43,37 +130,55 @@ static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
     const DumpFile *d = run->dump;
     int N = (int)dump_scalar(d, "meta/world_size", 0), stage = (int)dump_scalar(d, "zero/stage", -1);
     bool prefetch = dump_scalar(d, "zero/prefetch", 1) != 0;
+    check_updates(g, run, N, stage);
     check_equivalence(g, run, N);
-    // Memory against the formulas, for units padded to N shards (psi_pad in
-    // all; unit1 and unit2 the largest padded units), all measured.
+    if (stage == 3 && prefetch && N > 1) check_prefetch(g, run);
+    // Memory against the formulas, for units padded to N shards of the
+    // student's own shard_len (psi_pad in all; unit1 and unit2 the largest
+    // padded units), all measured.
     double psi = dump_scalar(d, "zero/psi_padded", 0), unit1 = dump_scalar(d, "zero/unit_largest", 0),
-           unit2 = dump_scalar(d, "zero/unit_second", 0);
-    double grads = 4 * psi, params = 4 * psi;
+           unit2 = dump_scalar(d, "zero/unit_second", 0), acts = dump_scalar(d, "mem/acts_expected", 0);
+    double grads = 4 * psi, params = 4 * psi, optim = 8 * psi / N;
     const char *grads_why = "4 psi", *params_why = "4 psi";
-    check_memory(g, run, MEM_OPTIM, "OPTIM", 8 * psi / N, "8 psi / N");
+    const char *kept = "something is kept whole that should be sharded, or a buffer is not freed after use (or "
+                       "is allocated again every step)";
+    check_peak(g, run, MEM_OPTIM, "OPTIM", optim, "8 psi / N", kept);
     if (stage == 1) grads = 4 * psi + 4 * psi / N, grads_why = "4 psi + 4 psi / N";
     if (stage >= 2) grads = 4 * psi / N + 4 * unit1, grads_why = "4 psi / N + one unit";
-    check_memory(g, run, MEM_GRADS, "GRADS", grads, grads_why);
+    check_peak(g, run, MEM_GRADS, "GRADS", grads, grads_why, kept);
     if (stage == 3) {
         params = 4 * psi / N + 4 * (prefetch ? unit1 + unit2 : unit1);
-        params_why = prefetch ? "4 psi / N + two units" : "4 psi / N + one unit";
+        params_why = prefetch ? "4 psi / N + two units" : "4 psi / N + one unit (--no-prefetch: gather only the unit that runs)";
     }
-    check_memory(g, run, MEM_PARAMS, "PARAMS", params, params_why);
-    // The independent measure: every allocation, made through mem or not,
-    // within the tracked peaks plus one unit of staging (the initialisation
-    // makes a unit on the host) and 1 MiB of host bookkeeping.
-    const DumpArray *total = dump_find(d, "mem/peak_total");
-    double most = 0;
-    for (uint64_t r = 0; total && r < total->count; r++) most = fmax(most, dump_get(total, r));
-    check_memory(g, run, -1, "heap (independent measure)", most + 4 * unit1 + (1 << 20),
-                 "the tracked peak + one unit + 1 MiB: memory allocated around mem_alloc shows here");
+    check_peak(g, run, MEM_PARAMS, "PARAMS", params, params_why, kept);
+    // The total and the heap, against the stage's formula plus the
+    // activations the model's shape needs (measured by the harness before
+    // the student's code ran, not what was tracked as ACTS: whole gradients
+    // tracked as COMM or ACTS count) plus one unit of slack for the
+    // library's scratch (a device buffer staged through the host). The heap
+    // gets another unit (the initialisation makes one on the host) and
+    // 1 MiB of bookkeeping.
+    double expected[MEM_NCAT] = {params, grads, optim, acts, 0, 0};
+    double total = params + grads + optim + acts + 4 * unit1;
+    char why[200], where[200], diag[600], b[32];
+    snprintf(why, sizeof why, "the stage's formula + the activations the model needs (%s) + one unit of library "
+             "scratch", core_fmt_bytes(acts, b, sizeof b));
+    snprintf(diag, sizeof diag, "%s: whole gradients or parameters kept under another category still cost what "
+             "ZeRO shards away", excess_category(run, expected, where, sizeof where));
+    check_peak(g, run, PEAK_TOTAL, "total (tracked)", total, why, diag);
+    check_peak(g, run, PEAK_HEAP, "heap (independent measure)", total + 4 * unit1 + (1 << 20),
+               "the tracked bound + one unit + 1 MiB",
+               "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate "
+               "through mem_alloc, and free what you allocate");
     // Communication: reduce-scatter and all-gather move what the all-reduce
     // did (2(N-1)/N x 4 psi a step); stage 3 gathers the parameters twice
-    // (forward and backward), 3(N-1)/N x 4 psi: 1.5 times.
+    // (forward and backward), 3(N-1)/N x 4 psi: 1.5 times. Fewer is a saving
+    // when the training matches (keeping the last unit gathered from its
+    // forward to its backward pass, as FSDP does).
     const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
-    double expected = steps * (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * psi;
-    check_comm_volume(g, run, expected, stage == 3 ? "steps x 3(N-1)/N x 4 psi" : "steps x 2(N-1)/N x 4 psi",
+    double bytes = steps * (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * psi;
+    check_comm_volume(g, run, bytes, stage == 3 ? "steps x 3(N-1)/N x 4 psi" : "steps x 2(N-1)/N x 4 psi",
                       "a unit is gathered or reduced more often than the stage needs");
 }
 
@@ -82,4 +187,3 @@ const LabSpec LAB03 = {
     .solution = "lab03_solution", .runs = LAB03_RUNS, .nruns = sizeof LAB03_RUNS / sizeof LAB03_RUNS[0],
     .ref_flags = lab03_ref_flags, .check = lab03_check,
 };
-

@@ -192,7 +192,7 @@ int verdict_of_run(const char *lab_id, const char *dump_path, const char *const 
     printf("\nverdict: the grader's checks of this run (build/grade runs the same on its runs)\n");
     for (int i = 0; i < g.n; i++) {
         const Result *r = &g.results[i];
-        printf("  %-4s  %-34s %s   (bound: %s)\n", r->pass ? "ok" : "FAIL", r->check, r->figure, r->bound);
+        printf("  %-4s  %-46s %s   (bound: %s)\n", r->pass ? "ok" : "FAIL", r->check, r->figure, r->bound);
     }
     for (int i = 0; i < g.n; i++) {
         const Result *r = &g.results[i];

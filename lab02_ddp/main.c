@@ -24,6 +24,7 @@
 #include "ops.h"
 #include "optim.h"
 #include "trace.h"
+#include "verdict.h"
 
 // ---- the student's unfinished functions ------------------------------------
 
@@ -74,6 +75,10 @@ int main(int argc, char **argv) {
                      .V = a.vocab, .dropout = (float)a.dropout, .seed = a.seed};
     Gpt *model = gpt_create(&cfg);
     gpt_alloc_acts(model);
+    // What the model's shape needs for activations, measured before any of
+    // the student's code runs: the grader bounds the total by the formula
+    // plus this, not by whatever ends up tracked as ACTS.
+    double acts_expected = (double)mem_live(MEM_ACTS);
     char desc[96], b1[32];
     print0("[lab02] %d rank%s · %s · %s · %s · %s · batch %d = %d ranks x %d rows%s\n", N,
            N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc),
@@ -108,11 +113,20 @@ int main(int argc, char **argv) {
     double *init_sumsq = malloc((size_t)N * sizeof *init_sumsq);
     harness_sumsq_per_rank(c, model, d.params, init_sumsq);
 
-    DumpWriter *dw = dump_create(r == 0 ? a.dump : NULL);
+    DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[160];
     snprintf(extra, sizeof extra, "strategy %s\nbucket_kb %d\naccum %d\n", strategy, bucket_kb, accum);
     dump_run_meta(dw, c, "lab02", &a, extra);
     float *losses = calloc((size_t)(a.steps ? a.steps : 1), sizeof *losses);
+    // The order of events, per step, for the grader (overlap is judged from
+    // it, not from timings): in the last micro-batch, how many units began
+    // their backward pass with communication in flight, and whether unit 0
+    // (the last to run) did; how many operations were still in flight when
+    // the optimizer began; the tracked bytes live at the end of the step.
+    int64_t *overlap_units = calloc((size_t)(a.steps ? a.steps : 1), sizeof *overlap_units);
+    int64_t *overlap_unit0 = calloc((size_t)(a.steps ? a.steps : 1), sizeof *overlap_unit0);
+    int64_t *inflight_at_optim = calloc((size_t)(a.steps ? a.steps : 1), sizeof *inflight_at_optim);
+    double *live_after_step = calloc((size_t)(a.steps ? a.steps : 1), sizeof *live_after_step);
     // The gradient of the mean loss over this rank's rows: each micro-batch
     // contributes its share, so the micro-batches add up to it.
     float scale = 1.0f / (float)((size_t)rows * a.seq);
@@ -132,6 +146,10 @@ int main(int argc, char **argv) {
             loss += gpt_forward(model, d.params) / accum;
             trace_end();
             for (int u = model->nunits - 1; u >= 0; u--) {
+                if (last && comm_inflight() > 0) {
+                    overlap_units[s]++;
+                    if (u == 0) overlap_unit0[s] = 1;
+                }
                 trace_begin(model->units[u].name, "backward");
                 gpt_unit_backward(model, u, d.params[u], d.grads[u]);
                 trace_end();
@@ -140,14 +158,16 @@ int main(int argc, char **argv) {
             }
             ddp_backward_done(&d, last);
         }
-        if (s == 0 && a.dump) {   // the averaged gradient of the first step, for the grader
+        if (s == 0) {   // the averaged gradient of the first step, for the grader
             if (r == 0) gpt_dump_units(model, dw, "grad/first", d.grads);
         }
+        inflight_at_optim[s] = comm_inflight();
         trace_begin("optimizer", "compute");
         for (int u = 0; u < model->nunits; u++)
             optim_update(&optim, s + 1, d.params[u], d.grads[u], m[u], v[u], model->units[u].size);
         trace_end();
         double dt = core_now() - t0;
+        live_after_step[s] = (double)mem_live_total();
         CommStats after = comm_stats();
         // The loss of the step is the mean over the global batch: the average
         // of the ranks' means (bookkeeping, not counted as communication).
@@ -184,15 +204,12 @@ int main(int argc, char **argv) {
            core_fmt_bytes(2.0 * (N - 1) / N * 4 * psi, desc, sizeof desc),
            N > 1 ? ", plus 4 psi for the first broadcast" : "");
     mem_print_table(c, &mem);
-    int unfinished = harness_print_unfinished();
-    // Close enough to single-device training? A loose check for the
-    // student's eyes (fp32 rounding differs by 1e-6 or so); the grader's
-    // tolerances are measured and tighter.
-    bool matches = !ref.on || (loss_err < 1e-4 && perr < 1e-4);
+    harness_print_unfinished();
+    // How far from single-device training, for the eye; whether that is
+    // close enough is the verdict's to say, with the grader's tolerances.
     if (ref.on)
         print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest "
-               "difference in %s): %s\n",
-               loss_err, perr, worst, matches ? "MATCHES" : "DIFFERS");
+               "difference in %s)\n", loss_err, perr, worst);
     if (!replicas_equal) print0("the replicas differ from each other after training\n");
 
     // The dump for the grader.
@@ -201,15 +218,37 @@ int main(int argc, char **argv) {
     if (r == 0) gpt_dump_units(model, dw, "param/final", d.params);
     dump_f64(dw, "check/param_sumsq_per_rank", sumsq, 1, &nr);
     dump_f64(dw, "check/init_sumsq_per_rank", init_sumsq, 1, &nr);
+    // The events of each step, over ranks: the smallest overlap (one rank
+    // without it is what the grader looks for), the largest in flight and live.
+    for (int s = 0; s < a.steps; s++) {
+        overlap_units[s] = -(int64_t)comm_max_double(c, -(double)overlap_units[s]);
+        overlap_unit0[s] = -(int64_t)comm_max_double(c, -(double)overlap_unit0[s]);
+        inflight_at_optim[s] = (int64_t)comm_max_double(c, (double)inflight_at_optim[s]);
+        live_after_step[s] = comm_max_double(c, live_after_step[s]);
+    }
+    dump_scalar_i64(dw, "ddp/strategy", strat);
+    dump_scalar_i64(dw, "ddp/bucket_floats", (int64_t)d.bucket_floats);
+    dump_scalar_i64(dw, "ddp/unit0_floats", (int64_t)model->units[0].size);
+    dump_i64(dw, "ddp/overlap_units", overlap_units, 1, &steps);
+    dump_i64(dw, "ddp/overlap_unit0", overlap_unit0, 1, &steps);
+    dump_i64(dw, "ddp/inflight_at_optimizer", inflight_at_optim, 1, &steps);
+    dump_f64(dw, "mem/live_after_step", live_after_step, 1, &steps);
+    dump_scalar_f64(dw, "mem/acts_expected", acts_expected);
     harness_dump_unfinished(dw);
     dump_rank_stats(dw, c, &mem);
     dump_close(dw);
     trace_write(c);
+    // The grader's own checks on this dump: what build/grade will say.
+    int verdict = verdict_of_lab_run(c, "lab02", &ref);
 
     harness_reference_free(&ref);
     free(x);
     free(y);
     free(losses);
+    free(overlap_units);
+    free(overlap_unit0);
+    free(inflight_at_optim);
+    free(live_after_step);
     free(sumsq);
     free(init_sumsq);
     data_close(&data);
@@ -221,5 +260,5 @@ int main(int argc, char **argv) {
     free(d.unit_offset);
     gpt_free(model);
     comm_finalize();
-    return unfinished || !matches || !replicas_equal ? 1 : 0;
+    return verdict ? 1 : 0;
 }

@@ -21,6 +21,7 @@
 #include "mem.h"
 #include "ops.h"
 #include "trace.h"
+#include "verdict.h"
 #include "zero.h"
 
 // ---- the student's unfinished functions ------------------------------------
@@ -84,6 +85,11 @@ typedef struct {
     CommStats comm;       // and its communication
     float *losses;        // (steps) the global mean loss of each step
     double seconds;       // steps 2.. (the first warms up)
+    // The order of events, per step, for the grader (prefetch is judged from
+    // it, not from timings): how many units began their forward compute
+    // (all but the last) and their backward compute (all but unit 0) with
+    // communication in flight, i.e. with the next unit's gather under way.
+    int64_t *prefetch_fwd, *prefetch_bwd;   // (steps)
 } Outcome;
 
 // Whole units of this rank's parameters (or moments), gathered from the
@@ -123,6 +129,8 @@ static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
     int N = comm_size(c), r = comm_rank(c);
     Outcome o = {0};
     o.losses = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.losses);
+    o.prefetch_fwd = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.prefetch_fwd);
+    o.prefetch_bwd = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.prefetch_bwd);
     mem_reset_peaks();
     comm_stats_reset();
     zero_setup(z);
@@ -147,6 +155,7 @@ static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
         gpt_set_batch(model, s->x, s->y, step, s->row0, scale);
         for (int u = 0; u < model->nunits; u++) {
             float *p = zero_before_forward(z, u);
+            if (u + 1 < model->nunits && comm_inflight() > 0) o.prefetch_fwd[step]++;
             trace_begin(model->units[u].name, "forward");
             gpt_unit_forward(model, u, p);
             trace_end();
@@ -158,6 +167,7 @@ static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
             float *grad = NULL;
             float *p = zero_before_backward(z, u, &grad);
             mem_zero(grad, model->units[u].size * sizeof(float));
+            if (u > 0 && comm_inflight() > 0) o.prefetch_bwd[step]++;
             trace_begin(model->units[u].name, "backward");
             gpt_unit_backward(model, u, p, grad);
             trace_end();
@@ -255,15 +265,26 @@ int main(int argc, char **argv) {
     s.model = gpt_create(&cfg);
     CHECK(s.model->nunits <= ZERO_MAX_UNITS, "at most %d units (--layers %d)", ZERO_MAX_UNITS - 2, ZERO_MAX_UNITS - 2);
     gpt_alloc_acts(s.model);
+    // What the model's shape needs for activations, measured before any of
+    // the student's code runs: the grader bounds the total by the formula
+    // plus this, not by whatever ends up tracked as ACTS.
+    double acts_expected = (double)mem_live(MEM_ACTS);
     data_open(&s.data, a.data, a.vocab, a.seq, a.batch, a.seed);
     s.x = malloc((size_t)s.rows * a.seq * sizeof *s.x);
     s.y = malloc((size_t)s.rows * a.seq * sizeof *s.y);
     const Gpt *m = s.model;
 
-    // Units padded to N shards, for the formulas.
+    // Units padded to N shards, for the formulas: N times the student's own
+    // shard_len, which may pad a little more than it must (zero.h's contract,
+    // held here so that the bounds and the contract agree).
     double psi = (double)m->nparams, psi_pad = 0, unit1 = 0, unit2 = 0;
     for (int u = 0; u < m->nunits; u++) {
-        double p = (double)N * (double)((m->units[u].size + (size_t)N - 1) / (size_t)N);
+        size_t size = m->units[u].size, least = (size + (size_t)N - 1) / (size_t)N, len = shard_len(size, N);
+        CHECK(len >= least && len <= least + ZERO_MAX_PAD,
+              "shard_len(%zu, %d) returned %zu; it must be between ceil(size / N) = %zu and %zu "
+              "(N shards cover the unit, padded by at most %d floats each): fix shard_len in zero.c",
+              size, N, len, least, least + ZERO_MAX_PAD, ZERO_MAX_PAD);
+        double p = (double)N * (double)len;
         psi_pad += p;
         if (p > unit1) unit2 = unit1, unit1 = p;
         else if (p > unit2) unit2 = p;
@@ -325,14 +346,22 @@ int main(int argc, char **argv) {
         gpt_free_units(m, dev);
     }
     comm_broadcast_host(c, &perr, sizeof perr, 0);
-    bool matches = !ref.on || (loss_err < 1e-4 && perr < 1e-4);
-    int unfinished = harness_print_unfinished();
+    harness_print_unfinished();
+    // How far from single-device training, for the eye; whether that is
+    // close enough is the verdict's to say, with the grader's tolerances.
     if (ref.on)
         print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest "
-               "difference in %s): %s\n", loss_err, perr, worst, matches ? "MATCHES" : "DIFFERS");
+               "difference in %s)\n", loss_err, perr, worst);
+
+    // The prefetch of the rank that overlapped least (one without it is
+    // what the grader looks for).
+    for (int st = 0; st < a.steps; st++) {
+        o.prefetch_fwd[st] = -(int64_t)comm_max_double(c, -(double)o.prefetch_fwd[st]);
+        o.prefetch_bwd[st] = -(int64_t)comm_max_double(c, -(double)o.prefetch_bwd[st]);
+    }
 
     // The dump for the grader.
-    DumpWriter *dw = dump_create(r == 0 ? a.dump : NULL);
+    DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[96];
     snprintf(extra, sizeof extra, "stage %d\nprefetch %d\n", stage, !no_prefetch);
     dump_run_meta(dw, c, "lab03", &a, extra);
@@ -341,16 +370,24 @@ int main(int argc, char **argv) {
     gpt_dump_host_units(m, dw, "param/final", params);
     gpt_dump_host_units(m, dw, "optim/m", mom_m);
     gpt_dump_host_units(m, dw, "optim/v", mom_v);
-    dump_f64(dw, "check/param_sumsq_per_rank", sumsq, 1, &nr);
+    // Named for ZeRO, not check/: whether the updated shards reached every
+    // rank is lab03's own check (the shared one would call it an all-reduce).
+    dump_f64(dw, "zero/param_sumsq_per_rank", sumsq, 1, &nr);
     dump_scalar_i64(dw, "zero/stage", stage);
     dump_scalar_i64(dw, "zero/prefetch", !no_prefetch);
     dump_scalar_f64(dw, "zero/psi_padded", psi_pad);
     dump_scalar_f64(dw, "zero/unit_largest", unit1);
     dump_scalar_f64(dw, "zero/unit_second", unit2);
+    dump_scalar_f64(dw, "mem/acts_expected", acts_expected);
+    dump_scalar_i64(dw, "zero/units", m->nunits);
+    dump_i64(dw, "zero/prefetch_fwd", o.prefetch_fwd, 1, &steps);
+    dump_i64(dw, "zero/prefetch_bwd", o.prefetch_bwd, 1, &steps);
     harness_dump_unfinished(dw);
     dump_rank_stats(dw, c, &o.mem);
     dump_close(dw);
     trace_write(c);
+    // The grader's own checks on this dump: what build/grade will say.
+    int verdict = verdict_of_lab_run(c, "lab03", &ref);
     free_whole(m, params);
     free_whole(m, mom_m);
     free_whole(m, mom_v);
@@ -370,6 +407,8 @@ int main(int argc, char **argv) {
             }
             zero_teardown(&zs);
             free(os.losses);
+            free(os.prefetch_fwd);
+            free(os.prefetch_bwd);
         }
         if (r == 0) write_figure(figure, peaks, N, psi);
         print0("wrote %s: memory per rank by category for stages 0 to 3\n", figure);
@@ -379,10 +418,12 @@ int main(int argc, char **argv) {
     free(all);
     free(sumsq);
     free(o.losses);
+    free(o.prefetch_fwd);
+    free(o.prefetch_bwd);
     free(s.x);
     free(s.y);
     data_close(&s.data);
     gpt_free(s.model);
     comm_finalize();
-    return unfinished || !matches ? 1 : 0;
+    return verdict ? 1 : 0;
 }

@@ -42,8 +42,12 @@ typedef struct {
 } Zero;
 
 // The shards of a unit of `size` floats over N ranks: every shard is
-// shard_len floats, N * shard_len >= size (the last shard padded with zeros),
-// and rank r's starts at shard_offset.
+// shard_len floats, N * shard_len >= size (the last shards padded with
+// zeros), and rank r's starts at shard_offset. shard_len may pad more than
+// it must (to align shards, say), by at most ZERO_MAX_PAD floats beyond
+// ceil(size / N); the harness stops a run that pads more. The memory
+// formulas count the unit as N * shard_len floats, your padding included.
+enum { ZERO_MAX_PAD = 64 };
 size_t shard_len(size_t size, int N);
 size_t shard_offset(size_t size, int N, int r);
 
