@@ -149,6 +149,12 @@ void harness_todo(const char *function) {
         if (strcmp(function, g_hooks[k]) == 0) g_todo[k] = 1;
 }
 
+bool harness_unfinished(const char *hook) {
+    for (int k = 0; k < g_nhooks; k++)
+        if (strcmp(hook, g_hooks[k]) == 0) return g_todo[k] != 0;
+    return false;
+}
+
 int harness_print_unfinished(void) {
     int n = 0;
     for (int k = 0; k < g_nhooks; k++) {

@@ -391,7 +391,12 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
             run.seed = h == 1 ? (uint64_t)o->hidden_seed : 1337;
             snprintf(run.name, sizeof run.name, "%s seed %llu", spec->name, (unsigned long long)run.seed);
             char flags[1024];
-            snprintf(flags, sizeof flags, "%s --seed %llu", spec->flags, (unsigned long long)run.seed);
+            // A training lab's program runs its own reference only for its
+            // verdict on itself; the grader has its own (shared by runs), so
+            // the program skips it (--no-ref), which also keeps the run's
+            // directory free of the reference's answers.
+            snprintf(flags, sizeof flags, "%s --seed %llu%s", spec->flags, (unsigned long long)run.seed,
+                     lab->ref_flags && strcmp(lab->program, "ref") != 0 ? " --no-ref" : "");
             char rdir[1200];
             snprintf(rdir, sizeof rdir, "%s/%s-%s-%d", o->work, lab->id, spec->name, h);
             print0("  %-10s %-22s ", lab->id, run.name);

@@ -280,7 +280,9 @@ int main(int argc, char **argv) {
     double psi = (double)m->nparams, psi_pad = 0, unit1 = 0, unit2 = 0;
     for (int u = 0; u < m->nunits; u++) {
         size_t size = m->units[u].size, least = (size + (size_t)N - 1) / (size_t)N, len = shard_len(size, N);
-        CHECK(len >= least && len <= least + ZERO_MAX_PAD,
+        // An unfinished shard_len (it still calls lab_todo) is the verdict's
+        // to report, with the other TODOs, after a run of the rest.
+        CHECK((len >= least && len <= least + ZERO_MAX_PAD) || harness_unfinished("shard_len"),
               "shard_len(%zu, %d) returned %zu; it must be between ceil(size / N) = %zu and %zu "
               "(N shards cover the unit, padded by at most %d floats each): fix shard_len in zero.c",
               size, N, len, least, least + ZERO_MAX_PAD, ZERO_MAX_PAD);

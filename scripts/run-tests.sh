@@ -127,10 +127,15 @@ run_failing "lab03 student np=2 stage 3" 300 "not written yet" "${MPIRUN[@]}" -n
 
 # The grader. The reference solutions pass, with valid reports for Gradescope
 # and JUnit (hidden runs included); the unfinished student files fail.
-run "grade --solutions (json, junit, hidden seed)" 900 bash -c \
-    'build/grade --solutions --json build/results.json --junit build/results.xml --hidden-seed 4242 &&
+run "grade --solutions (json, junit)" 900 bash -c \
+    'build/grade --solutions --json build/results.json --junit build/results.xml &&
      /usr/bin/python3 grader/tests/check_reports.py build/results.json build/results.xml'
-run_failing "grade (the unfinished student files)" 600 "not written yet" build/grade
+# Hidden runs (a second seed, marked hidden in the reports), on the fastest lab.
+run "grade --solutions --hidden-seed (json, junit)" 300 bash -c \
+    'build/grade --solutions --lab lab01 --json build/results-hidden.json --junit build/results-hidden.xml --hidden-seed 4242 &&
+     /usr/bin/python3 grader/tests/check_reports.py build/results-hidden.json build/results-hidden.xml &&
+     grep -q "\"visibility\": \"hidden\"" build/results-hidden.json'
+run_failing "grade (the unfinished student files)" 600 "not written yet" build/grade --quick
 # Negative control of the tolerances: one parameter off by one AdamW step's
 # size (lr = 1e-3), in one element out of 867,072, is caught.
 run_failing "grade rejects a reference run with one parameter perturbed" 300 \
