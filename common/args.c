@@ -2,12 +2,16 @@
 #include "args.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
+#include "data.h"
 
 Args args_defaults(void) {
     Args a = {
@@ -36,6 +40,7 @@ Args args_defaults(void) {
 enum { NCOMMON = 16 };
 
 static void bind_common(Args *a, ArgExtra *t) {
+    // In the order of the ARGS_ bits (args.h).
     ArgExtra common[NCOMMON] = {
         {"steps", ARG_INT, &a->steps, "training steps", 0, 1e9, NULL, NULL},
         {"seed", ARG_U64, &a->seed, "seed of initialisation, data and dropout", 0, 2147483647.0, NULL, NULL},
@@ -48,14 +53,24 @@ static void bind_common(Args *a, ArgExtra *t) {
         {"heads", ARG_INT, &a->heads, "NH: attention heads (must divide C)", 1, 1 << 12, NULL, NULL},
         {"layers", ARG_INT, &a->layers, "L: transformer blocks", 0, 1 << 12, NULL, NULL},
         {"vocab", ARG_INT, &a->vocab, "V: vocabulary size (256 with --data)", 2, 1 << 24, NULL, NULL},
-        {"data", ARG_STRING, &a->data, "train on this file's bytes instead of synthetic data", 1, 0, NULL, NULL},
-        {"dump", ARG_STRING, &a->dump, "write results for the grader to this file", 1, 0, NULL, NULL},
-        {"trace", ARG_STRING, &a->trace, "write a Chrome trace (open in Perfetto) to this file", 1, 0, NULL, NULL},
+        {"data", ARG_INPUT, &a->data, "train on this file's bytes instead of synthetic data", 1, 0, NULL, NULL},
+        {"dump", ARG_OUTPUT, &a->dump, "write results for the grader to this file", 1, 0, NULL, NULL},
+        {"trace", ARG_OUTPUT, &a->trace, "write a Chrome trace (open in Perfetto) to this file", 1, 0, NULL, NULL},
         {"timeout", ARG_DOUBLE, &a->timeout, "seconds a rank may wait in one call before the run is ended (0: never)", 0, 1e6, NULL, NULL},
         {"device", ARG_CHOICE, &a->device, "where tensors live and kernels run", 1, 0, "cpu|cuda|auto", NULL},
     };
     memcpy(t, common, sizeof common);
 }
+
+static unsigned g_takes = ARGS_ALL;
+static const char *g_why_not;
+
+void args_takes(unsigned shared, const char *why_not) {
+    g_takes = shared;
+    g_why_not = why_not;
+}
+
+static bool takes(int k) { return (g_takes >> k) & 1u; }
 
 // The command line after the program's name, as given.
 static char g_line[1024];
@@ -105,7 +120,7 @@ static void print_flag(const ArgExtra *e) {
     char left[64];
     const char *kind = e->type == ARG_INT || e->type == ARG_U64 ? " N"
                        : e->type == ARG_DOUBLE ? " X"
-                       : e->type == ARG_STRING ? " FILE"
+                       : e->type == ARG_STRING || e->type == ARG_INPUT || e->type == ARG_OUTPUT ? " FILE"
                        : e->type == ARG_CHOICE ? " WHICH"
                                                : "";
     if (e->metavar) snprintf(left, sizeof left, "--%s %s", e->name, e->metavar);
@@ -118,6 +133,8 @@ static void print_flag(const ArgExtra *e) {
         break;
     case ARG_DOUBLE: snprintf(def, sizeof def, " (default %g)", *(double *)e->value); break;
     case ARG_STRING:
+    case ARG_INPUT:
+    case ARG_OUTPUT:
         if (*(const char **)e->value) snprintf(def, sizeof def, " (default %s)", *(const char **)e->value);
         break;
     case ARG_CHOICE: snprintf(def, sizeof def, ": %s (default %s)", e->choices, *(const char **)e->value); break;
@@ -134,10 +151,42 @@ static void usage(const char *about, const ArgExtra *common, const ArgExtra *ext
         printf("\n%s flags:\n", core_program());
         for (const ArgExtra *e = extras; e->name; e++) print_flag(e);
     }
-    printf("\nflags every program shares:\n");
-    for (int i = 0; i < NCOMMON; i++) print_flag(&common[i]);
+    printf("\nshared flags:\n");
+    for (int i = 0; i < NCOMMON; i++)
+        if (takes(i)) print_flag(&common[i]);
     printf("  %-22s %s\n", "--help", "print this and exit");
     printf("\nFlags take their value as --flag VALUE or --flag=VALUE.\n");
+}
+
+// An input must be a file this process can read. Every rank checks it (each
+// reads it), before MPI starts, so all of them stop alike.
+static void check_input(const char *flag, const char *path) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        core_usage_error("cannot open --%s file %s (%s); give the path of a readable file", flag, path,
+                         strerror(errno));
+    struct stat st;
+    int is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
+    close(fd);
+    if (is_dir) core_usage_error("--%s %s is a directory; give the path of a file in it", flag, path);
+}
+
+// An output must be creatable: made here and removed again, or opened for
+// writing (without changing it) when it exists. Rank 0 writes the outputs,
+// so rank 0 checks: two ranks creating and removing one name would race.
+static void check_output(const char *flag, const char *path) {
+    if (core_rank() != 0) return;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        core_usage_error("--%s %s is a directory; give a file name (e.g. %s/out)", flag, path, path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    bool made = fd >= 0;
+    if (!made && errno == EEXIST) fd = open(path, O_WRONLY);
+    if (fd < 0)
+        core_usage_error("cannot create --%s file %s (%s); check that its directory exists and is writable",
+                         flag, path, strerror(errno));
+    close(fd);
+    if (made) unlink(path);
 }
 
 static void set_value(const ArgExtra *e, const char *v) {
@@ -167,7 +216,11 @@ static void set_value(const ArgExtra *e, const char *v) {
         break;
     }
     case ARG_STRING:
+    case ARG_INPUT:
+    case ARG_OUTPUT:
         if (!*v) core_usage_error("--%s wants a value, not an empty string", e->name);
+        if (e->type == ARG_INPUT) check_input(e->name, v);
+        if (e->type == ARG_OUTPUT) check_output(e->name, v);
         *(const char **)e->value = v;
         break;
     case ARG_CHOICE:
@@ -190,6 +243,17 @@ static void check_combinations(const Args *a) {
             core_usage_error("--data reads bytes, so the vocabulary is 256; drop --vocab or set "
                              "--vocab 256");
     }
+    // The synthetic chain gives each token DATA_BRANCH distinct successors,
+    // which a smaller vocabulary cannot hold (drawing them would never end).
+    if (!a->data && a->vocab < DATA_BRANCH + 1 && (g_takes & ARGS_VOCAB))
+        core_usage_error("--vocab %d is too small for the synthetic data, in which each token has %d "
+                         "successors; use --vocab %d or more", a->vocab, DATA_BRANCH, DATA_BRANCH + 1);
+    // A regular --data file must hold one row of T+1 bytes (the size of a
+    // pipe or device is not known before it is read; data_open checks it).
+    struct stat st;
+    if (a->data && stat(a->data, &st) == 0 && S_ISREG(st.st_mode) && st.st_size < (off_t)a->seq + 1)
+        core_usage_error("--data file %s has %lld bytes, fewer than the %d a row of T+1 tokens needs; "
+                         "use a longer file or a smaller --seq", a->data, (long long)st.st_size, a->seq + 1);
 }
 
 void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtra *extras) {
@@ -220,14 +284,19 @@ void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtr
         for (const ArgExtra *x = extras; x && x->name && !e; x++)
             if (strcmp(x->name, name) == 0) e = x;
         for (int k = 0; k < NCOMMON && !e; k++)
-            if (strcmp(common[k].name, name) == 0) e = &common[k];
+            if (strcmp(common[k].name, name) == 0) {
+                if (!takes(k))
+                    core_usage_error("--%s is not a flag of this program%s%s%s; see --help", name,
+                                     g_why_not ? " (" : "", g_why_not ? g_why_not : "", g_why_not ? ")" : "");
+                e = &common[k];
+            }
         if (!e) {
             const char *best = NULL;
             int bestd = 3;
             for (const ArgExtra *x = extras; x && x->name; x++)
                 if (distance(name, x->name) < bestd) bestd = distance(name, x->name), best = x->name;
             for (int k = 0; k < NCOMMON; k++)
-                if (distance(name, common[k].name) < bestd)
+                if (takes(k) && distance(name, common[k].name) < bestd)
                     bestd = distance(name, common[k].name), best = common[k].name;
             if (best) core_usage_error("unknown flag --%s; did you mean --%s? (see --help)", name, best);
             core_usage_error("unknown flag --%s (see --help)", name);

@@ -31,7 +31,11 @@ typedef struct Args {
     const char *trace;    // Chrome trace file (open in Perfetto), or NULL
 } Args;
 
-typedef enum { ARG_INT, ARG_U64, ARG_DOUBLE, ARG_STRING, ARG_FLAG, ARG_CHOICE } ArgType;
+// ARG_INPUT and ARG_OUTPUT are file names checked at parse time, before any
+// work: an input must be a readable file (not a directory), an output must
+// be creatable (checked on rank 0, which writes the outputs, by creating it
+// and removing it again, so nothing is left behind when the run then fails).
+typedef enum { ARG_INT, ARG_U64, ARG_DOUBLE, ARG_STRING, ARG_FLAG, ARG_CHOICE, ARG_INPUT, ARG_OUTPUT } ArgType;
 
 // A flag of one program. For ARG_CHOICE, `choices` is "a|b|c" and the value is
 // stored as a string (const char *) that is one of them.
@@ -45,13 +49,33 @@ typedef struct {
     const char *metavar;  // what --help calls the value ("DIR"); NULL: N, X, FILE or WHICH by type
 } ArgExtra;
 
+// The shared flags, as a set: a program says which it takes (args_takes).
+enum {
+    ARGS_STEPS = 1 << 0, ARGS_SEED = 1 << 1, ARGS_LR = 1 << 2, ARGS_WD = 1 << 3,
+    ARGS_DROPOUT = 1 << 4, ARGS_BATCH = 1 << 5, ARGS_SEQ = 1 << 6, ARGS_DIM = 1 << 7,
+    ARGS_HEADS = 1 << 8, ARGS_LAYERS = 1 << 9, ARGS_VOCAB = 1 << 10, ARGS_DATA = 1 << 11,
+    ARGS_DUMP = 1 << 12, ARGS_TRACE = 1 << 13, ARGS_TIMEOUT = 1 << 14, ARGS_DEVICE = 1 << 15,
+    // Groups: the model and its training, and what every training program takes.
+    ARGS_MODEL = ARGS_STEPS | ARGS_LR | ARGS_WD | ARGS_DROPOUT | ARGS_BATCH | ARGS_SEQ | ARGS_DIM |
+                 ARGS_HEADS | ARGS_LAYERS | ARGS_VOCAB | ARGS_DATA,
+    ARGS_ALL = (1 << 16) - 1,
+};
+
+// Before args_parse: the shared flags this program takes (ARGS_ALL unless
+// told) and, in a few words, why it takes no others ("it trains nothing").
+// The others are not listed by --help, and giving one is a usage error.
+void args_takes(unsigned shared, const char *why_not);
+
 // The defaults: the course's small model (4 layers, 128 channels, 4 heads,
 // 64 tokens, batch 8, vocabulary 256).
 Args args_defaults(void);
 
 // Parse argv into *a (which holds the defaults) and into the extras (a list
 // ended by an entry whose name is NULL; extras may be NULL). `--help` prints
-// the usage, `about` first, and exits 0. Errors exit with code 2.
+// the usage, `about` first, and exits 0. Errors exit with code 2: a flag
+// this program does not take, a bad value, a combination the program cannot
+// use (a vocabulary too small for the synthetic data), an input file that
+// cannot be read or an output that cannot be created.
 void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtra *extras);
 
 // True when the user gave this flag on the command line (so a program can

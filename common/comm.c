@@ -47,6 +47,23 @@ typedef struct {
 } WdState;
 
 static WdState g_wd[2];
+
+// Signs of life, shared by the ranks of a node: each rank's watchdog thread
+// writes core_now() into its slot every 50 ms (CLOCK_MONOTONIC is one clock
+// for the whole machine). A rank that waits still beats; a rank stopped
+// (SIGSTOP, a debugger) or frozen does not, so the rank whose beat is old is
+// the one that stopped answering, whichever rank's watchdog fires.
+typedef struct {
+    volatile double beat;    // core_now() at the last sign of life; -1 once the rank has ended
+    volatile int quiet;      // 1: this rank ends on a usage error it has said; no lines from the others
+} NodeSlot;
+static MPI_Win g_node_win = MPI_WIN_NULL;
+static MPI_Comm g_node = MPI_COMM_NULL;
+static NodeSlot *g_slots;    // (g_local_size), or NULL when the node's memory could not be shared
+static int *g_slot_rank;     // (g_local_size) the world rank of each slot
+static int g_local_size = 1;
+static volatile double g_woke_at;   // when this rank last found itself frozen (the watchdog saw a gap)
+enum { HEARTBEAT_STALE_S = 1 };     // 20 beats missed: not a busy scheduler
 static atomic_int g_wd_cur;
 static _Atomic double g_timeout;
 static pthread_t g_wd_thread;
@@ -139,29 +156,98 @@ static void wd_report(const char *head, const char *tail) {
     (void)w;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// Seconds since this node's rank in slot i last showed a sign of life, or -1
+// when it is not known (no shared slots, or no beat yet).
+static double silence_of(int i) {
+    if (!g_slots || !g_wd_running) return -1;
+    double beat = g_slots[i].beat;
+    return beat > 0 ? now_s() - beat : -1;
+}
+
+// This rank is ending: its silence from now on is no sign of a freeze.
+static void mark_ended(void) {
+    if (g_slots) g_slots[g_local_rank].beat = -1;
+}
+
+static bool peers_quiet(void) {
+    for (int i = 0; g_slots && i < g_local_size; i++)
+        if (g_slots[i].quiet) return true;
+    return false;
+}
+
+// One line for each other rank of the node that stopped answering: the
+// wait of this rank is theirs to explain. Async-signal-safe.
+static void report_silent_ranks(void) {
+    for (int i = 0; g_slots && i < g_local_size; i++) {
+        if (i == g_local_rank) continue;
+        double quiet_for = silence_of(i);
+        if (quiet_for < HEARTBEAT_STALE_S) continue;
+        char line[256];
+        size_t n = 0, cap = sizeof line;
+        n = put_str(line, n, cap, "[");
+        n = put_str(line, n, cap, core_program());
+        n = put_str(line, n, cap, " rank ");
+        n = put_int(line, n, cap, g_world.rank);
+        n = put_str(line, n, cap, "] rank ");
+        n = put_int(line, n, cap, g_slot_rank[i]);
+        n = put_str(line, n, cap, " stopped answering (no sign of life for ");
+        n = put_seconds(line, n, cap, quiet_for);
+        n = put_str(line, n, cap, ": stopped or frozen, not waiting)\n");
+        ssize_t w = write(STDERR_FILENO, line, n);
+        (void)w;
+    }
+}
+
 // The launcher stops the other ranks with SIGTERM when one ends; each says
-// where it was, so a hang shows every rank's side of it.
+// where it was, so a hang shows every rank's side of it. A rank that was
+// itself stopped (woken by the launcher to be ended) says that instead of
+// the wait it was in, and a rank ending on another's usage error says nothing.
 static void on_sigterm(int sig) {
     (void)sig;
-    wd_report("stopped while ", "");
+    double own = silence_of(g_local_rank), woke = g_woke_at;
+    if (peers_quiet()) {
+        // the usage error is said once, by the rank that found it
+    } else if (own >= HEARTBEAT_STALE_S || (woke > 0 && now_s() - woke < 2 * HEARTBEAT_STALE_S)) {
+        wd_report("was stopped or frozen (no sign of life, so the other ranks waited for it) while ", "");
+    } else {
+        wd_report("stopped while ", "");
+        report_silent_ranks();
+    }
+    mark_ended();
     core_run_cleanups();
     _exit(128 + SIGTERM);
 }
 
 static void *wd_main(void *arg) {
     (void)arg;
+    double last = core_now();
     while (!atomic_load(&g_wd_stop)) {
         struct timespec nap = {0, 50 * 1000 * 1000};
         nanosleep(&nap, NULL);
+        double now = core_now();
+        // A long gap between two naps: this whole rank was stopped. Its wait
+        // counts from the wake-up, so it does not blame the ranks it kept waiting.
+        if (now - last >= HEARTBEAT_STALE_S) g_woke_at = now;
+        last = now;
+        if (g_slots) g_slots[g_local_rank].beat = now;
         const WdState *s = &g_wd[atomic_load(&g_wd_cur)];
         double timeout = atomic_load(&g_timeout);
-        if (timeout > 0 && s->in_call && core_now() - s->since > timeout) {
+        double since = s->since > g_woke_at ? s->since : g_woke_at;
+        if (timeout > 0 && s->in_call && now - since > timeout) {
             char tail[160];
             snprintf(tail, sizeof tail,
                      " (--timeout %g); ending the run. A rank waits forever when its partner "
                      "never makes the matching call",
                      timeout);
             wd_report("watchdog: waited ", tail);
+            report_silent_ranks();
+            mark_ended();
             core_run_cleanups();
             _exit(EXIT_TIMEOUT);
         }
@@ -232,11 +318,46 @@ static void leave(CallInfo *ci, int track) {
 // ---- start and stop --------------------------------------------------------
 static void abort_all(int code) {
     signal(SIGTERM, SIG_DFL);   // this rank has said why it stops; no second line
+    mark_ended();
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
     if (up && !down) MPI_Abort(MPI_COMM_WORLD, code);
     exit(code);
+}
+
+// A usage error once MPI is up: this rank says it (or rank 0 does), so the
+// ranks the launcher then ends say nothing of their own.
+static void usage_ending(void) {
+    signal(SIGTERM, SIG_DFL);
+    if (g_slots) g_slots[g_local_rank].quiet = 1;
+}
+
+// The node's shared slots; without them (an MPI that cannot share memory)
+// the watchdog still works, it only cannot name a stopped rank.
+static void node_slots_init(void) {
+    BACKEND(MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &g_node)));
+    MPI_CHECK(MPI_Comm_rank(g_node, &g_local_rank));
+    MPI_CHECK(MPI_Comm_size(g_node, &g_local_size));
+    g_slot_rank = calloc((size_t)g_local_size, sizeof *g_slot_rank);
+    CHECK(g_slot_rank, "out of memory");
+    BACKEND(MPI_CHECK(MPI_Allgather(&g_world.rank, 1, MPI_INT, g_slot_rank, 1, MPI_INT, g_node)));
+    NodeSlot *mine = NULL;
+    int err;
+    BACKEND(err = MPI_Win_allocate_shared((MPI_Aint)sizeof(NodeSlot), (int)sizeof(NodeSlot), MPI_INFO_NULL,
+                                          g_node, &mine, &g_node_win));
+    if (err != MPI_SUCCESS) {
+        g_node_win = MPI_WIN_NULL;
+        return;
+    }
+    MPI_Aint size;
+    int unit;
+    NodeSlot *first = NULL;
+    if (MPI_Win_shared_query(g_node_win, 0, &size, &unit, &first) != MPI_SUCCESS) return;
+    mine->beat = core_now();   // a rank frozen before its first beat still shows its age
+    mine->quiet = 0;
+    g_slots = first;
+    BACKEND(MPI_CHECK(MPI_Barrier(g_node)));   // every slot is cleared before anyone reads one
 }
 
 Comm *comm_init(int *argc, char ***argv, double timeout_s) {
@@ -253,10 +374,8 @@ Comm *comm_init(int *argc, char ***argv, double timeout_s) {
     core_set_rank(g_world.rank, g_world.size);
     core_set_abort_hook(abort_all);
 
-    MPI_Comm node;
-    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
-    MPI_CHECK(MPI_Comm_rank(node, &g_local_rank));
-    MPI_CHECK(MPI_Comm_free(&node));
+    core_set_usage_hook(usage_ending);
+    node_slots_init();
 
     g_up = true;
     g_timeout = timeout_s;
@@ -300,6 +419,11 @@ void comm_finalize(void) {
         g_wd_running = false;
     }
     signal(SIGTERM, SIG_DFL);
+    g_slots = NULL;
+    if (g_node_win != MPI_WIN_NULL) BACKEND(MPI_CHECK(MPI_Win_free(&g_node_win)));
+    if (g_node != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&g_node));
+    free(g_slot_rank);
+    g_slot_rank = NULL;
     MPI_CHECK(MPI_Finalize());
     g_up = false;
 }
@@ -312,6 +436,7 @@ Comm *comm_world(void) {
 int comm_rank(const Comm *c) { return c->rank; }
 int comm_size(const Comm *c) { return c->size; }
 int comm_local_rank(void) { return g_local_rank; }
+int comm_local_size(void) { return g_local_size; }
 const char *comm_backend_name(void) { return "mpi"; }
 
 Comm *comm_split(Comm *c, int color, int key) {

@@ -45,6 +45,7 @@ Comm *comm_world(void);
 int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
 int comm_local_rank(void);            // rank among the processes on this node
+int comm_local_size(void);            // processes on this node (1 before comm_init)
 const char *comm_backend_name(void);  // "mpi"
 
 // Split c into groups: ranks with the same color form one group, ordered by

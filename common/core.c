@@ -12,6 +12,7 @@ static int g_rank = -1;
 static int g_world = 0;
 static const char *g_program = "pl";
 static void (*g_abort_hook)(int) = NULL;
+static void (*g_usage_hook)(void) = NULL;
 
 // The launcher tells each process its rank in the environment; reading it lets
 // a program print argument errors once, before MPI is up.
@@ -89,20 +90,41 @@ PL_NORETURN void core_fail(const char *file, int line, const char *fmt, ...) {
     exit(EXIT_CHECK);
 }
 
+void core_set_usage_hook(void (*hook)(void)) { g_usage_hook = hook; }
+
 PL_NORETURN void core_usage_error(const char *fmt, ...) {
-    if (core_rank() == 0) {
-        char msg[3072];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof msg, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "%s: %s\n", g_program, msg);
-        fflush(stderr);
-    }
+    char msg[3072];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     int up = 0, down = 0;
     MPI_Initialized(&up);
     MPI_Finalized(&down);
-    if (up && !down) MPI_Finalize();
+    if (!up || down) {
+        // Before MPI every rank parses the same command line and finds the
+        // same mistake: rank 0 alone says it.
+        if (core_rank() == 0) fprintf(stderr, "%s: %s\n", g_program, msg);
+        exit(EXIT_USAGE);
+    }
+    // MPI is up. Finalizing would wait for ranks that never found the
+    // mistake, so the job is aborted instead. When every rank found it,
+    // rank 0 says it and its abort ends the others while they wait here;
+    // a mistake found on this rank alone is said by this rank after the wait.
+    if (g_usage_hook) g_usage_hook();   // the other ranks end without a line of their own
+    if (core_rank() != 0) {
+        double until = core_now() + 1.0;
+        while (core_now() < until) {
+            struct timespec nap = {0, 20 * 1000 * 1000};
+            nanosleep(&nap, NULL);
+        }
+        fprintf(stderr, "%s (rank %d): %s\n", g_program, core_rank(), msg);
+    } else {
+        fprintf(stderr, "%s: %s\n", g_program, msg);
+    }
+    fflush(stderr);
+    core_run_cleanups();
+    if (g_abort_hook) g_abort_hook(EXIT_USAGE);
     exit(EXIT_USAGE);
 }
 

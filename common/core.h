@@ -37,9 +37,15 @@ const char *core_program(void);
 PL_NORETURN void core_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-// A mistake in how the program was called: one line on rank 0, exit code 2
-// on every rank. Safe before and after comm_init; every rank must call it.
+// A mistake in how the program was called: one line, exit code 2 on every
+// rank. Before comm_init every rank finds it and rank 0 says it. After,
+// the job is aborted rather than finalized, so a rank that did not find it
+// never waits: rank 0 says it when it found it too, else the rank that did
+// says it (after up to a second's wait for rank 0).
 PL_NORETURN void core_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// Hook run by core_usage_error once MPI is up, before the wait (comm sets it:
+// the other ranks of the node then end without a line of their own).
+void core_set_usage_hook(void (*hook)(void));
 
 // Cleanups (removing a run's temporary files) run once however the process
 // ends: a normal exit, a failed check, a usage error, the watchdog, or

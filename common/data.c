@@ -110,9 +110,9 @@ void data_open(Data *d, const char *path, int vocab, int seq, int batch, uint64_
     d->path = path;
 
     if (!path) {
-        CHECK(vocab >= DATA_BRANCH + 1, "vocabulary V = %d is too small for a chain in which "
-              "each token has %d successors; use --vocab %d or more", vocab, DATA_BRANCH,
-              DATA_BRANCH + 1);
+        if (vocab < DATA_BRANCH + 1)   // a choice of the user's, not a bug (args refuses it first)
+            core_usage_error("--vocab %d is too small for the synthetic data, in which each token has "
+                             "%d successors; use --vocab %d or more", vocab, DATA_BRANCH, DATA_BRANCH + 1);
         data_build_chain(d);
         return;
     }

@@ -84,6 +84,18 @@ Gpt *gpt_create(const GptConfig *cfg) {
 
 static void free_acts(Gpt *m);
 
+double gpt_bytes_needed(const GptConfig *cfg) {
+    double B = cfg->B, T = cfg->T, C = cfg->C, NH = cfg->NH, L = cfg->L, V = cfg->V;
+    // Ψ, as gpt_create lays it out: embeddings, L blocks, final norm and head.
+    double psi = V * C + T * C + L * (12 * C * C + 13 * C) + 2 * C + C * V;
+    double BT = B * T, BTC = BT * C, att = B * NH * T * T;
+    // Floats of gpt_alloc_acts: per block 15 BTC, 4 BT and the attention;
+    // the residual streams and their gradients; the head; the scratch.
+    double acts = L * (15 * BTC + 4 * BT + att) + (L + 1) * 2 * BTC + BTC + 4 * BT + 3 * BT * V +
+                  9 * BTC + att + 2 * BT /* tokens and targets, as ints */;
+    return 16 * psi + 4 * acts;
+}
+
 void gpt_free(Gpt *m) {
     if (!m) return;
     free_acts(m);

@@ -108,6 +108,11 @@ typedef struct {
 // The units and their tensors for a configuration (no memory for tensors).
 // CHECKs the configuration (heads divide channels, sizes positive).
 Gpt *gpt_create(const GptConfig *cfg);
+// Bytes a device holds to train this configuration with AdamW: parameters,
+// gradients and two moments (16 bytes a parameter) and the activations
+// gpt_alloc_acts makes for cfg->B rows. An upper estimate from the shapes
+// alone (no allocation), in double: large shapes overflow size_t products.
+double gpt_bytes_needed(const GptConfig *cfg);
 void gpt_free(Gpt *m);
 
 // Named views of unit buffers (the same layout for parameters and gradients).

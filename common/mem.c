@@ -1,9 +1,12 @@
 // mem.c: tracked allocation by category, and the independent measure.
 #include "mem.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "core.h"
@@ -184,6 +187,36 @@ static int g_gpu = -1;
 static char g_device_name[32] = "cpu";
 static size_t g_gpu_base;   // device bytes in use before this rank allocated any
 static size_t g_gpu_peak;
+
+double mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    double kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+    if (f) fclose(f);
+    if (kb > 0) return kb * 1024;
+    return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+}
+
+void mem_check_fits(double per_rank, int ranks_here, double rank0_first, const char *what) {
+    // The reference runs on rank 0 before the others allocate: the node
+    // needs the larger of the two phases.
+    // On a GPU the tensors live in the device's memory, which its own
+    // allocator refuses clearly; the host's memory is what this guards.
+    if (mem_device() != DEVICE_CPU) return;
+    double need = fmax(per_rank * ranks_here, rank0_first), have = mem_available();
+    if (need <= have) return;
+    char b1[32], b2[32], b3[32];
+    if (rank0_first > per_rank * ranks_here)
+        core_usage_error("%s needs about %s for the single-device reference on rank 0, but this machine "
+                         "has %s available; use a smaller --layers, --dim, --seq or --batch",
+                         what, core_fmt_bytes(rank0_first, b1, sizeof b1), core_fmt_bytes(have, b2, sizeof b2));
+    core_usage_error("%s needs about %s per rank x %d rank%s here = %s, but this machine has %s available; "
+                     "use a smaller --layers, --dim, --seq or --batch, or fewer ranks per machine",
+                     what, core_fmt_bytes(per_rank, b1, sizeof b1), ranks_here, ranks_here == 1 ? "" : "s",
+                     core_fmt_bytes(per_rank * ranks_here, b3, sizeof b3), core_fmt_bytes(have, b2, sizeof b2));
+}
 
 void mem_init(const char *device, int local_rank) {
     bool want_cuda = false;

@@ -28,6 +28,16 @@ typedef enum { DEVICE_CPU, DEVICE_CUDA } Device;
 // when one is visible and the CUDA backend is built in). With several GPUs,
 // rank r uses GPU r mod count. Before mem_init the device is the CPU.
 void mem_init(const char *device, int local_rank);
+
+// Refuse, as a usage error (exit 2), a run that cannot fit in this
+// machine's memory before any of it is allocated: `per_rank` bytes on each
+// of the `ranks_here` ranks of this node, and `rank0_first` bytes that
+// rank 0 needs alone before (the reference run). `what` names the run
+// ("GPT 4096L 128C ..."); the message gives both figures and what to change.
+void mem_check_fits(double per_rank, int ranks_here, double rank0_first, const char *what);
+// Bytes of memory this machine can still give (MemAvailable; the physical
+// memory when that is not known).
+double mem_available(void);
 Device mem_device(void);
 const char *mem_device_name(void);   // "cpu" or "cuda:0"
 

@@ -67,6 +67,15 @@ int main(int argc, char **argv) {
                         : strcmp(strategy, "flat") == 0 ? DDP_FLAT
                                                         : DDP_BUCKETED;
 
+    // Refused before any of it is allocated when it cannot fit: each rank's
+    // replica (an upper estimate from the shapes) and, first, the reference.
+    GptConfig need = {.B = micro_rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
+    GptConfig whole = need;
+    whole.B = a.batch;
+    char what[96];
+    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole) : 0,
+                   args_model_string(&a, what, sizeof what));
+
     // The single-device reference, first (rank 0; the others wait).
     Reference ref = harness_reference(c, &a, !no_ref);
 

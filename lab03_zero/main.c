@@ -245,7 +245,7 @@ int main(int argc, char **argv) {
         {"stage", ARG_INT, &stage, "ZeRO stage: 0 plain data parallelism, 1 optimizer state, 2 + gradients, 3 + parameters", 0, 3, NULL, NULL},
         {"no-prefetch", ARG_FLAG, &no_prefetch, "stage 3: gather each unit only when it runs", 0, 0, NULL, NULL},
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
-        {"figure", ARG_STRING, &figure, "also run stages 0 to 3 and draw memory per rank by category (SVG)", 1, 0, NULL, NULL},
+        {"figure", ARG_OUTPUT, &figure, "also run stages 0 to 3 and draw memory per rank by category (SVG)", 1, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
@@ -257,6 +257,15 @@ int main(int argc, char **argv) {
     int N = comm_size(c), r = comm_rank(c);
     Setup s = {.a = a, .c = c};
     data_rank_rows(a.batch, N, r, &s.row0, &s.rows);
+
+    // Refused before any of it is allocated when it cannot fit: each rank's
+    // replica (an upper estimate from the shapes) and, first, the reference.
+    GptConfig need = {.B = s.rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
+    GptConfig whole = need;
+    whole.B = a.batch;
+    char what[96];
+    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole) : 0,
+                   args_model_string(&a, what, sizeof what));
 
     Reference ref = harness_reference(c, &a, !no_ref);
 

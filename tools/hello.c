@@ -20,6 +20,7 @@ int main(int argc, char **argv) {
         {"mib", ARG_INT, &mib, "size of the timed all-reduce, in MiB", 1, 1024, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(ARGS_TIMEOUT | ARGS_DEVICE | ARGS_TRACE | ARGS_DUMP, "it trains nothing");
     args_parse(&a, argc, argv, "A first run of the runtime: an all-reduce, memory and bytes per rank.",
                extras);
     Comm *w = comm_init(&argc, &argv, a.timeout);

@@ -22,6 +22,7 @@ int main(int argc, char **argv) {
         {"micro", ARG_INT, &micro, "split each step's batch into K micro-batches (gradient accumulation)", 1, 1 << 20, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(ARGS_ALL & ~ARGS_TRACE, "it writes no trace");
     args_parse(&a, argc, argv,
                "The single-device reference: trains the course's small GPT with AdamW on one device.",
                extras);
@@ -30,6 +31,9 @@ int main(int argc, char **argv) {
         core_usage_error("build/ref is the single-device reference; run it alone, not under "
                          "mpirun -np %d", comm_size(w));
     mem_init(a.device, comm_local_rank());
+    GptConfig need = {.B = a.batch / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
+    char what[96];
+    mem_check_fits(gpt_bytes_needed(&need), 1, 0, args_model_string(&a, what, sizeof what));
     ops_init();
 
     Trainer *t = train_create(&a, micro);

@@ -1,6 +1,7 @@
 // args_prog.c: parses the shared flags plus a lab's extras and prints what it
 // got; test_args runs it with good and bad command lines.
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "args.h"
 
@@ -17,6 +18,8 @@ int main(int argc, char **argv) {
         {"ratio", ARG_DOUBLE, &ratio, "a fraction", 0, 1, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    // ARGS_TAKES=MASK: the shared flags this program takes, as a lab says them.
+    if (getenv("ARGS_TAKES")) args_takes((unsigned)strtoul(getenv("ARGS_TAKES"), NULL, 0), "it trains nothing");
     args_parse(&a, argc, argv, "A test program for the shared command line.", extras);
     char model[128];
     printf("steps=%d seed=%llu lr=%g timeout=%g device=%s model=%s data=%s dump=%s trace=%s "

@@ -108,6 +108,52 @@ START_TEST(error_printed_once_under_mpirun) {
 }
 END_TEST
 
+// Inputs and outputs are checked before any work: a missing, empty or
+// directory --data, and an output that cannot be made, are usage errors,
+// and a good output is not left behind by the check.
+START_TEST(files_checked_at_start) {
+    ck_assert_int_eq(run("--data /nonexistent/input.txt"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "cannot open --data file /nonexistent/input.txt"));
+    ck_assert_int_eq(run("--data /tmp"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--data /tmp is a directory"));
+    ck_assert_int_eq(run("--data /dev/null"), 0);   // not a regular file: its size is read later
+    ck_assert_int_eq(run("--data common/tests/args_prog.c --seq 100000"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "fewer than the 100001 a row of T+1 tokens needs"));
+    ck_assert_int_eq(run("--dump /nonexistent/r.bin"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "cannot create --dump file /nonexistent/r.bin"));
+    ck_assert_int_eq(run("--trace /tmp"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--trace /tmp is a directory"));
+    remove("build/tests/args-out.json");
+    ck_assert_int_eq(run("--trace build/tests/args-out.json"), 0);
+    FILE *f = fopen("build/tests/args-out.json", "r");
+    ck_assert_msg(f == NULL, "checking --trace left the file behind");
+    ck_assert_int_eq(lines(out), 1);
+}
+END_TEST
+
+// A value the parser's range accepts but the program cannot use is a usage
+// error too (the synthetic chain needs 5 tokens), not a failed check.
+START_TEST(vocab_too_small_for_synthetic_data) {
+    ck_assert_int_eq(run("--vocab 3"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--vocab 3 is too small for the synthetic data"));
+    ck_assert_int_eq(run("--vocab 5"), 0);
+}
+END_TEST
+
+// A program takes the shared flags it uses and no others.
+START_TEST(flags_a_program_does_not_take) {
+    setenv("ARGS_TAKES", "0x5002", 1);   // --seed --dump --timeout
+    int rc = run("--data README.md");
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(out, "--data is not a flag of this program (it trains nothing); see --help"), "%s", out);
+    ck_assert_int_eq(run("--seed 3 --timeout 5"), 0);
+    ck_assert_int_eq(run("--help"), 0);
+    ck_assert_msg(!strstr(out, "--data") && !strstr(out, "--layers") && strstr(out, "--seed"),
+                  "--help lists flags the program does not take:\n%s", out);
+    unsetenv("ARGS_TAKES");
+}
+END_TEST
+
 static Suite *args_suite(void) {
     Suite *s = suite_create("args");
     TCase *tc = tcase_create("args");
@@ -117,6 +163,9 @@ static Suite *args_suite(void) {
     tcase_add_test(tc, help_lists_every_flag);
     tcase_add_loop_test(tc, bad_input_one_line_exit_2, 0, (int)(sizeof BAD / sizeof BAD[0]));
     tcase_add_test(tc, error_printed_once_under_mpirun);
+    tcase_add_test(tc, files_checked_at_start);
+    tcase_add_test(tc, vocab_too_small_for_synthetic_data);
+    tcase_add_test(tc, flags_a_program_does_not_take);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -56,6 +56,33 @@ START_TEST(failed_check_stops_every_rank) {
 }
 END_TEST
 
+// A rank stopped (SIGSTOP) is alive but silent: the ranks waiting for it
+// must name it, and no line may blame a rank that was only waiting.
+START_TEST(frozen_rank_is_named) {
+    double s;
+    int rc = run(3, "freeze", &s);
+    ck_assert_msg(rc != 0 && rc != 124, "a run with a frozen rank exited %d:\n%s", rc, out);
+    ck_assert_msg(s < 30, "the run with a frozen rank took %.1f s to end", s);
+    ck_assert_msg(strstr(out, "rank 0] rank 1 stopped answering (no sign of life for "),
+                  "rank 0 does not name rank 1 as the one that stopped answering:\n%s", out);
+    ck_assert_msg(!strstr(out, "rank 0 stopped answering") && !strstr(out, "rank 2 stopped answering"),
+                  "a waiting rank is blamed:\n%s", out);
+}
+END_TEST
+
+// A usage error found by one rank once MPI is up ends every rank (none
+// waits in MPI_Finalize for the others), with code 2 and the line once.
+START_TEST(usage_error_on_one_rank_ends_all) {
+    double s;
+    int rc = run(3, "usage", &s);
+    ck_assert_msg(rc == 2, "a usage error on rank 1 exited %d:\n%s", rc, out);
+    ck_assert_msg(s < 10, "the run with a usage error on rank 1 took %.1f s to end", s);
+    const char *p = strstr(out, "deadlock (rank 1): rank 1 alone finds a usage error");
+    ck_assert_msg(p && !strstr(p + 1, "alone finds"), "the line is not there once:\n%s", out);
+    ck_assert_msg(!strstr(out, "stopped while"), "another rank adds a line of its own:\n%s", out);
+}
+END_TEST
+
 static Suite *watchdog_suite(void) {
     Suite *s = suite_create("watchdog");
     TCase *tc = tcase_create("watchdog");
@@ -63,6 +90,8 @@ static Suite *watchdog_suite(void) {
     tcase_add_test(tc, deadlock_is_ended_and_explained);
     tcase_add_test(tc, correct_run_is_left_alone);
     tcase_add_test(tc, failed_check_stops_every_rank);
+    tcase_add_test(tc, frozen_rank_is_named);
+    tcase_add_test(tc, usage_error_on_one_rank_ends_all);
     suite_add_tcase(s, tc);
     return s;
 }
