@@ -65,6 +65,26 @@ run_failing() {
     fi
 }
 
+# run_refused NAME PATTERN COMMAND...: a run that must be refused as a usage
+# error: exit code 2, within 15 s (no rank left waiting), PATTERN said once.
+run_refused() {
+    local name=$1 pattern=$2
+    shift 2
+    echo "=== $name (must be refused, saying once: $pattern)"
+    local out rc t0=$SECONDS
+    out=$(timeout --kill-after=5 15 "$@" 2>&1)
+    rc=$?
+    echo "$out" | grep -v '^$' | head -n 4
+    if [ $rc -eq 2 ] && [ "$(grep -cF -- "$pattern" <<<"$out")" -eq 1 ]; then
+        passed=$((passed + 1))
+        echo "--- ok: $name refused (exit code 2, $((SECONDS - t0)) s)"
+    else
+        failed=$((failed + 1))
+        failures+=("$name")
+        echo "--- FAILED: $name exited $rc (2 wanted; 124: a rank was left waiting) or did not say '$pattern' once"
+    fi
+}
+
 # Unit tests of the library that need no MPI launch.
 for t in rng mem data dump args ops gpt; do
     run "test_$t" 120 "build/tests/test_$t"
@@ -83,6 +103,27 @@ for np in 1 3; do
 done
 run "test_trace np=3" 120 "${MPIRUN[@]}" -np 3 build/tests/test_trace
 run "test_watchdog" 180 build/tests/test_watchdog
+
+# Bad input is refused before the work, and one rank's refusal ends every
+# rank: a missing, empty, 1-byte or directory --data, an output that cannot
+# be made, a vocabulary the synthetic data cannot use, a model larger than
+# the machine, a flag the program does not take.
+bad=$(mktemp -d) && : > "$bad/empty" && printf x > "$bad/one-byte"
+for lab in build/lab02 build/lab03; do
+    run_refused "$lab --data missing np=2" "cannot open --data file" "${MPIRUN[@]}" -np 2 $lab --data /missing/file
+    run_refused "$lab --data empty np=2" "has 0 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/empty"
+    run_refused "$lab --data 1 byte np=2" "has 1 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/one-byte"
+    run_refused "$lab --data directory np=2" "is a directory" "${MPIRUN[@]}" -np 2 $lab --data "$bad"
+    run_refused "$lab --dump in a missing directory np=2" "cannot create --dump file" "${MPIRUN[@]}" -np 2 $lab --dump /missing/run.bin
+    run_refused "$lab --vocab 3 np=2" "too small for the synthetic data" "${MPIRUN[@]}" -np 2 $lab --vocab 3
+    run_refused "$lab --layers 4096 np=2 (memory)" "but this machine has" "${MPIRUN[@]}" -np 2 $lab --layers 4096 --device cpu
+done
+run_refused "lab03 --figure in a missing directory np=2" "cannot create --figure file" "${MPIRUN[@]}" -np 2 build/lab03 --figure /missing/m.svg
+run_refused "lab02 --accum not dividing the rows np=2 (after MPI starts)" "which --accum 3 does not divide" "${MPIRUN[@]}" -np 2 build/lab02 --accum 3
+run_refused "lab01 --data (a flag it does not take)" "--data is not a flag of this program" build/lab01 --data README.md
+run_refused "hello --data (a flag it does not take)" "--data is not a flag of this program" build/hello --data /missing
+[ -z "$(ls "$bad" | grep -v -x -e empty -e one-byte)" ] || echo "(files left behind in $bad)"
+rm -rf "$bad"
 
 # A student release has no solutions and no mutants: their tests cannot run.
 if [ ! -d lab01_collectives/solution ]; then
