@@ -465,6 +465,11 @@ void comm_block(size_t count, int n, int r, size_t *offset, size_t *len) {
 
 // ---- argument checks -------------------------------------------------------
 static void check_buf(const void *p, size_t count, const char *op, const char *which) {
+    // A count computed as end - start with the end before the start wraps
+    // around to a huge number: say that, not "too large for MPI".
+    CHECK(count <= SIZE_MAX / 2, "%s: a count of %zu floats for the %s buffer is a negative number that "
+          "wrapped around (%lld): an end before its start? check the offsets it is computed from",
+          op, count, which, (long long)count);
     CHECK(p || count == 0, "%s: the %s buffer is NULL but count is %zu", op, which, count);
 }
 
