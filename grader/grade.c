@@ -765,7 +765,9 @@ static void write_reports(Grader *g) {
 
 static void last_words(void) {
     if (g_running > 0) kill(-g_running, SIGKILL);
-    if (!g_reported && g_grader) {
+    static Grader none_graded;
+    if (!g_grader) g_grader = &none_graded;
+    if (!g_reported && (g_opts->json || g_opts->junit)) {
         // The grader itself stopped (its error is on stderr): the reports
         // say so, with whatever was graded before.
         Run none;
@@ -813,6 +815,15 @@ int main(int argc, char **argv) {
                "The grader: runs each lab over world sizes and seeds and checks its dumps against the "
                "trusted reference.",
                extras);
+    // From here on, every exit writes the reports and removes the work
+    // directory (usage errors included).
+    o.json = json;
+    o.junit = junit;
+    g_opts = &o;
+    core_add_cleanup(last_words);
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGHUP, on_signal);
     if ((solutions != 0) + (submission != NULL) + (mutant != NULL) + (mutants != NULL) > 1)
         core_usage_error("pick one of --solutions, --submission, --mutant and --mutants");
     if (mutants && (!labs || strchr(labs, ',')))
@@ -867,11 +878,6 @@ int main(int argc, char **argv) {
     o.watchdog = watchdog;
     o.keep = keep;
     o.perturb = pert;
-    g_opts = &o;
-    core_add_cleanup(last_words);
-    signal(SIGTERM, on_signal);
-    signal(SIGINT, on_signal);
-    signal(SIGHUP, on_signal);
     // Every process a run starts stays the grader's descendant, even one
     // that leaves its process group (setsid): see end_leftovers.
     CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0, "cannot become the subreaper of the runs: %s", strerror(errno));
