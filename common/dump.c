@@ -13,6 +13,7 @@
 #include "dump.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -251,83 +252,55 @@ static const char *read_fail(const char *fmt, ...) {
     return read_error;
 }
 
-// The whole file in one buffer (read in a loop, so pipes work too).
-static uint8_t *read_whole_file(const char *path, size_t *size, const char **err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *err = read_fail("cannot open it (%s)", strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    uint8_t *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            *err = read_fail("out of memory after reading %zu bytes", n);
-            return NULL;
-        }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        uint8_t *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-        if (!bigger) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    bool failed = ferror(f);
-    int saved = errno;
-    fclose(f);
-    if (failed) {
-        free(buf);
-        *err = read_fail("read error (%s)", strerror(saved));
-        return NULL;
-    }
-    // Exactly the file's size, so that a read past its end is a read past the
-    // allocation, which a sanitizer reports.
-    uint8_t *exact = realloc(buf, n ? n : 1);
-    *size = n;
-    return exact ? exact : buf;
-}
-
-// A cursor over the file's bytes; every take checks what is left first.
+// Reading goes record by record from the file itself: the magic first,
+// then each record's header, whose declared size is checked against what is
+// left of the file before anything is allocated or read. So a file that is
+// not a dump costs 8 bytes, and a huge one (an 8 GB sparse file) no more
+// than the records it really holds.
 typedef struct {
-    const uint8_t *p;
-    size_t left;
+    FILE *f;
+    uint64_t left;   // bytes of the file not read yet (its size from fstat)
 } Cursor;
 
+static bool cursor_take(Cursor *c, void *buf, size_t n) {
+    if (c->left < n || fread(buf, 1, n, c->f) != n) return false;
+    c->left -= n;
+    return true;
+}
+
 static bool cursor_take_u32(Cursor *c, uint32_t *v) {
-    if (c->left < 4) return false;
+    uint8_t b[4];
+    if (!cursor_take(c, b, 4)) return false;
     *v = 0;
-    for (int i = 0; i < 4; i++) *v |= (uint32_t)c->p[i] << (8 * i);
-    c->p += 4;
-    c->left -= 4;
+    for (int i = 0; i < 4; i++) *v |= (uint32_t)b[i] << (8 * i);
     return true;
 }
 
 static bool cursor_take_u64(Cursor *c, uint64_t *v) {
-    if (c->left < 8) return false;
+    uint8_t b[8];
+    if (!cursor_take(c, b, 8)) return false;
     *v = 0;
-    for (int i = 0; i < 8; i++) *v |= (uint64_t)c->p[i] << (8 * i);
-    c->p += 8;
-    c->left -= 8;
+    for (int i = 0; i < 8; i++) *v |= (uint64_t)b[i] << (8 * i);
     return true;
 }
 
-// Decode count little-endian elements of a's type from the cursor into a->data.
-static void cursor_take_elements(Cursor *c, DumpArray *a) {
+// Read count little-endian elements of a's type into a->data and turn them
+// into the host's order in place.
+static bool cursor_take_elements(Cursor *c, DumpArray *a) {
     size_t size = dump_type_size(a->type);
-    uint8_t *dst = a->data;
-    for (uint64_t i = 0; i < a->count; i++) {
+    uint8_t *p = a->data;
+    if (!cursor_take(c, p, (size_t)a->count * size)) return false;
+    for (uint64_t i = 0; i < a->count; i++, p += size) {
         uint64_t bits = 0;
-        for (size_t k = 0; k < size; k++) bits |= (uint64_t)c->p[i * size + k] << (8 * k);
+        for (size_t k = 0; k < size; k++) bits |= (uint64_t)p[k] << (8 * k);
         if (size == 4) {
             uint32_t u = (uint32_t)bits;
-            memcpy(dst + i * 4, &u, 4);
+            memcpy(p, &u, 4);
         } else {
-            memcpy(dst + i * 8, &bits, 8);
+            memcpy(p, &bits, 8);
         }
     }
-    c->p += a->count * size;
-    c->left -= a->count * size;
+    return true;
 }
 
 // Parse one record into a (whose name and data the caller frees, even on error).
@@ -339,13 +312,14 @@ static const char *parse_record(Cursor *c, int index, DumpArray *a) {
         return read_fail("record %d has a name length of %" PRIu32 " bytes; it must be 1 to %d "
                          "(damaged file?)", index, len, DUMP_MAX_NAME);
     if (c->left < len)
-        return read_fail("truncated: record %d needs %" PRIu32 " bytes of name, %zu remain", index,
-                         len, c->left);
-    if (memchr(c->p, 0, len))
+        return read_fail("truncated: record %d needs %" PRIu32 " bytes of name, %" PRIu64 " remain",
+                         index, len, c->left);
+    a->name = malloc((size_t)len + 1);
+    if (!a->name) return read_fail("out of memory reading the name of record %d", index);
+    if (!cursor_take(c, a->name, len)) return read_fail("read error in the name of record %d", index);
+    a->name[len] = 0;
+    if (memchr(a->name, 0, len))
         return read_fail("the name of record %d contains a NUL byte (damaged file?)", index);
-    a->name = dump_copy_string((const char *)c->p, len);
-    c->p += len;
-    c->left -= len;
 
     uint32_t type, ndim;
     if (!cursor_take_u32(c, &type))
@@ -369,23 +343,21 @@ static const char *parse_record(Cursor *c, int index, DumpArray *a) {
     size_t size = dump_type_size(a->type);
     if (a->count > c->left / size) {
         if (a->count > UINT64_MAX / size)
-            return read_fail("truncated: array '%s' needs more than 2^64 bytes, %zu remain",
+            return read_fail("truncated: array '%s' needs more than 2^64 bytes, %" PRIu64 " remain",
                              a->name, c->left);
-        return read_fail("truncated: array '%s' needs %" PRIu64 " bytes, %zu remain", a->name,
+        return read_fail("truncated: array '%s' needs %" PRIu64 " bytes, %" PRIu64 " remain", a->name,
                          a->count * size, c->left);
     }
-    // Now count * size <= what is left, so it fits in size_t; +1 for text's NUL
-    // (and so that an empty array still gets a pointer).
+    // Now count * size <= what is left of a real file, so it fits in size_t;
+    // +1 for text's NUL (and so that an empty array still gets a pointer).
     size_t bytes = (size_t)a->count * size;
     a->data = malloc(bytes + 1);
     if (!a->data) return read_fail("out of memory: array '%s' needs %zu bytes", a->name, bytes);
     if (a->type == DUMP_TEXT) {
-        memcpy(a->data, c->p, bytes);
+        if (!cursor_take(c, a->data, bytes)) return read_fail("read error in array '%s'", a->name);
         ((char *)a->data)[bytes] = 0;
-        c->p += bytes;
-        c->left -= bytes;
-    } else {
-        cursor_take_elements(c, a);
+    } else if (!cursor_take_elements(c, a)) {
+        return read_fail("read error in array '%s'", a->name);
     }
     return NULL;
 }
@@ -410,12 +382,12 @@ static const char *check_unique_names(const DumpFile *f) {
     return err;
 }
 
-static const char *parse_file(const uint8_t *bytes, size_t size, DumpFile *f) {
-    if (size < 8 || memcmp(bytes, DUMP_MAGIC, 8) != 0)
+static const char *parse_file(Cursor *c, DumpFile *f) {
+    uint8_t magic[8];
+    if (!cursor_take(c, magic, 8) || memcmp(magic, DUMP_MAGIC, 8) != 0)
         return read_fail("not a dump file (bad magic)");
-    Cursor c = {bytes + 8, size - 8};
     int cap = 0;
-    while (c.left > 0) {
+    while (c->left > 0) {
         if (f->count == cap) {
             if (cap > INT32_MAX / 2) return read_fail("more records than a dump may hold");
             cap = cap ? 2 * cap : 16;
@@ -425,7 +397,7 @@ static const char *parse_file(const uint8_t *bytes, size_t size, DumpFile *f) {
         }
         DumpArray *a = &f->arrays[f->count++];
         memset(a, 0, sizeof *a);
-        const char *err = parse_record(&c, f->count - 1, a);
+        const char *err = parse_record(c, f->count - 1, a);
         if (err) return err;
     }
     return check_unique_names(f);
@@ -435,17 +407,30 @@ DumpFile *dump_read(const char *path, const char **err) {
     const char *ignored;
     if (!err) err = &ignored;
     *err = NULL;
-    size_t size = 0;
-    uint8_t *bytes = read_whole_file(path, &size, err);
-    if (!bytes) return NULL;
-    DumpFile *f = calloc(1, sizeof *f);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; what is not a
+    // regular file (a FIFO, a device, a directory) is refused before any read.
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *err = read_fail("cannot open it (%s)", strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        *err = read_fail("not a regular file (a dump is a file, not a FIFO, a device or a directory)");
+        return NULL;
+    }
+    FILE *file = fdopen(fd, "rb");
+    DumpFile *f = file ? calloc(1, sizeof *f) : NULL;
     if (!f) {
-        free(bytes);
+        if (file) fclose(file);
+        else close(fd);
         *err = read_fail("out of memory");
         return NULL;
     }
-    *err = parse_file(bytes, size, f);
-    free(bytes);
+    Cursor c = {file, (uint64_t)st.st_size};
+    *err = parse_file(&c, f);
+    fclose(file);
     if (*err) {
         dump_free(f);
         return NULL;

@@ -52,8 +52,10 @@ typedef struct {
     DumpArray *arrays;
     int count;
 } DumpFile;
-// Read a whole dump. Returns NULL and sets *err (a static sentence) when the
-// file is missing, not a dump, or truncated.
+// Read a whole dump, record by record (the magic first, each record's size
+// against the file's). Returns NULL and sets *err (a static sentence) when
+// the file is missing, not a regular file (a FIFO, a device), not a dump,
+// or truncated.
 DumpFile *dump_read(const char *path, const char **err);
 void dump_free(DumpFile *f);
 const DumpArray *dump_find(const DumpFile *f, const char *name);

@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "comm.h"
+#include "core.h"
 #include "gpt.h"
 
 typedef struct DumpWriter DumpWriter;
@@ -54,6 +55,8 @@ void harness_sumsq_per_rank(Comm *c, const Gpt *m, float **units, double *out);
 // name of an unfinished one to harness_todo(). At the end, each unfinished
 // hook is printed (rank 0) and every hook goes into the dump as
 // "check/unfinished/<name>" (1 while it still calls lab_todo), for the grader.
+// harness_hooks is called once, first thing in main, before any student
+// code runs; a second call is refused (a CHECK).
 void harness_hooks(const char *const *names, int n);
 void harness_todo(const char *function);
 int harness_print_unfinished(void);   // how many are unfinished
@@ -64,3 +67,9 @@ void harness_dump_unfinished(DumpWriter *w);
 // compute, communication and communication left exposed, tokens/s.
 void harness_print_step(const Reference *r, int step, int steps, double loss, double seconds,
                         double comm_busy, double comm_blocked, double tokens);
+
+// End the process once its dump is complete and its verdict printed (after
+// comm_finalize): flush, run the harness's own cleanups, then _exit(code),
+// so that no handler the student's code registered (atexit, a destructor)
+// runs after the dump and rewrites it.
+PL_NORETURN void harness_exit(int code);

@@ -8,6 +8,7 @@
 
 #include "core.h"
 #include "grade.h"
+#include "comm.h"
 #include "mem.h"
 
 double dump_scalar(const DumpFile *f, const char *name, double missing) {
@@ -223,6 +224,8 @@ static const char *signal_name(int signo) {
     case 8: return " (SIGFPE, arithmetic)";
     case 9: return " (SIGKILL)";
     case 11: return " (SIGSEGV, a bad memory access)";
+    case 24: return " (SIGXCPU, past the CPU time limit)";
+    case 25: return " (SIGXFSZ, a file past the size limit)";
     default: return "";
     }
 }
@@ -272,6 +275,14 @@ static void diagnose_crash(const char *out, int signo, char *diag, size_t len) {
         snprintf(diag, len, "signal 8 is an arithmetic fault: an integer division by zero (a count "
                  "divided by N - 1 at N = 1, or by a block length of 0?)");
         break;
+    case 24:
+        snprintf(diag, len, "signal 24: the process used more CPU time than the grader allows a run: an "
+                 "endless loop in computation?");
+        break;
+    case 25:
+        snprintf(diag, len, "signal 25: the program wrote a file larger than the grader allows (1 GiB); a "
+                 "lab writes only its dump and its output, a few megabytes");
+        break;
     case 9:
         snprintf(diag, len, "signal 9: the process was killed from outside, most often by the kernel "
                  "when memory ran out (something allocated far too much?)");
@@ -281,6 +292,89 @@ static void diagnose_crash(const char *out, int signo, char *diag, size_t len) {
     }
 }
 
+// ---- a dump's shape ----------------------------------------------------------
+
+const char *dump_expect(const DumpFile *d, const char *name, DumpKind kind, int ndim, const uint64_t *shape,
+                        bool required, char *why, size_t len) {
+    const DumpArray *a = dump_find(d, name);
+    if (!a) {
+        if (!required) return NULL;
+        snprintf(why, len, "the dump has no %s", name);
+        return why;
+    }
+    if (kind == DUMP_KIND_NUMBERS && a->type == DUMP_TEXT) {
+        snprintf(why, len, "the dump's %s is text, not numbers", name);
+        return why;
+    }
+    if (kind == DUMP_KIND_TEXT && a->type != DUMP_TEXT) {
+        snprintf(why, len, "the dump's %s is numbers, not text", name);
+        return why;
+    }
+    if (ndim >= 0 && a->ndim != ndim) {
+        snprintf(why, len, "the dump's %s has %d dimensions, not %d", name, a->ndim, ndim);
+        return why;
+    }
+    for (int k = 0; shape && k < a->ndim; k++)
+        if (shape[k] && a->shape[k] != shape[k]) {
+            snprintf(why, len, "the dump's %s has %llu in dimension %d, not %llu", name,
+                     (unsigned long long)a->shape[k], k, (unsigned long long)shape[k]);
+            return why;
+        }
+    if (kind == DUMP_KIND_NUMBERS && a->count == 0) {
+        snprintf(why, len, "the dump's %s is empty", name);
+        return why;
+    }
+    return NULL;
+}
+
+// Every value the checks read, checked for kind and shape before any check
+// reads it: a malformed dump is a failed run with its reason, never a
+// grader that stops (a division by a world size of 0, text read as numbers).
+static const char *dump_malformed(const Run *run, char *why, size_t len) {
+    const DumpFile *d = run->dump;
+    const char *bad;
+    uint64_t one[1] = {1};
+    if ((bad = dump_expect(d, "meta/world_size", DUMP_KIND_NUMBERS, 0, NULL, true, why, len))) return bad;
+    double n = dump_get(dump_find(d, "meta/world_size"), 0);
+    if (!(n >= 1 && n <= 4096 && n == floor(n)) || (run->spec && run->spec->np > 0 && n != run->spec->np)) {
+        snprintf(why, len, "the dump's meta/world_size is %g, not the run's %d ranks", n, run->spec ? run->spec->np : 0);
+        return why;
+    }
+    uint64_t N = (uint64_t)n;
+    // Texts are the run's description and lab01's names of foreign calls;
+    // everything else is numbers, and a table has a row per rank.
+    for (int i = 0; i < d->count; i++) {
+        const char *name = d->arrays[i].name;
+        size_t nl = strlen(name);
+        bool text = strcmp(name, "meta/program") == 0 || strcmp(name, "meta/config") == 0 ||
+                    (nl > 13 && strcmp(name + nl - 13, "/foreign_call") == 0);
+        if ((bad = dump_expect(d, name, text ? DUMP_KIND_TEXT : DUMP_KIND_NUMBERS, -1, NULL, true, why, len)))
+            return bad;
+        if (strncmp(name, "check/unfinished/", 17) == 0 &&
+            (bad = dump_expect(d, name, DUMP_KIND_NUMBERS, -1, one, true, why, len)))
+            return bad;
+    }
+    uint64_t cat[2] = {N, MEM_NCAT}, ops[2] = {N, COMM_NOPS}, rows[1] = {N};
+    static const char *const mem2[] = {"mem/peak", "mem/live", NULL}, *const comm2[] = {"comm/calls", "comm/bytes", "comm/bus_bytes", NULL},
+                             *const per_rank[] = {"mem/peak_total", "mem/measured_peak", "comm/helper_calls", "comm/direct_mpi_calls", NULL};
+    for (const char *const *k = mem2; *k; k++)
+        if ((bad = dump_expect(d, *k, DUMP_KIND_NUMBERS, 2, cat, false, why, len))) return bad;
+    for (const char *const *k = comm2; *k; k++)
+        if ((bad = dump_expect(d, *k, DUMP_KIND_NUMBERS, 2, ops, false, why, len))) return bad;
+    for (const char *const *k = per_rank; *k; k++)
+        if ((bad = dump_expect(d, *k, DUMP_KIND_NUMBERS, 1, rows, false, why, len))) return bad;
+    if ((bad = dump_expect(d, "loss", DUMP_KIND_NUMBERS, 1, NULL, false, why, len))) return bad;
+    // Arrays the reference has too are compared element by element: the same shape.
+    for (int i = 0; run->ref && i < d->count; i++) {
+        const DumpArray *a = &d->arrays[i], *b = dump_find(run->ref, a->name);
+        if (!b || strncmp(a->name, "meta/", 5) == 0 || strncmp(a->name, "mem/", 4) == 0 ||
+            strncmp(a->name, "comm/", 5) == 0 || strcmp(a->name, "loss") == 0)
+            continue;
+        if ((bad = dump_expect(d, a->name, DUMP_KIND_NUMBERS, b->ndim, b->shape, true, why, len))) return bad;
+    }
+    return NULL;
+}
+
 bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
     char fig[160], diag[1024];
     const char *hang = diagnose_hang(run->output, diag, sizeof diag);
@@ -288,6 +382,13 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
         grade_check(g, run, "run ends", false, "printed more than 20 MB", "at most 20 MB of output",
                     "the program printed so much that it was stopped: a print inside a loop (one that "
                     "never ends?)");
+        return false;
+    }
+    if (run->lingered) {
+        grade_check(g, run, "run ends", false, "its processes did not end", "ends after its dump",
+                    "the program wrote its dump, but a process it started (a fork or a daemon of the "
+                    "student's code) kept running after it, and was stopped: every process a run starts "
+                    "must end with it");
         return false;
     }
     if (run->timed_out) {
@@ -324,6 +425,11 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
             snprintf(diag, sizeof diag, "%.600s", err ? err : run->output + (strlen(run->output) > 600 ? strlen(run->output) - 600 : 0));
             grade_check(g, run, "run ends", false, fig, "exit 0", diag);
         }
+        return false;
+    }
+    const char *malformed = dump_malformed(run, diag, sizeof diag);
+    if (malformed) {
+        grade_check(g, run, "run ends", false, "a malformed dump", "a dump the grader can read", malformed);
         return false;
     }
     if (nonzero_exit_is_failure && run->exit_code != 0) {

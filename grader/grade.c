@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <dirent.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -45,22 +48,84 @@ static int shell(const char *cmd) {
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
 
+// The process group of the run in progress (0: none), for the signal
+// handler: a grader stopped by a signal takes its run with it.
+static volatile pid_t g_running;
+
+// Limits of a submission's processes, set in the child before it runs
+// anything: CPU seconds per process, the largest file it may write, how many
+// processes its user may have (when it runs as its own user), and memory.
+typedef struct {
+    rlim_t cpu_s, file_bytes, nproc, data_bytes;
+} Limits;
+
+static void set_limit(int what, rlim_t v) {
+    struct rlimit rl = {v, v};
+    if (setrlimit(what, &rl) != 0) { /* a hard limit already lower: keep it */ }
+}
+
+// Every process left over from a run: the grader is the subreaper of what
+// it starts (main), so a daemon that left its process group with setsid()
+// is still the grader's descendant, and ends up as its child once its
+// parents are gone. Kill those children and reap them, again and again,
+// until none is left.
+static void end_leftovers(void) {
+    double t0 = core_now();
+    for (;;) {
+        int st;
+        pid_t r;
+        while ((r = waitpid(-1, &st, WNOHANG)) > 0) {}
+        if (r < 0 && errno == ECHILD) return;   // no child left
+        DIR *d = opendir("/proc");
+        struct dirent *e;
+        while (d && (e = readdir(d))) {
+            char path[300], buf[512];
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+            FILE *f = fopen(path, "r");
+            if (!f) continue;
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = 0;
+            const char *close_paren = strrchr(buf, ')');   // the name may hold spaces
+            int ppid = 0;
+            if (close_paren && sscanf(close_paren + 2, "%*c %d", &ppid) == 1 && ppid == getpid())
+                kill(atoi(e->d_name), SIGKILL);
+        }
+        if (d) closedir(d);
+        struct timespec nap = {0, 20 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+        if (core_now() - t0 > 10) return;   // a process stuck in the kernel: give up on it
+    }
+}
+
 // Run a command line in its own process group, watched: past `limit`
-// seconds, or once the file `out_path` grows beyond `max_bytes`, the whole
-// group gets SIGTERM (each rank's watchdog then says where it was), and
-// SIGKILL 10 s later. Sets *why to "time" or "output" when it stopped it.
+// seconds, once the file `out_path` grows beyond `max_bytes`, or when the
+// file `done_path` (the dump, renamed into place only when complete) has
+// been there `grace` seconds while something of the run still runs, the
+// whole group gets SIGTERM (each rank's watchdog then says where it was),
+// and SIGKILL 10 s later. Sets *why to "time", "output" or "linger" when it
+// stopped it. With `lim`, the child runs under those limits. Whatever of
+// the run is left afterwards is killed.
 static int watched(const char *cmd, const char *out_path, double limit, long max_bytes,
-                   const char **why) {
+                   const char *done_path, double grace, const Limits *lim, const char **why) {
     *why = NULL;
     pid_t pid = fork();
     CHECK(pid >= 0, "cannot fork: %s", strerror(errno));
     if (pid == 0) {
         setpgid(0, 0);
+        if (lim) {
+            set_limit(RLIMIT_CPU, lim->cpu_s);
+            set_limit(RLIMIT_FSIZE, lim->file_bytes);
+            set_limit(RLIMIT_DATA, lim->data_bytes);
+            if (lim->nproc) set_limit(RLIMIT_NPROC, lim->nproc);
+        }
         execl("/bin/bash", "bash", "-c", cmd, (char *)NULL);
         _exit(127);
     }
     setpgid(pid, pid);
-    double t0 = core_now(), termed = 0;
+    g_running = pid;
+    double t0 = core_now(), termed = 0, done_at = 0;
     int st = 0;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);
@@ -71,6 +136,8 @@ static int watched(const char *cmd, const char *out_path, double limit, long max
         struct stat fs;
         if (!*why && now - t0 > limit) *why = "time";
         if (!*why && stat(out_path, &fs) == 0 && fs.st_size > max_bytes) *why = "output";
+        if (done_path && done_at == 0 && stat(done_path, &fs) == 0) done_at = now;
+        if (!*why && done_at > 0 && now - done_at > grace) *why = "linger";
         if (*why && termed == 0) {
             kill(-pid, SIGTERM);
             termed = now;
@@ -79,6 +146,8 @@ static int watched(const char *cmd, const char *out_path, double limit, long max
         }
     }
     kill(-pid, SIGKILL);   // anything of the group still alive
+    g_running = 0;
+    end_leftovers();       // and anything that left the group
     if (WIFEXITED(st)) return WEXITSTATUS(st);
     return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 }
@@ -133,7 +202,10 @@ typedef struct {
     int watchdog;            // seconds
     const char *keep;        // keep run directories under this path
     const char *perturb;     // NAME:INDEX:DELTA applied to every lab dump (self-test)
-    char work[512];          // temporary directory
+    char work[512];          // temporary directory (runs' directories inside)
+    char priv[600];          // work/private, mode 0700: the reference's runs and the build logs
+    bool isolate;            // root: each run in a PID namespace as an unprivileged user
+    int cuda;                // the trusted build's CUDA=0|1, passed to every make
 } Options;
 
 static bool lab_selected(const Options *o, const char *id) {
@@ -162,7 +234,9 @@ static bool exists(const char *path) {
 // ---- building --------------------------------------------------------------
 
 // A copy of the trusted tree (with its build products, so only what changes
-// is compiled again) into which the submission's files are dropped.
+// is compiled again) into which the submission's files are dropped. Nothing
+// of the solutions goes into it (sources, binaries, objects): the
+// submission's code runs there and could read or run them.
 static void make_copy(Options *o) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s/tree", o->work);
@@ -172,7 +246,8 @@ static void make_copy(Options *o) {
     char line[4096];
     snprintf(line, sizeof line,
              "mkdir -p %s && cd %s && tar --exclude=.git --exclude='./lab*/solution' "
-             "--exclude=./grader/mutants --exclude=./dist -cf - . | (cd %s && tar -xpf -)",
+             "--exclude=./grader/mutants --exclude=./dist --exclude='./build/*_solution' "
+             "--exclude='./build/obj/*/solution' -cf - . | (cd %s && tar -xpf -)",
              qdst, qsrc, qdst);
     CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);
     o->build_tree = strdup(cmd);
@@ -217,11 +292,53 @@ static bool build(const Options *o, const char *targets, const char *log) {
     char qt[1024], ql[1024], line[4096];
     shell_quote(qt, sizeof qt, o->build_tree);
     shell_quote(ql, sizeof ql, log);
-    snprintf(line, sizeof line, "make -C %s --no-print-directory -j2 %s > %s 2>&1", qt, targets, ql);
+    // The trusted build's configuration, not one the copy detects on its own.
+    snprintf(line, sizeof line, "make -C %s --no-print-directory -j2 CUDA=%d %s > %s 2>&1", qt, o->cuda,
+             targets, ql);
     return shell(line) == 0;
 }
 
+// The compiler's words about the student's own file, from a build log:
+// lines that start with its path ("lab02_ddp/ddp.c:12:5: error: ...",
+// "lab02_ddp/ddp.c: In function ...") and the source lines and notes gcc
+// prints under them. Nothing about other files is quoted: an
+// `#include "/etc/passwd"` would otherwise show that file's lines to the
+// student.
+static void student_diagnostics(const char *log, const char *student, char *out, size_t len) {
+    FILE *f = fopen(log, "r");
+    size_t n = 0, plen = strlen(student);
+    bool keep = false;
+    char line[1024];
+    out[0] = 0;
+    while (f && fgets(line, sizeof line, f) && n + 1 < len) {
+        bool ours = strncmp(line, student, plen) == 0 && line[plen] == ':';
+        // gcc's excerpt under a diagnostic: "   12 | code" and "      |   ^~~".
+        size_t lead = strspn(line, " 0123456789");
+        bool excerpt = line[0] == ' ' && line[lead] == '|';
+        if (ours) keep = true;
+        else if (!excerpt) keep = false;
+        if (keep) n += (size_t)snprintf(out + n, len - n, "%s", line);
+    }
+    if (f) fclose(f);
+    if (n == 0)
+        snprintf(out, len, "the compiler's errors are not about %s itself (a file it includes, or the link); "
+                 "build it yourself with `make` to see them", student);
+}
+
 // ---- running a lab ---------------------------------------------------------
+
+// The unprivileged user a submission runs as when the grader is root
+// (nobody on Debian and most others).
+enum { RUN_UID = 65534, RUN_GID = 65534 };
+
+// A file the run left, as the grader may read it: a regular file, not a
+// link (a run could point run.bin at the reference's answers, or
+// output.txt at a file only the grader may read, and have them quoted).
+static bool plain_file(const Options *o, const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+           (!o->isolate || st.st_uid == RUN_UID);
+}
 
 static void run_program(const Options *o, Run *run, const char *dir, const char *program, int np,
                         const char *flags) {
@@ -234,22 +351,49 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     shell_quote(qbin, sizeof qbin, bin);
     // Each run in its own directory, watched: a hard time limit beyond the
     // watchdog's, and a limit on what it may print.
-    char path[1300];
+    char path[1300], done[1300];
     snprintf(path, sizeof path, "%s/output.txt", dir);
-    CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST, "cannot make %s", dir);
-    snprintf(line, sizeof line,
-             "cd %s && exec mpirun --oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
-             qdir, np, qbin, flags, o->watchdog);
+    snprintf(done, sizeof done, "%s/run.bin", dir);
+    CHECK(mkdir(dir, 0700) == 0, "cannot make %s: %s", dir, strerror(errno));
+    // Isolated (the grader is root): the run's directory belongs to the
+    // unprivileged user it runs as, and is its HOME and TMPDIR (Open MPI
+    // writes its session files there); a PID namespace ends every process
+    // of the run with it. Only the lab's program runs so: make and the
+    // reference are trusted.
+    char prefix[512] = "";
+    if (o->isolate) {
+        CHECK(chown(dir, RUN_UID, RUN_GID) == 0, "cannot hand %s to uid %d: %s", dir, RUN_UID, strerror(errno));
+        snprintf(prefix, sizeof prefix,
+                 "unshare --pid --fork --kill-child --mount-proc setpriv --reuid=%d --regid=%d --clear-groups ",
+                 RUN_UID, RUN_GID);
+    }
+    char inner[6000], qinner[6400];
+    snprintf(inner, sizeof inner,
+             "cd %s && export HOME=%s TMPDIR=%s && exec mpirun --oversubscribe -np %d %s %s --timeout %d "
+             "--dump run.bin > output.txt 2>&1",
+             qdir, qdir, qdir, np, qbin, flags, o->watchdog);
+    shell_quote(qinner, sizeof qinner, inner);
+    snprintf(line, sizeof line, "exec %sbash -c %s", prefix, qinner);
+    // Limits per process: CPU seconds a little past the time limit, files
+    // of at most 1 GiB (the dump and the output are megabytes), 16 GiB of
+    // data, and (as its own user) 4096 tasks, threads included.
+    Limits lim = {(rlim_t)o->limit + 30, (rlim_t)1 << 30, o->isolate ? 4096 : 0, (rlim_t)16 << 30};
     double t0 = core_now();
     const char *why;
-    run->exit_code = watched(line, path, o->limit, OUTPUT_LIMIT_BYTES, &why);
+    // Once the dump is complete, the program has the watchdog's time (at
+    // least 10 s) to end; a process it started that outlives it (a daemon
+    // holding the output open keeps mpirun waiting) is stopped then.
+    run->exit_code = watched(line, path, o->limit, OUTPUT_LIMIT_BYTES, done, o->watchdog > 10 ? o->watchdog : 10,
+                             &lim, &why);
     run->seconds = core_now() - t0;
     run->timed_out = why && strcmp(why, "time") == 0;
     run->output_limited = why && strcmp(why, "output") == 0;
-    run->output = read_tail(path, 16384, &run->output_capped);
-    snprintf(path, sizeof path, "%s/run.bin", dir);
-    run->dump = exists(path) ? dump_read(path, &run->dump_error) : NULL;
-    if (!exists(path)) run->dump_error = "no dump file";
+    run->lingered = why && strcmp(why, "linger") == 0;
+    if (plain_file(o, path)) run->output = read_tail(path, 16384, &run->output_capped);
+    else run->output = read_tail("/dev/null", 1, NULL);
+    bool have = plain_file(o, done);
+    run->dump = have ? dump_read(done, &run->dump_error) : NULL;
+    if (!have) run->dump_error = exists(done) ? "its dump is not a plain file (a link?)" : "no dump file";
 }
 
 // "NAME:INDEX:DELTA": add DELTA to element INDEX of array NAME (self-test of
@@ -309,7 +453,8 @@ static RefCache *reference(const Options *o, const char *flags) {
     DumpFile *runs[3] = {0};
     for (int k = 0; k < nruns; k++) {
         char dir[700], qdir[800], line[4096], path[800], mflag[32] = "";
-        snprintf(dir, sizeof dir, "%s/ref%d-micro%d", o->work, g_nrefs, micro[k]);
+        // In the grader's private directory, out of the runs' reach.
+        snprintf(dir, sizeof dir, "%s/ref%d-micro%d", o->priv, g_nrefs, micro[k]);
         if (micro[k] > 1) snprintf(mflag, sizeof mflag, "--micro %d", micro[k]);
         shell_quote(qdir, sizeof qdir, dir);
         snprintf(line, sizeof line,
@@ -319,6 +464,11 @@ static RefCache *reference(const Options *o, const char *flags) {
         snprintf(path, sizeof path, "%s/ref.bin", dir);
         const char *err = NULL;
         runs[k] = rcode == 0 ? dump_read(path, &err) : NULL;
+        // Read once, kept in memory: no answer stays on disk while labs run.
+        if (!o->keep) {
+            snprintf(line, sizeof line, "rm -rf %s", qdir);
+            shell(line);
+        }
         if (!runs[k]) {
             snprintf(rc->error, sizeof rc->error, "the reference run `build/ref %s %s` failed (exit %d%s%s)",
                      flags, mflag, rcode, err ? ": " : "", err ? err : "");
@@ -372,11 +522,12 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
     }
     char targets[256], log[700];
     snprintf(targets, sizeof targets, "build/%s build/ref", program);
-    snprintf(log, sizeof log, "%s/build-%s.log", o->work, lab->id);
+    snprintf(log, sizeof log, "%s/build-%s.log", o->priv, lab->id);
     if (!build(o, targets, log)) {
-        char *text = read_tail(log, 900, NULL);
+        char student[600], text[1000];
+        snprintf(student, sizeof student, "%s/%s", lab->dir, lab->student_file);
+        student_diagnostics(log, student, text, sizeof text);
         grade_check(g, NULL, "build", false, "does not compile", "compiles", text);
-        free(text);
         return;
     }
 
@@ -595,6 +746,46 @@ static int check_mutants(Options *o, const LabSpec *lab, const char *dir) {
     return wrong;
 }
 
+// ---- ending, however it ends -------------------------------------------------
+
+// What the cleanup needs: the grader's results so far and where its reports
+// go, and the work directory. The reports are written and the directory
+// removed on every exit: a normal one, a failed CHECK, a late usage error,
+// SIGTERM or SIGINT.
+static Options *g_opts;
+static Grader *g_grader;
+static bool g_reported;
+
+static void write_reports(Grader *g) {
+    if (g_reported) return;
+    g_reported = true;
+    if (g_opts->json) write_json(g, g_opts->json);
+    if (g_opts->junit) write_junit(g, g_opts->junit);
+}
+
+static void last_words(void) {
+    if (g_running > 0) kill(-g_running, SIGKILL);
+    static Grader none_graded;
+    if (!g_grader) g_grader = &none_graded;
+    if (!g_reported && (g_opts->json || g_opts->junit)) {
+        // The grader itself stopped (its error is on stderr): the reports
+        // say so, with whatever was graded before.
+        Run none;
+        memset(&none, 0, sizeof none);
+        snprintf(none.name, sizeof none.name, "grader");
+        g_grader->lab = "grader";
+        grade_check(g_grader, &none, "grading ends", false, "stopped early", "grades every run",
+                    "the grader stopped before it finished: its last line (on its standard error) says why");
+        write_reports(g_grader);
+    }
+    if (g_opts->work[0]) remove_work(g_opts);
+}
+
+static void on_signal(int sig) {
+    core_run_cleanups();
+    _exit(128 + sig);
+}
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -624,6 +815,15 @@ int main(int argc, char **argv) {
                "The grader: runs each lab over world sizes and seeds and checks its dumps against the "
                "trusted reference.",
                extras);
+    // From here on, every exit writes the reports and removes the work
+    // directory (usage errors included).
+    o.json = json;
+    o.junit = junit;
+    g_opts = &o;
+    core_add_cleanup(last_words);
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
+    signal(SIGHUP, on_signal);
     if ((solutions != 0) + (submission != NULL) + (mutant != NULL) + (mutants != NULL) > 1)
         core_usage_error("pick one of --solutions, --submission, --mutant and --mutants");
     if (mutants && (!labs || strchr(labs, ',')))
@@ -632,6 +832,27 @@ int main(int argc, char **argv) {
     if (submission && !exists(submission)) core_usage_error("--submission %s does not exist", submission);
     if (mutant && !exists(mutant)) core_usage_error("--mutant %s does not exist", mutant);
     if (watchdog >= limit) core_usage_error("--watchdog %d must be below --limit %d", watchdog, limit);
+    if (labs) {   // every id named must exist
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s", labs);
+        for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
+            bool known = false;
+            for (int i = 0; i < NLABS; i++) known |= strcmp(LABS[i]->id, tok) == 0;
+            if (!known) {
+                char ids[256] = "";
+                for (int i = 0; i < NLABS; i++)
+                    snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%s", i ? ", " : "", LABS[i]->id);
+                core_usage_error("--lab %s: no such lab; the labs are %s", tok, ids);
+            }
+        }
+    }
+    {
+        long index;
+        double delta;
+        const char *c1 = pert ? strchr(pert, ':') : NULL;
+        if (pert && (!c1 || c1 == pert || sscanf(c1 + 1, "%ld:%lf", &index, &delta) != 2))
+            core_usage_error("--perturb wants NAME:INDEX:DELTA (param/final/block1.mlp.w1:17:1e-3), not '%s'", pert);
+    }
     if (geteuid() == 0) {
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
         setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 0);
@@ -657,6 +878,33 @@ int main(int argc, char **argv) {
     o.watchdog = watchdog;
     o.keep = keep;
     o.perturb = pert;
+    // Every process a run starts stays the grader's descendant, even one
+    // that leaves its process group (setsid): see end_leftovers.
+    CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0, "cannot become the subreaper of the runs: %s", strerror(errno));
+    // The trusted build's configuration: CUDA objects in its build/ mean CUDA=1.
+    {
+        char pat[PATH_MAX + 64];
+        glob_t gl;
+        snprintf(pat, sizeof pat, "%s/build/obj/common/*.cu.o", tree);
+        o.cuda = glob(pat, 0, NULL, &gl) == 0 && gl.gl_pathc > 0;
+        globfree(&gl);
+    }
+    // Isolation: as root, every run of a lab program in a PID namespace as
+    // an unprivileged user; otherwise the limits alone, said once.
+    if (geteuid() == 0) {
+        char probe[256];
+        snprintf(probe, sizeof probe, "unshare --pid --fork --kill-child --mount-proc setpriv --reuid=%d "
+                 "--regid=%d --clear-groups true > /dev/null 2>&1", RUN_UID, RUN_GID);
+        o.isolate = shell(probe) == 0;
+        if (!o.isolate)
+            print0("note: the runs are not isolated: unshare or setpriv (util-linux) failed here (a container "
+                   "without CAP_SYS_ADMIN?); each run has limits on CPU time, file size and memory, but runs "
+                   "as root and can read the grader's files\n");
+    } else {
+        print0("note: the grader is not root, so each run has limits on CPU time, file size and memory and "
+               "its leftover processes are ended, but it runs as this user and can read what this user can "
+               "(run the grader as root to run each submission as uid %d in its own PID namespace)\n", RUN_UID);
+    }
     if (keep) {
         snprintf(o.work, sizeof o.work, "%s", keep);
         char q[600], line[700];
@@ -668,46 +916,47 @@ int main(int argc, char **argv) {
         snprintf(o.work, sizeof o.work, "%s/grade.XXXXXX", tmp);
         CHECK(mkdtemp(o.work), "cannot make a temporary directory in %s", tmp);
     }
+    // The runs' directories may be entered (not listed) by the runs' user;
+    // the grader's own files lie in a private directory inside.
+    if (o.isolate) CHECK(chmod(o.work, 0711) == 0, "cannot open %s to the runs: %s", o.work, strerror(errno));
+    // ...and every directory above it must let that user pass.
+    for (char up[sizeof o.work], *slash; o.isolate && (snprintf(up, sizeof up, "%s", o.work), 1);) {
+        while ((slash = strrchr(up, '/')) && slash != up) {
+            *slash = 0;
+            struct stat st;
+            CHECK(stat(up, &st) == 0 && (st.st_mode & S_IXOTH),
+                  "the runs' user (uid %d) cannot pass through %s on the way to %s: chmod o+x it, or set "
+                  "TMPDIR to a directory it can reach", RUN_UID, up, o.work);
+        }
+        break;
+    }
+    snprintf(o.priv, sizeof o.priv, "%s/private", o.work);
+    CHECK(mkdir(o.priv, 0700) == 0 || errno == EEXIST, "cannot make %s: %s", o.priv, strerror(errno));
+    CHECK(chmod(o.priv, 0700) == 0, "cannot make %s private: %s", o.priv, strerror(errno));
     // The trusted reference first: every comparison needs it.
     char log[700];
-    snprintf(log, sizeof log, "%s/build-ref.log", o.work);
+    snprintf(log, sizeof log, "%s/build-ref.log", o.priv);
     if (!build(&o, "build/ref", log)) {
         char *text = read_tail(log, 2000, NULL);
         core_fail(__FILE__, __LINE__, "the trusted tree does not build build/ref:\n%s", text);
     }
     if (submission || mutant || mutants) make_copy(&o);
-    if (labs) {   // every id named must exist
-        char copy[256];
-        snprintf(copy, sizeof copy, "%s", labs);
-        for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-            bool known = false;
-            for (int i = 0; i < NLABS; i++) known |= strcmp(LABS[i]->id, tok) == 0;
-            if (!known) {
-                char ids[256] = "";
-                for (int i = 0; i < NLABS; i++)
-                    snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%s", i ? ", " : "", LABS[i]->id);
-                core_usage_error("--lab %s: no such lab; the labs are %s", tok, ids);
-            }
-        }
-    }
-
     if (mutants) {
         const LabSpec *lab = lab_spec(labs);
         int bad = check_mutants(&o, lab, mutants);
-        remove_work(&o);
+        g_reported = true;   // no reports in this mode
         return bad ? 1 : 0;
     }
     print0("grading %s (%s)\n",
            solutions ? "the reference solutions" : submission ? submission : mutant ? mutant : "the student files of this tree",
            tree);
-    Grader g = {0};
+    static Grader g;
+    g_grader = &g;
     for (int i = 0; i < NLABS; i++)
         if (lab_selected(&o, LABS[i]->id)) grade_lab(&g, &o, LABS[i], NULL);
     CHECK(g.n > 0, "nothing was graded (no lab of this tree matched --lab %s)", labs ? labs : "");
     grader_print_table(&g);
-    if (json) write_json(&g, json);
-    if (junit) write_junit(&g, junit);
-    remove_work(&o);
+    write_reports(&g);
     int failed = 0;
     for (int i = 0; i < g.n; i++) failed += !g.results[i].pass;
     return failed ? 1 : 0;

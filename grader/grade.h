@@ -52,6 +52,7 @@ typedef struct {
     bool timed_out;
     bool output_capped;       // it printed more than the grader keeps (its tail is kept)
     bool output_limited;      // it printed more than OUTPUT_LIMIT_BYTES and was stopped
+    bool lingered;            // its dump was complete, but a process of it kept running and was stopped
     double seconds;
     char *output;             // the last part of what it printed
     DumpFile *dump;           // NULL when it wrote none
@@ -143,6 +144,14 @@ void grader_free(Grader *g);
 
 // The lab's spec by id ("lab02"), or NULL.
 const LabSpec *lab_spec(const char *id);
+
+// Whether array `name` of a dump is of `kind`, with `ndim` dimensions (-1:
+// any) and, where shape[k] is not 0, that size in dimension k; numbers must
+// not be empty. NULL when it is (or it is absent and not `required`), else
+// the reason, in `why`: "the dump's loss is text, not numbers".
+typedef enum { DUMP_KIND_NUMBERS, DUMP_KIND_TEXT } DumpKind;
+const char *dump_expect(const DumpFile *d, const char *name, DumpKind kind, int ndim, const uint64_t *shape,
+                        bool required, char *why, size_t len);
 
 // Small helpers.
 double dump_scalar(const DumpFile *f, const char *name, double missing);

@@ -97,13 +97,21 @@ double count_params(const DumpFile *f) {
 // The student's hooks that still call lab_todo ("check/unfinished/<name>").
 void check_hooks_written(Grader *g, const Run *run) {
     char fig[256] = "", names[256] = "";
-    int todo = 0;
+    int todo = 0, hooks = 0;
     size_t n = 0;
     for (int i = 0; i < run->dump->count; i++) {
         const DumpArray *a = &run->dump->arrays[i];
-        if (strncmp(a->name, "check/unfinished/", 17) != 0 || dump_get(a, 0) == 0) continue;
+        if (strncmp(a->name, "check/unfinished/", 17) != 0) continue;
+        hooks++;
+        if (dump_get(a, 0) == 0) continue;
         todo++;
         n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", n ? ", " : "", a->name + 17);
+    }
+    if (hooks == 0) {   // the harness lists every hook: none listed is a list emptied
+        grade_check(g, run, "every TODO written", false, "no hooks listed", "every hook listed",
+                    "the dump lists none of the lab's hooks (check/unfinished/...): the harness's list "
+                    "was emptied or the dump rewritten");
+        return;
     }
     snprintf(fig, sizeof fig, "%d unfinished%s%s", todo, todo ? ": " : "", names);
     grade_check(g, run, "every TODO written", todo == 0, fig, "0 unfinished",

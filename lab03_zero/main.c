@@ -237,6 +237,8 @@ static void write_figure(const char *path, const double peaks[4][MEM_NCAT], int 
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
+    // The hooks are fixed before any student code runs (harness.h).
+    harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
     Args a = args_defaults();
     int stage = 1;
     bool no_prefetch = false, no_ref = false;
@@ -249,7 +251,6 @@ int main(int argc, char **argv) {
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
-    harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
     Comm *c = comm_init(&argc, &argv, a.timeout);
     mem_init(a.device, comm_local_rank());
     ops_init();
@@ -436,5 +437,5 @@ int main(int argc, char **argv) {
     data_close(&s.data);
     gpt_free(s.model);
     comm_finalize();
-    return verdict ? 1 : 0;
+    harness_exit(verdict ? 1 : 0);
 }

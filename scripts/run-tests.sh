@@ -196,6 +196,65 @@ run_failing "a stale planted bug is refused" 120 "no longer applies" bash -c '
       echo "--- a/lab02_ddp/solution/ddp.c"; echo "+++ b/lab02_ddp/solution/ddp.c"
       echo "@@ -1,2 +1,2 @@"; echo "-// a line the solution does not have"; echo "+// another"; echo " // nor this"; } > "$t/stale.patch"
     build/grade --lab lab02 --mutant "$t/stale.patch" --quick'
+# ---- the grader isolated: adversarial submissions --------------------------
+# Each file under grader/tests/adversarial/NAME/ is a lab02 submission that
+# tries to cheat or to break the grader. Graded with --submission, each must
+# fail saying PATTERN (and never FORBIDDEN), with results.json written, the
+# grader's work directory removed and no process of it left running.
+adversarial() {
+    local name=$1 pattern=$2 forbidden=${3:-}
+    run "adversarial submission: $name" 300 bash -c '
+        name=$1 pattern=$2 forbidden=$3
+        t=$(mktemp -d) && trap "rm -rf $t" EXIT
+        chmod 711 "$t"   # the runs user (uid 65534, when root) passes through it
+        TMPDIR=$t build/grade --submission "grader/tests/adversarial/$name" --lab lab02 --quick \
+            --watchdog 5 --limit 60 --json "$t/results.json" > "$t/out.txt" 2>&1
+        rc=$?
+        tail -n 6 "$t/out.txt"
+        [ $rc -ne 0 ] || { echo "it passed"; exit 1; }
+        [ -s "$t/results.json" ] || { echo "no results.json"; exit 1; }
+        grep -qF -- "$pattern" "$t/results.json" || { echo "results.json does not say: $pattern"; exit 1; }
+        if [ -n "$forbidden" ] && grep -qF -- "$forbidden" "$t/results.json" "$t/out.txt"; then
+            echo "it says: $forbidden"; exit 1
+        fi
+        ! ls -d "$t"/grade.* 2>/dev/null || { echo "the work directory is left behind"; exit 1; }
+        if pgrep -x pl-adversary; then echo "a process of it is still running"; exit 1; fi
+        echo "failed as it should: $pattern"' _ "$name" "$pattern" "$forbidden"
+}
+adversarial exec_solution "not written yet"
+adversarial read_answers "not written yet" "SIGABRT"
+adversarial daemon "kept running after it" "endless loop"
+adversarial big_file "SIGXFSZ"
+adversarial atexit_rewrite "not written yet"
+adversarial hooks_reset "harness_hooks is called once"
+adversarial malformed_loss "the dump's loss is text, not numbers"
+adversarial malformed_unfinished "check/unfinished/ddp_sync_params is empty"
+adversarial no_world_size "the dump has no meta/world_size"
+adversarial include_secret "are not about lab02_ddp/ddp.c itself" "root:x:0"
+# Late usage errors still leave a results.json and no work directory.
+run "grader: a late usage error writes its reports and cleans up" 120 bash -c '
+    t=$(mktemp -d) && trap "rm -rf $t" EXIT
+    for bad in "--lab lab9" "--perturb foo"; do
+        TMPDIR=$t build/grade --solutions --quick $bad --json "$t/r.json" > "$t/out.txt" 2>&1
+        [ $? -eq 2 ] && [ -s "$t/r.json" ] && ! ls -d "$t"/grade.* 2>/dev/null || { cat "$t/out.txt"; echo "$bad"; exit 1; }
+    done'
+# The dump reader: a FIFO, /dev/zero and a huge sparse file are refused at
+# once, without reading them; dumptool diff is exact without --tol.
+run "dump reader refuses what is not a dump, at once" 60 bash -c '
+    t=$(mktemp -d) && trap "rm -rf $t" EXIT
+    mkfifo "$t/fifo"
+    timeout 5 build/dumptool show "$t/fifo" 2>&1 | grep -q "not a regular file" || exit 1
+    timeout 5 build/dumptool show /dev/zero 2>&1 | grep -q "not a regular file" || exit 1
+    truncate -s 8G "$t/sparse"
+    timeout 5 build/dumptool show "$t/sparse" 2>&1 | grep -q "bad magic" || exit 1
+    { printf "PLDUMP1\n"; printf "\x04\x00\x00\x00loss\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00"; } > "$t/head"
+    truncate -s 8G "$t/head"
+    timeout 5 build/dumptool show "$t/head" 2>&1 | grep -q "truncated\|needs" || exit 1
+    build/ref --steps 2 --layers 1 --dim 32 --heads 2 --seq 16 --device cpu --dump "$t/a.bin" > /dev/null &&
+    build/ref --steps 2 --layers 1 --dim 32 --heads 2 --seq 16 --device cpu --seed 7 --dump "$t/b.bin" > /dev/null || exit 1
+    out=$(build/dumptool diff "$t/a.bin" "$t/b.bin")
+    [ $? -eq 1 ] && grep -q "tolerance 0 (exact" <<<"$out" && grep -q DIFFER <<<"$out"'
+
 # The student release: no solutions in it, it builds, and its grader runs
 # (and fails: the labs are unfinished there).
 run "student release builds and grades" 900 bash -c '

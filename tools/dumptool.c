@@ -4,7 +4,8 @@
 //   dumptool diff A B [--tol X] [--prefix P]      (B is the reference)
 //
 // diff exits 0 when everything compared agrees, 1 when an array is missing
-// from A, shapes differ, or an error exceeds --tol, and 2 when it was called
+// from A, shapes differ, or an error exceeds the tolerance (--tol, 0 when
+// not given: two different trainings must never read as a match), and 2 when it was called
 // wrongly or a file cannot be read: the grader relies on these codes.
 #include <inttypes.h>
 #include <math.h>
@@ -26,7 +27,8 @@ static const char USAGE[] =
     "diff   compare A against the reference B, array by array: max abs error\n"
     "       (and where), relative Frobenius error ||A-B||/||B||, arrays found in\n"
     "       only one file, shape mismatches, and the per-step loss error\n"
-    "  --tol X     fail (exit 1) when any max abs error exceeds X\n"
+    "  --tol X     fail (exit 1) when any max abs error exceeds X (default 0:\n"
+    "              exact; every difference counts)\n"
     "  --prefix P  compare only arrays whose names start with P\n"
     "\n"
     "exit codes: 0 agree; 1 an array missing from A, shapes differ, or an error\n"
@@ -201,7 +203,7 @@ static int cmd_diff(int argc, char **argv) {
     int n_paths = 0;
     const char *prefix = NULL;
     bool has_tol = false;
-    double tol = 0;
+    double tol = 0;   // exact unless told otherwise
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--tol") == 0 || strcmp(argv[i], "--prefix") == 0) {
             if (i + 1 >= argc) core_usage_error("%s needs a value; see dumptool --help", argv[i]);
@@ -229,6 +231,7 @@ static int cmd_diff(int argc, char **argv) {
 
     printf("A %s\nB %s (reference)", paths[0], paths[1]);
     if (has_tol) printf("  tolerance %.3g", tol);
+    else printf("  tolerance 0 (exact; --tol X allows X)");
     if (prefix) printf("  names starting with '%s'", prefix);
     printf("\n");
 
@@ -253,7 +256,7 @@ static int cmd_diff(int argc, char **argv) {
                    "at", "rel frob");
             header = true;
         }
-        bool bad = has_tol && !(d.max_abs <= tol);
+        bool bad = !(d.max_abs <= tol);
         compared++;
         over += bad;
         printf("%-*s  %-12s  %11.3e  %-14s  %11.3e%s\n", width, b->name,
