@@ -811,6 +811,7 @@ int main(int argc, char **argv) {
         {"perturb", ARG_STRING, &pert, "self-test: add DELTA to element INDEX of array NAME of every lab dump", 1, 0, NULL, "NAME:INDEX:DELTA"},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(0, "it runs each lab with the flags of its spec");
     args_parse(&a, argc, argv,
                "The grader: runs each lab over world sizes and seeds and checks its dumps against the "
                "trusted reference.",
