@@ -635,8 +635,9 @@ START_TEST(test_dumptool_tolerance) {
     ck_assert_msg(strstr(out, "over tolerance"), "%s", out);
     rc = dumptool(out, sizeof out, "diff %s %s --tol 1e-2", a, b);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
-    rc = dumptool(out, sizeof out, "diff %s %s", a, b);   // no tolerance: shapes only
-    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
+    rc = dumptool(out, sizeof out, "diff %s %s", a, b);   // no tolerance: exact, so they differ
+    ck_assert_msg(rc == 1, "exit %d:\n%s", rc, out);
+    ck_assert_msg(strstr(out, "tolerance 0 (exact"), "the default tolerance is not stated:\n%s", out);
     // --prefix leaves the changed array out.
     rc = dumptool(out, sizeof out, "diff --prefix param/final/b %s %s --tol 1e-4", a, b);
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, out);
