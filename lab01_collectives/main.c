@@ -600,8 +600,8 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
     double big_student = 0, big_lib = 0, big_bus = 0;
     for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
         Coll k = order[o];
-        print0("\n%s: %d ranks, time is the median over the timed calls of the slowest rank's time, "
-               "iqr their interquartile range in %% of it\n", COLL_NAME[k], N);
+        print0("\n%s: %d ranks, time: the median over the calls of the slowest rank's time per call; "
+               "iqr%%: their spread\n", COLL_NAME[k], N);
         print0("  %10s %10s | %10s %5s %8s %8s %6s | %10s %5s %8s %8s %6s\n", "", "", "yours", "", "", "", "",
                "library", "", "", "", "");
         print0("  %10s %10s | %10s %5s %8s %8s %6s | %10s %5s %8s %8s %6s\n", "size (B)", "count", "time (us)",
