@@ -566,7 +566,8 @@ static Timing time_calls(Comm *c, Coll k, Bufs *b, size_t count, bool student, i
     }
     qsort(slowest, (size_t)iters, sizeof *slowest, cmp_double);
     Timing t = {.median = quantile(slowest, iters, 0.5)};
-    t.spread = (quantile(slowest, iters, 0.75) - quantile(slowest, iters, 0.25)) / t.median;
+    double iqr = quantile(slowest, iters, 0.75) - quantile(slowest, iters, 0.25);
+    t.spread = t.median > 0 ? iqr / t.median : 0;
     free(mine);
     free(all);
     return t;
