@@ -514,7 +514,7 @@ static float avg_scale(Comm *c, CommReduce op) {
 struct CommHandle {
     CallInfo ci;
     MpiPending pending;
-    bool ended;           // seen to finish (by comm_test or comm_progress): no longer busy
+    bool ended;           // seen finished (by a test, a progress call or its wait): no longer busy
     const void *buf[2];   // the buffers the operation reads or writes until it is waited on
     size_t bytes[2];
     CommHandle *prev, *next;
