@@ -299,12 +299,31 @@ static void count(Comm *c, CommOp op, size_t bytes) {
     g_stats.bus_bytes[op] += (uint64_t)(bus_factor(op, c->size) * (double)bytes + 0.5);
 }
 
-static void enter(CallInfo *ci) { wd_set(1, "%s", ci->what); }
+// Busy time is the union of the operations' intervals, not their sum: two
+// buckets in flight at once for 10 ms are 10 ms of communication, and the
+// busy time of a step can never exceed the step. Operations under way are
+// counted (blocking calls and asynchronous ones not yet seen to finish);
+// the time from 0 to 1 and back to 0 is busy.
+static int g_active;            // operations under way now
+static double g_active_since;   // when g_active last went from 0 to 1
+
+static void busy_begin(double t) {
+    if (g_active++ == 0) g_active_since = t;
+}
+
+static void busy_end(double t) {
+    if (--g_active == 0) g_stats.seconds_busy += t - g_active_since;
+}
+
+static void enter(CallInfo *ci) {
+    busy_begin(ci->t0);
+    wd_set(1, "%s", ci->what);
+}
 
 static void leave(CallInfo *ci, int track) {
     double t1 = core_now();
-    if (track == TRACE_TRACK_MAIN) {   // a blocking call: busy and blocked all along
-        g_stats.seconds_busy += t1 - ci->t0;
+    if (track == TRACE_TRACK_MAIN) {   // a blocking call: blocked all along
+        busy_end(t1);
         g_stats.seconds_blocked += t1 - ci->t0;
     }
     wd_set(0, "computing; its last call was %s", ci->what);
@@ -411,7 +430,7 @@ void comm_finalize(void) {
     // still wait for it shows up here.
     CallInfo ci;
     describe(&ci, &g_world, COMM_OP_BARRIER, 0, -1, " (finalize: waiting for every rank to finish)");
-    enter(&ci);
+    wd_set(1, "%s", ci.what);   // watched, but not counted: it is no lab's communication
     BACKEND(MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)));
     if (g_wd_running) {
         atomic_store(&g_wd_stop, 1);
@@ -495,6 +514,7 @@ static float avg_scale(Comm *c, CommReduce op) {
 struct CommHandle {
     CallInfo ci;
     MpiPending pending;
+    bool ended;           // seen finished (by a test, a progress call or its wait): no longer busy
     const void *buf[2];   // the buffers the operation reads or writes until it is waited on
     size_t bytes[2];
     CommHandle *prev, *next;
@@ -527,11 +547,20 @@ static CommHandle *start(CallInfo *ci, Comm *c, size_t bytes) {
     CommHandle *h = calloc(1, sizeof *h);
     CHECK(h, "out of memory");
     count(c, ci->op, bytes);
+    busy_begin(ci->t0);
     h->ci = *ci;
     h->next = g_inflight;
     if (g_inflight) g_inflight->prev = h;
     g_inflight = h;
     return h;
+}
+
+// An asynchronous operation ends when it is first seen finished: in a test,
+// in a progress call, or at the end of its wait.
+static void handle_ended(CommHandle *h, double t) {
+    if (h->ended) return;
+    h->ended = true;
+    busy_end(t);
 }
 
 void comm_wait(CommHandle *h) {
@@ -540,8 +569,9 @@ void comm_wait(CommHandle *h) {
     wd_set(1, "wait for %s", h->ci.what);
     BACKEND(mpi_finish(&h->pending));
     double t1 = core_now();
-    g_stats.seconds_blocked += t1 - t0;
-    g_stats.seconds_busy += t1 - h->ci.t0;
+    // Waiting for an operation already finished waits for nothing.
+    if (!h->ended) g_stats.seconds_blocked += t1 - t0;
+    handle_ended(h, t1);
     leave(&h->ci, TRACE_TRACK_COMM_ASYNC);
     if (h->prev) h->prev->next = h->next;
     else g_inflight = h->next;
@@ -553,11 +583,28 @@ bool comm_test(CommHandle *h) {
     CHECK(h, "comm_test(NULL)");
     bool done;
     BACKEND(done = mpi_test(&h->pending));
+    if (done) handle_ended(h, core_now());
     return done;
 }
 
 void comm_progress(void) {
-    for (CommHandle *h = g_inflight; h; h = h->next) BACKEND(mpi_test(&h->pending));
+    for (CommHandle *h = g_inflight; h; h = h->next) {
+        if (h->ended) continue;
+        bool done;
+        BACKEND(done = mpi_test(&h->pending));
+        if (done) handle_ended(h, core_now());
+    }
+}
+
+// A collective over one rank moves nothing and is finished as soon as it
+// starts: seen so now, it is not counted busy until the next progress call.
+static CommHandle *launched(Comm *c, CommHandle *h) {
+    if (c->size == 1) {
+        bool done;
+        BACKEND(done = mpi_test(&h->pending));
+        if (done) handle_ended(h, core_now());
+    }
+    return h;
 }
 
 // ---- the operations --------------------------------------------------------
@@ -680,7 +727,7 @@ CommHandle *comm_all_reduce_async(Comm *c, float *buf, size_t n, CommReduce op) 
     describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(n), -1, " (async)");
     CommHandle *h = uses(start(&ci, c, FLOATS(n)), buf, FLOATS(n), NULL, 0);
     BACKEND(mpi_all_reduce(c, buf, n, avg_scale(c, op), &h->pending));
-    return h;
+    return launched(c, h);
 }
 
 CommHandle *comm_reduce_scatter_async(Comm *c, const float *send, float *recv, size_t n,
@@ -692,7 +739,7 @@ CommHandle *comm_reduce_scatter_async(Comm *c, const float *send, float *recv, s
     comm_block(n, c->size, c->rank, &off, &len);
     CommHandle *h = uses(start(&ci, c, FLOATS(n)), send, FLOATS(n), recv, FLOATS(len));
     BACKEND(mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), &h->pending));
-    return h;
+    return launched(c, h);
 }
 
 CommHandle *comm_all_gather_async(Comm *c, const float *send, float *recv, size_t n) {
@@ -703,7 +750,7 @@ CommHandle *comm_all_gather_async(Comm *c, const float *send, float *recv, size_
     comm_block(n, c->size, c->rank, &off, &len);
     CommHandle *h = uses(start(&ci, c, FLOATS(n)), recv, FLOATS(n), send, FLOATS(len));
     BACKEND(mpi_all_gather(c, send, recv, n, &h->pending));
-    return h;
+    return launched(c, h);
 }
 
 CommHandle *comm_broadcast_async(Comm *c, float *buf, size_t n, int root) {
@@ -713,7 +760,7 @@ CommHandle *comm_broadcast_async(Comm *c, float *buf, size_t n, int root) {
     describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, " (async)");
     CommHandle *h = uses(start(&ci, c, FLOATS(n)), buf, FLOATS(n), NULL, 0);
     BACKEND(mpi_broadcast(c, buf, n, root, &h->pending));
-    return h;
+    return launched(c, h);
 }
 
 CommHandle *comm_send_async(Comm *c, const float *buf, size_t n, int peer) {
@@ -723,7 +770,7 @@ CommHandle *comm_send_async(Comm *c, const float *buf, size_t n, int peer) {
     describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, " (async)");
     CommHandle *h = uses(start(&ci, c, peer == c->rank ? 0 : FLOATS(n)), buf, FLOATS(n), NULL, 0);
     BACKEND(mpi_send(c, buf, n, peer, &h->pending));
-    return h;
+    return launched(c, h);
 }
 
 CommHandle *comm_recv_async(Comm *c, float *buf, size_t n, int peer) {
@@ -733,7 +780,7 @@ CommHandle *comm_recv_async(Comm *c, float *buf, size_t n, int peer) {
     describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, " (async)");
     CommHandle *h = uses(start(&ci, c, peer == c->rank ? 0 : FLOATS(n)), buf, FLOATS(n), NULL, 0);
     BACKEND(mpi_recv(c, buf, n, peer, &h->pending));
-    return h;
+    return launched(c, h);
 }
 
 CommHandle *comm_barrier_async(Comm *c) {
@@ -741,7 +788,7 @@ CommHandle *comm_barrier_async(Comm *c) {
     describe(&ci, c, COMM_OP_BARRIER, 0, -1, " (async)");
     CommHandle *h = start(&ci, c, 0);
     BACKEND(mpi_barrier(c, &h->pending));
-    return h;
+    return launched(c, h);
 }
 
 // ---- statistics ------------------------------------------------------------
@@ -751,12 +798,16 @@ void mpi_watch_reset(void);
 
 CommStats comm_stats(void) {
     CommStats s = g_stats;
+    // Operations under way now count up to now, so the difference of two
+    // readings is right even while one is in flight.
+    if (g_active > 0) s.seconds_busy += core_now() - g_active_since;
     mpi_watch_collect(&s);
     return s;
 }
 
 void comm_stats_reset(void) {
     memset(&g_stats, 0, sizeof g_stats);
+    g_active_since = core_now();   // what is still in flight counts from here
     mpi_watch_reset();
 }
 

@@ -109,7 +109,9 @@ typedef struct {
     uint64_t bytes[COMM_NOPS];      // payload: the size of the buffer the operation is about
     uint64_t bus_bytes[COMM_NOPS];  // payload times the bus factor: 2(N-1)/N all-reduce,
                                     // (N-1)/N reduce-scatter and all-gather, 1 broadcast, send, recv
-    double seconds_busy;     // time operations were under way (blocking calls; async: start to wait's end)
+    double seconds_busy;     // time during which at least one operation was under way (a blocking
+                             // call; an async one from its start until a test, progress or wait sees
+                             // it finished); overlapping operations count once, so never above wall time
     double seconds_blocked;  // time this rank waited in them (blocking calls and comm_wait): the
                              // communication not hidden behind compute
     // Communication the counters above cannot see: the bookkeeping helpers

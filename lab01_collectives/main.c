@@ -513,23 +513,64 @@ static double bus_factor(Coll k, int N) {
     return 1.0;
 }
 
-// Seconds per call, the slowest rank's, after `warmup` untimed calls.
-static double time_calls(Comm *c, Coll k, Bufs *b, size_t count, bool student, int warmup, int iters) {
+// The time of one size: the median over the timed calls (one preempted
+// call, on a machine with other work, moves a mean but not a median) and
+// the spread of the calls around it.
+typedef struct {
+    double median;   // seconds per call: the median of the slowest rank's time per call
+    double spread;   // the interquartile range of those times, as a fraction of the median
+} Timing;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// Quantile q of n sorted values, interpolated between the two nearest.
+static double quantile(const double *sorted, int n, double q) {
+    double pos = q * (n - 1);
+    int i = (int)pos;
+    if (i + 1 >= n) return sorted[n - 1];
+    return sorted[i] + (pos - i) * (sorted[i + 1] - sorted[i]);
+}
+
+// Each call timed on its own, after `warmup` untimed calls. A barrier before
+// each call starts every rank together, so a call's time is its own and not
+// the wait for a rank still finishing the call before. A call takes as long
+// as its slowest rank.
+static Timing time_calls(Comm *c, Coll k, Bufs *b, size_t count, bool student, int warmup, int iters) {
+    int N = comm_size(c);
     for (int i = 0; i < warmup; i++) {
         if (student)
             run_student(c, k, b, count, 0);
         else
             run_library(c, k, b, count, 0);
     }
-    comm_barrier(c);
-    double t0 = core_now();
+    double *mine = malloc((size_t)iters * sizeof *mine);          // (iters) this rank's seconds per call
+    double *all = malloc((size_t)iters * N * sizeof *all);        // (N, iters) every rank's
+    CHECK(mine && all, "out of memory");
     for (int i = 0; i < iters; i++) {
+        comm_barrier(c);
+        double t0 = core_now();
         if (student)
             run_student(c, k, b, count, 0);
         else
             run_library(c, k, b, count, 0);
+        mine[i] = core_now() - t0;
     }
-    return comm_max_double(c, (core_now() - t0) / iters);
+    comm_all_gather_host(c, mine, (size_t)iters * sizeof *mine, all);
+    double *slowest = mine;   // (iters) reused: the slowest rank's seconds per call
+    for (int i = 0; i < iters; i++) {
+        slowest[i] = all[i];
+        for (int q = 1; q < N; q++) slowest[i] = fmax(slowest[i], all[(size_t)q * iters + i]);
+    }
+    qsort(slowest, (size_t)iters, sizeof *slowest, cmp_double);
+    Timing t = {.median = quantile(slowest, iters, 0.5)};
+    double iqr = quantile(slowest, iters, 0.75) - quantile(slowest, iters, 0.25);
+    t.spread = t.median > 0 ? iqr / t.median : 0;
+    free(mine);
+    free(all);
+    return t;
 }
 
 // This machine's memory-copy bandwidth (bytes copied per second, best of 5),
@@ -560,11 +601,12 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
     double big_student = 0, big_lib = 0, big_bus = 0;
     for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
         Coll k = order[o];
-        print0("\n%s: %d ranks, time is the slowest rank's mean over the timed calls\n", COLL_NAME[k], N);
-        print0("  %10s %10s | %10s %8s %8s %6s | %10s %8s %8s %6s\n", "", "", "yours", "", "", "",
-               "library", "", "", "");
-        print0("  %10s %10s | %10s %8s %8s %6s | %10s %8s %8s %6s\n", "size (B)", "count", "time (us)",
-               "algbw", "busbw", "#wrong", "time (us)", "algbw", "busbw", "#wrong");
+        print0("\n%s: %d ranks, time: the median over the calls of the slowest rank's time per call; "
+               "iqr%%: their spread\n", COLL_NAME[k], N);
+        print0("  %10s %10s | %10s %5s %8s %8s %6s | %10s %5s %8s %8s %6s\n", "", "", "yours", "", "", "", "",
+               "library", "", "", "", "");
+        print0("  %10s %10s | %10s %5s %8s %8s %6s | %10s %5s %8s %8s %6s\n", "size (B)", "count", "time (us)",
+               "iqr%", "algbw", "busbw", "#wrong", "time (us)", "iqr%", "algbw", "busbw", "#wrong");
         int i = 0;
         for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2, i++) {
             size_t count = bytes / sizeof(float);
@@ -572,8 +614,9 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
             int it = iters;
             while (it > 3 && (double)it * (double)bytes > 1e9) it /= 2;
             Bufs b = make_bufs(c, k, count, 0, false);
-            double ts = time_calls(c, k, &b, count, true, warmup, it);
-            double tl = time_calls(c, k, &b, count, false, warmup, it);
+            Timing mine = time_calls(c, k, &b, count, true, warmup, it);
+            Timing theirs = time_calls(c, k, &b, count, false, warmup, it);
+            double ts = mine.median, tl = theirs.median;
             free_bufs(&b);
             // #wrong: one more call of each on exact inputs, against the naive result.
             Finding f, lib;
@@ -582,8 +625,9 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
             long lib_wrong = (long)comm_sum_double(c, (double)lib.wrong);
             double algs = (double)bytes / ts / 1e9, algl = (double)bytes / tl / 1e9;
             double fac = bus_factor(k, N);
-            print0("  %10zu %10zu | %10.1f %8.2f %8.2f %6ld | %10.1f %8.2f %8.2f %6ld\n", bytes, count,
-                   ts * 1e6, algs, algs * fac, wrong, tl * 1e6, algl, algl * fac, lib_wrong);
+            print0("  %10zu %10zu | %10.1f %5.0f %8.2f %8.2f %6ld | %10.1f %5.0f %8.2f %8.2f %6ld\n", bytes,
+                   count, ts * 1e6, mine.spread * 100, algs, algs * fac, wrong, tl * 1e6, theirs.spread * 100,
+                   algl, algl * fac, lib_wrong);
             sizes[i] = (double)bytes;
             t_student[i] = ts;
             t_lib[i] = tl;
@@ -607,7 +651,8 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
     // The alpha-beta model of the ring all-reduce: T(n) = a + b n, with
     // a = 2 (N - 1) alpha (one latency per step) and b = 2 (N - 1) / N / B
     // (each rank sends that share of the bytes at bandwidth B). Fitted by
-    // least squares on relative errors, so small and large sizes count alike.
+    // least squares on relative errors, so small and large sizes count alike;
+    // the times are the medians, so one slow call does not bend the line.
     if (N > 1 && ar_points >= 2) {
         double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
         for (int i = 0; i < ar_points; i++) {
@@ -646,7 +691,7 @@ int main(int argc, char **argv) {
         {"bench", ARG_FLAG, &do_bench, "time every collective, yours beside the library's (nccl-tests style)", 0, 0, NULL, NULL},
         {"min-kib", ARG_INT, &min_kib, "smallest message of --bench, in KiB", 1, 1 << 20, NULL, NULL},
         {"max-mib", ARG_INT, &max_mib, "largest message of --bench, in MiB", 1, 4096, NULL, NULL},
-        {"iters", ARG_INT, &iters, "timed calls per size (fewer for large sizes)", 1, 100000, NULL, NULL},
+        {"iters", ARG_INT, &iters, "timed calls per size, each timed on its own (fewer for large sizes)", 1, 100000, NULL, NULL},
         {"warmup", ARG_INT, &warmup, "untimed calls before timing", 0, 1000, NULL, NULL},
         {"quiet", ARG_FLAG, &quiet, "skip the demo", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},

@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
     // The gradient of the mean loss over this rank's rows: each micro-batch
     // contributes its share, so the micro-batches add up to it.
     float scale = 1.0f / (float)((size_t)rows * a.seq);
-    double total_time = 0, total_busy = 0, total_blocked = 0;
+    double total_time = 0, total_busy = 0, total_blocked = 0, total_sent = 0;
 
     for (int s = 0; s < a.steps; s++) {
         CommStats before = comm_stats();
@@ -184,9 +184,11 @@ int main(int argc, char **argv) {
         double global_loss = comm_sum_double(c, loss) / N;
         double busy = comm_max_double(c, after.seconds_busy - before.seconds_busy);
         double blocked = comm_max_double(c, after.seconds_blocked - before.seconds_blocked);
+        double sent = comm_max_double(c, (double)(comm_stats_total_bus_bytes(&after) -
+                                                   comm_stats_total_bus_bytes(&before)));
         dt = comm_max_double(c, dt);
         losses[s] = (float)global_loss;
-        if (s > 0) total_time += dt, total_busy += busy, total_blocked += blocked;
+        if (s > 0) total_time += dt, total_busy += busy, total_blocked += blocked, total_sent += sent;
         harness_print_step(&ref, s, a.steps, global_loss, dt, busy, blocked, (double)a.batch * a.seq);
     }
 
@@ -204,11 +206,16 @@ int main(int argc, char **argv) {
     for (int s = 0; ref.on && s < a.steps; s++) loss_err = fmax(loss_err, fabs(losses[s] - ref.loss[s]));
     CommStats st = comm_stats();
     double psi = (double)model->nparams;
-    if (a.steps > 1)
-        print0("mean over steps 2..%d: %.1f ms/step (compute %.1f, comm %.1f, exposed %.1f: %.0f%% hidden)\n",
-               a.steps, total_time / (a.steps - 1) * 1e3, (total_time - total_blocked) / (a.steps - 1) * 1e3,
-               total_busy / (a.steps - 1) * 1e3, total_blocked / (a.steps - 1) * 1e3,
-               total_busy > 0 ? 100.0 * (1 - total_blocked / total_busy) : 0.0);
+    if (a.steps > 1) {
+        // A share hidden of no traffic means nothing (one rank: its
+        // all-reduces send no byte), so it is printed only when bytes moved.
+        char hidden[32] = "";
+        if (total_sent > 0 && total_busy > 0)
+            snprintf(hidden, sizeof hidden, ": %.0f%% hidden", 100.0 * (1 - total_blocked / total_busy));
+        print0("mean over steps 2..%d: %.1f ms/step (compute %.1f, comm %.1f, exposed %.1f%s)\n", a.steps,
+               total_time / (a.steps - 1) * 1e3, (total_time - total_blocked) / (a.steps - 1) * 1e3,
+               total_busy / (a.steps - 1) * 1e3, total_blocked / (a.steps - 1) * 1e3, hidden);
+    }
     print0("each rank sent %s in all (bus bytes; the ring model: 2(N-1)/N x 4 psi = %s per step%s)\n",
            core_fmt_bytes((double)comm_stats_total_bus_bytes(&st), b1, sizeof b1),
            core_fmt_bytes(2.0 * (N - 1) / N * 4 * psi, desc, sizeof desc),

@@ -344,6 +344,65 @@ START_TEST(progress_and_timing) {
 }
 END_TEST
 
+START_TEST(overlapping_ops_count_once) {
+    // Two asynchronous operations in flight over the same 30 ms are 30 ms of
+    // communication, not 60: busy time is the union of their intervals. No
+    // progress call in between, so neither is seen to finish before its wait:
+    // both were under way all along, and busy covers the 30 ms. On one rank
+    // they move nothing and end as they start: busy is next to nothing.
+    size_t n = 4099;
+    float *x = make_input(W, n), *y = make_input(W, n);
+    comm_barrier(W);
+    CommStats before = comm_stats();
+    double t0 = core_now();
+    CommHandle *a = comm_all_reduce_async(W, x, n, COMM_SUM);
+    CommHandle *b = comm_all_reduce_async(W, y, n, COMM_SUM);
+    double computing = 0.030;
+    while (core_now() - t0 < computing) {
+    }
+    comm_wait(a);
+    comm_wait(b);
+    double wall = core_now() - t0;
+    CommStats after = comm_stats();
+    double busy = after.seconds_busy - before.seconds_busy;
+    double blocked = after.seconds_blocked - before.seconds_blocked;
+    long wrong = count_wrong_sum(W, x, 0, n, 1.0f) + count_wrong_sum(W, y, 0, n, 1.0f);
+    bool alone = comm_size(W) == 1;
+    long bad_busy = !(busy <= wall && (alone ? busy < computing / 10 : busy >= computing) && blocked >= 0 &&
+                      blocked <= busy);
+    mem_free(x);
+    mem_free(y);
+    long total = agree(wrong), bad = agree(bad_busy);
+    ck_assert_msg(total == 0, "overlapping all-reduces: %ld wrong over all ranks", total);
+    ck_assert_msg(bad == 0, "busy %.1f ms, blocked %.1f ms, wall %.1f ms: busy must lie in [%.0f ms, wall] "
+                  "(near 0 on one rank) and blocked in [0, busy] (on %ld ranks it does not)",
+                  busy * 1e3, blocked * 1e3, wall * 1e3, computing * 1e3, bad);
+}
+END_TEST
+
+START_TEST(busy_includes_the_open_interval) {
+    // Read while an operation is in flight, the counter already holds its
+    // time so far; the wait then adds only what follows.
+    size_t n = 1000;
+    float *x = make_input(W, n);
+    CommStats before = comm_stats();
+    CommHandle *h = comm_all_reduce_async(W, x, n, COMM_SUM);
+    double t0 = core_now();
+    while (core_now() - t0 < 0.010) {
+    }
+    CommStats mid = comm_stats();
+    comm_wait(h);
+    CommStats after = comm_stats();
+    bool alone = comm_size(W) == 1;   // then it has ended already (above)
+    long bad = !((alone || mid.seconds_busy - before.seconds_busy >= 0.010) &&
+                 after.seconds_busy >= mid.seconds_busy);
+    bad += count_wrong_sum(W, x, 0, n, 1.0f) != 0;
+    mem_free(x);
+    long total = agree(bad);
+    ck_assert_msg(total == 0, "busy time read mid-flight: %ld wrong over all ranks", total);
+}
+END_TEST
+
 static Suite *comm_suite(void) {
     Suite *s = suite_create("comm");
     TCase *tc = tcase_create("collectives");
@@ -358,6 +417,8 @@ static Suite *comm_suite(void) {
     tcase_add_test(tc, direct_mpi_calls_are_seen);
     tcase_add_test(tc, inflight_and_self_messages);
     tcase_add_test(tc, block_split_tiles);
+    tcase_add_test(tc, overlapping_ops_count_once);
+    tcase_add_test(tc, busy_includes_the_open_interval);
     tcase_add_test(tc, progress_and_timing);
     suite_add_tcase(s, tc);
     return s;
