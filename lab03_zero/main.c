@@ -7,6 +7,7 @@
 // formulas predict for fp32 AdamW, the bytes communicated beside the
 // stage's formula, and the training beside single-device training's.
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "trace.h"
 #include "verdict.h"
 #include "zero.h"
+#include "zero_budget.h"
 
 // ---- the student's unfinished functions ------------------------------------
 
@@ -33,11 +35,16 @@ static const char *const HOOKS[] = {"shard_len", "shard_offset", "zero_setup", "
 void lab_todo(const char *function) { harness_todo(function); }
 
 // Free every buffer the Zero still points to (the student's code allocates
-// them; the harness lets them go after the run).
+// them; the harness lets them go after the run). Stage 1's grad_shard is a
+// view into grads (the reduce-scatter lands in place): it goes with grads.
 static void zero_teardown(Zero *z) {
+    int N = comm_size(z->comm);
     for (int u = 0; u < z->nunits; u++) {
         if (z->gather_handle[u]) comm_wait(z->gather_handle[u]);   // a gather still in flight
         z->gather_handle[u] = NULL;
+        uintptr_t shard = (uintptr_t)z->grad_shard[u], whole = (uintptr_t)z->grads[u];
+        size_t padded = (size_t)N * shard_len(z->model->units[u].size, N);
+        if (whole && shard >= whole && shard < whole + padded * sizeof(float)) z->grad_shard[u] = NULL;
         float **all[] = {&z->params[u], &z->param_shard[u], &z->grads[u], &z->grad_shard[u],
                          &z->m[u], &z->v[u], &z->gathered[u], &z->unit_grad[u]};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -45,28 +52,6 @@ static void zero_teardown(Zero *z) {
             *all[i] = NULL;
         }
     }
-}
-
-// ---- the formulas ----------------------------------------------------------
-
-// What a stage should hold per rank, in bytes (fp32, AdamW), for units
-// padded to N equal shards: psi_pad parameters in all, psi_pad / N in each
-// rank's shards, and the largest (padded) units.
-typedef struct {
-    double params, grads, optim;
-    const char *params_why, *grads_why, *optim_why;
-} Budget;
-
-static Budget budget(int stage, bool prefetch, double psi_pad, int N, double unit1, double unit2) {
-    Budget b = {4 * psi_pad, 4 * psi_pad, 8 * psi_pad, "4 psi", "4 psi", "8 psi"};
-    if (stage >= 1) b.optim = 8 * psi_pad / N, b.optim_why = "8 psi / N";
-    if (stage == 1) b.grads = 4 * psi_pad + 4 * psi_pad / N, b.grads_why = "4 psi + 4 psi / N (the shard received)";
-    if (stage >= 2) b.grads = 4 * psi_pad / N + 4 * unit1, b.grads_why = "4 psi / N + one unit";
-    if (stage == 3) {
-        b.params = 4 * psi_pad / N + 4 * (prefetch ? unit1 + unit2 : unit1);
-        b.params_why = prefetch ? "4 psi / N + two units (gathered, prefetched)" : "4 psi / N + one unit";
-    }
-    return b;
 }
 
 // ---- one training run of a stage -------------------------------------------
@@ -319,7 +304,7 @@ int main(int argc, char **argv) {
         heap = fmax(heap, all[q].measured_peak);
         total = fmax(total, all[q].peak_total);
     }
-    Budget b = budget(stage, !no_prefetch, psi_pad, N, unit1, unit2);
+    ZeroBudget b = zero_budget(stage, !no_prefetch, psi_pad, N, unit1, unit2);
     char m1[32], m2[32];
     if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, o.seconds / (a.steps - 1) * 1e3);
     print0("\nmemory per rank (the largest over ranks), ZeRO-%d, N = %d, psi = %.0f (%.0f padded to N shards):\n",
