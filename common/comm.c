@@ -625,8 +625,9 @@ static void check_reduce_scatter(Comm *c, const float *send, float *recv, size_t
     comm_block(n, c->size, c->rank, &off, &len);
     check_buf(send, n, "comm_reduce_scatter", "send");
     check_buf(recv, len, "comm_reduce_scatter", "recv");
-    CHECK(!overlap(send, FLOATS(n), recv, FLOATS(len)),
-          "comm_reduce_scatter: send and recv overlap; give the result its own buffer");
+    CHECK(recv == send + off || !overlap(send, FLOATS(n), recv, FLOATS(len)),
+          "comm_reduce_scatter: recv overlaps send but is not this rank's block of it (send + %zu): "
+          "receive in place at send + %zu, or give the result its own buffer", off, off);
 }
 
 void comm_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op) {

@@ -63,6 +63,9 @@ void comm_block(size_t count, int n, int r, size_t *offset, size_t *len);
 void comm_all_reduce(Comm *c, float *buf, size_t count, CommReduce op);
 // Reduce-scatter: sum (or average) `send` over ranks; rank r receives block r
 // of the result (comm_block). send: (count), recv: (block length of rank r)
+// recv may be send + offset, this rank's own block of send (in place, as
+// NCCL's recvbuff == sendbuff + rank * recvcount): the result then replaces
+// that block, and the other blocks of send are left undefined.
 void comm_reduce_scatter(Comm *c, const float *send, float *recv, size_t count, CommReduce op);
 // All-gather: rank r contributes block r; every rank receives the whole.
 // send: (block length of rank r), recv: (count). send may be recv + offset.

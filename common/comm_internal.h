@@ -21,6 +21,8 @@ typedef struct {
     float *dev_out;      // device destination of the result, or NULL
     size_t out_count;    // floats to copy back and to scale
     float *host_out;     // host result to scale (buffers on the host), or NULL
+    float *landed;       // where MPI leaves a host result that is not host_out (an in-place
+                         // reduce-scatter: the start of the buffer), moved to host_out, or NULL
     float scale;         // 1, or 1/N for an average
     void *aux;           // counts and displacements MPI reads until the end (malloc'd), or NULL
     bool done;           // finished: the result is in place

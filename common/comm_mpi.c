@@ -53,6 +53,9 @@ void mpi_finish(MpiPending *p) {
     p->done = true;
     if (p->req != MPI_REQUEST_NULL) check_recv(MPI_Wait(&p->req, MPI_STATUS_IGNORE), p->out_count, -1, "comm_wait");
     float *out = p->stage ? p->stage : p->host_out;
+    // Where the block belongs may overlap where it landed (this rank's block
+    // begins less than a block into the buffer): memmove.
+    if (p->landed && out && p->landed != out) memmove(out, p->landed, p->out_count * sizeof(float));
     if (out && p->scale != 1.0f)
         for (size_t i = 0; i < p->out_count; i++) out[i] *= p->scale;
     if (p->stage && p->dev_out) mem_from_host(p->dev_out, p->stage, p->out_count * sizeof(float));
@@ -122,17 +125,33 @@ void mpi_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, float
                         MpiPending *p) {
     MpiPending t = pending(recv, 0, scale);
     int *counts = block_counts(c, n, &t);
+    int *displs = counts + c->size;
     size_t mine = (size_t)counts[c->rank];
     t.out_count = mine;
-    const float *hs = send;
+    // In place (recv is this rank's block of send, so send is writable): MPI
+    // takes the input from the receive buffer and leaves this rank's block
+    // of the result at the buffer's START, not at its block; it is moved
+    // there when the operation finishes.
+    bool in_place = n > 0 && recv == send + displs[c->rank];
+    const void *hs = send;
     float *hr = recv;
-    if (on_device()) {
+    if (on_device() && in_place) {
+        // The whole input staged; the result's block lands at its start,
+        // which is what mpi_finish copies to recv on the device.
+        t.stage = host_alloc(n * sizeof(float));
+        hr = to_host(send, n, t.stage);
+        hs = MPI_IN_PLACE;
+    } else if (on_device()) {
         // One staging buffer: this rank's block of the result, then the input.
         t.stage = host_alloc((mine + n) * sizeof(float));
         hr = t.stage;
         hs = to_host(send, n, t.stage + mine);
+    } else if (in_place) {
+        hr = (float *)send;
+        hs = MPI_IN_PLACE;
+        t.landed = hr;
     }
-    if (mine == 0) hr = (float *)(counts + 2 * c->size);   // MPI wants a valid pointer
+    if (mine == 0 && !in_place) hr = (float *)(counts + 2 * c->size);   // MPI wants a valid pointer
     if (p)
         MPI_CHECK(MPI_Ireduce_scatter(hs, hr, counts, MPI_FLOAT, MPI_SUM, c->mpi, &t.req));
     else

@@ -203,9 +203,17 @@ void data_batch(const Data *d, int step, int *x, int *y) {
 
 void data_rank_rows(int batch, int n, int r, int *row0, int *nrows) {
     CHECK(n >= 1 && r >= 0 && r < n, "rank %d of %d data-parallel ranks does not exist", r, n);
-    if (batch % n != 0)
+    if (batch % n != 0) {
+        // The multiples of n on either side of the batch: the nearest
+        // batches this world size can split.
+        int below = batch / n * n, above = below + n;
+        char which[64];
+        if (below > 0) snprintf(which, sizeof which, "--batch %d or %d", below, above);
+        else snprintf(which, sizeof which, "--batch %d", above);
         core_usage_error("the global batch of %d rows does not split over %d data-parallel "
-                         "ranks; use a world size that divides %d", batch, n, batch);
+                         "ranks; use a world size that divides %d, or a batch it divides (%s "
+                         "with %d ranks)", batch, n, batch, which, n);
+    }
     *nrows = batch / n;
     *row0 = r * *nrows;
 }

@@ -1,6 +1,7 @@
 // spec_lab03.c: what the grader runs and checks for lab03 (ZeRO).
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm.h"
@@ -8,31 +9,38 @@
 #include "grade.h"
 #include "mem.h"
 #include "spec_train.h"
+#include "zero_budget.h"
 
 // ---- lab03: ZeRO ------------------------------------------------------------
 
-// Units of 867,072 parameters in all: N = 3 and 5 leave every unit a
-// remainder (padded shards, offsets past a shorter last shard). The quick
-// subset holds one cheap run of each kind of bug: N = 1, stage 1 and 2 at
-// an odd N, stage 3 with and without prefetch.
+// The small shape (4L 128C, 64 tokens: units of 867,072 parameters in all)
+// keeps the runs fast; one run, np4-stage3-default, trains lab03's own
+// default shape, the one a student's first run has. N = 3 and 5 leave every
+// unit a remainder (padded shards, offsets past a shorter last shard). The
+// quick subset holds one cheap run of each kind of bug: N = 1 (stage 2: its
+// reduce-scatter has a buffer of its own to fill), stage 1 and 2 at an odd
+// N, stage 3 with and without prefetch.
+#define SMALL "--dim 128 --seq 64 --layers 4 "
 static const RunSpec LAB03_RUNS[] = {
-    {"np1-stage1", 1, "--steps 3 --stage 1", true},
-    {"np2-stage1", 2, "--steps 4 --stage 1", false},
-    {"np3-stage1", 3, "--steps 3 --batch 6 --stage 1", true},
-    {"np4-stage1", 4, "--steps 4 --stage 1", false},
-    {"np5-stage1", 5, "--steps 3 --batch 10 --stage 1", false},
-    {"np1-stage2", 1, "--steps 4 --stage 2", false},
-    {"np2-stage2", 2, "--steps 4 --stage 2", false},
-    {"np3-stage2", 3, "--steps 3 --batch 6 --stage 2", true},
-    {"np4-stage2", 4, "--steps 4 --stage 2", false},
-    {"np1-stage3", 1, "--steps 4 --stage 3", false},
-    {"np2-stage3", 2, "--steps 3 --stage 3", true},
-    {"np3-stage3", 3, "--steps 4 --batch 6 --stage 3", false},
-    {"np4-stage3", 4, "--steps 4 --stage 3", false},
-    {"np5-stage3", 5, "--steps 3 --batch 10 --stage 3", false},
-    {"np2-stage3-noprefetch", 2, "--steps 3 --stage 3 --no-prefetch", true},
-    {"np4-stage3-noprefetch", 4, "--steps 4 --stage 3 --no-prefetch", false},
+    {"np1-stage1", 1, SMALL "--steps 3 --stage 1", false},
+    {"np2-stage1", 2, SMALL "--steps 4 --stage 1", false},
+    {"np3-stage1", 3, SMALL "--steps 3 --batch 6 --stage 1", true},
+    {"np4-stage1", 4, SMALL "--steps 4 --stage 1", false},
+    {"np5-stage1", 5, SMALL "--steps 3 --batch 10 --stage 1", false},
+    {"np1-stage2", 1, SMALL "--steps 3 --stage 2", true},
+    {"np2-stage2", 2, SMALL "--steps 4 --stage 2", false},
+    {"np3-stage2", 3, SMALL "--steps 3 --batch 6 --stage 2", true},
+    {"np4-stage2", 4, SMALL "--steps 4 --stage 2", false},
+    {"np1-stage3", 1, SMALL "--steps 4 --stage 3", false},
+    {"np2-stage3", 2, SMALL "--steps 3 --stage 3", true},
+    {"np3-stage3", 3, SMALL "--steps 4 --batch 6 --stage 3", false},
+    {"np4-stage3", 4, SMALL "--steps 4 --stage 3", false},
+    {"np4-stage3-default", 4, "--steps 3 --stage 3", false},
+    {"np5-stage3", 5, SMALL "--steps 3 --batch 10 --stage 3", false},
+    {"np2-stage3-noprefetch", 2, SMALL "--steps 3 --stage 3 --no-prefetch", true},
+    {"np4-stage3-noprefetch", 4, SMALL "--steps 4 --stage 3 --no-prefetch", false},
 };
+#undef SMALL
 
 static const char *lab03_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
     (void)lab;
@@ -41,6 +49,19 @@ static const char *lab03_ref_flags(const LabSpec *lab, const Run *run, char *buf
     without_flags(run, drop, buf, len);
     char *np = strstr(buf, "--no-prefetch");
     if (np) memmove(np, np + 13, strlen(np + 13) + 1);
+    // The shape a run does not name is lab03's own default, not build/ref's:
+    // the reference takes it from what the run wrote it trained.
+    const DumpArray *config = run->dump ? dump_find(run->dump, "meta/config") : NULL;
+    static const char *const shape[] = {"batch", "seq", "dim", "heads", "layers", "vocab", NULL};
+    for (int k = 0; config && config->type == DUMP_TEXT && shape[k]; k++) {
+        char flag[32], key[32];
+        snprintf(flag, sizeof flag, "--%s ", shape[k]);
+        snprintf(key, sizeof key, "\n%s ", shape[k]);
+        const char *at = strstr((const char *)config->data, key);
+        if (strstr(run->spec->flags, flag) || !at) continue;
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, " --%s %d", shape[k], atoi(at + strlen(key)));
+    }
     return buf;
 }
 
@@ -138,35 +159,30 @@ static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
     // padded units), all measured.
     double psi = dump_scalar(d, "zero/psi_padded", 0), unit1 = dump_scalar(d, "zero/unit_largest", 0),
            unit2 = dump_scalar(d, "zero/unit_second", 0), acts = dump_scalar(d, "mem/acts_expected", 0);
-    double grads = 4 * psi, params = 4 * psi, optim = 8 * psi / N;
-    const char *grads_why = "4 psi", *params_why = "4 psi";
+    ZeroBudget b = zero_budget(stage, prefetch, psi, N, unit1, unit2);
     const char *kept = "something is kept whole that should be sharded, or a buffer is not freed after use (or "
                        "is allocated again every step)";
-    check_peak(g, run, MEM_OPTIM, "OPTIM", optim, "8 psi / N", kept);
-    if (stage == 1) grads = 4 * psi + 4 * psi / N, grads_why = "4 psi + 4 psi / N";
-    if (stage >= 2) grads = 4 * psi / N + 4 * unit1, grads_why = "4 psi / N + one unit";
-    check_peak(g, run, MEM_GRADS, "GRADS", grads, grads_why, kept);
-    if (stage == 3) {
-        params = 4 * psi / N + 4 * (prefetch ? unit1 + unit2 : unit1);
-        params_why = prefetch ? "4 psi / N + two units" : "4 psi / N + one unit (--no-prefetch: gather only the unit that runs)";
-    }
-    check_peak(g, run, MEM_PARAMS, "PARAMS", params, params_why, kept);
+    check_peak(g, run, MEM_OPTIM, "OPTIM", b.optim, b.optim_why, kept);
+    check_peak(g, run, MEM_GRADS, "GRADS", b.grads, b.grads_why,
+               stage == 1 ? "stage 1 holds the whole gradient and nothing more: reduce-scatter in place, into "
+                            "this rank's shard of grads (grad_shard = grads[u] + shard_offset), not into a buffer "
+                            "of its own"
+                          : kept);
+    check_peak(g, run, MEM_PARAMS, "PARAMS", b.params, b.params_why, kept);
     // The total and the heap, against the stage's formula plus the
     // activations the model's shape needs (measured by the harness before
     // the student's code ran, not what was tracked as ACTS: whole gradients
-    // tracked as COMM or ACTS count) plus one unit of slack for the
-    // library's scratch (a device buffer staged through the host). The heap
-    // gets another unit (the initialisation makes one on the host) and
-    // 1 MiB of bookkeeping.
-    double expected[MEM_NCAT] = {params, grads, optim, acts, 0, 0};
-    double total = params + grads + optim + acts + 4 * unit1;
-    char why[200], where[200], diag[600], b[32];
+    // tracked as COMM or ACTS count) plus the library's scratch; the heap
+    // may add what the library and the harness allocate untracked.
+    double expected[MEM_NCAT] = {b.params, b.grads, b.optim, acts, 0, 0};
+    double total = b.params + b.grads + b.optim + acts + b.scratch;
+    char why[200], where[200], diag[600], mb[32];
     snprintf(why, sizeof why, "the stage's formula + the activations the model needs (%s) + one unit of library "
-             "scratch", core_fmt_bytes(acts, b, sizeof b));
+             "scratch", core_fmt_bytes(acts, mb, sizeof mb));
     snprintf(diag, sizeof diag, "%s: whole gradients or parameters kept under another category still cost what "
              "ZeRO shards away", excess_category(run, expected, where, sizeof where));
     check_peak(g, run, PEAK_TOTAL, "total (tracked)", total, why, diag);
-    check_peak(g, run, PEAK_HEAP, "heap (independent measure)", total + 4 * unit1 + (1 << 20),
+    check_peak(g, run, PEAK_HEAP, "heap (independent measure)", total + b.untracked,
                "the tracked bound + one unit + 1 MiB",
                "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate "
                "through mem_alloc, and free what you allocate");
@@ -180,6 +196,28 @@ static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
     double bytes = steps * (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * psi;
     check_comm_volume(g, run, bytes, stage == 3 ? "steps x 3(N-1)/N x 4 psi" : "steps x 2(N-1)/N x 4 psi",
                       "a unit is gathered or reduced more often than the stage needs");
+}
+
+// ---- the formulas (zero_budget.h) -----------------------------------------
+
+ZeroBudget zero_budget(int stage, bool prefetch, double psi_pad, int N, double unit1, double unit2) {
+    ZeroBudget b = {4 * psi_pad, 4 * psi_pad, 8 * psi_pad, "4 psi", "4 psi", "8 psi", 4 * unit1,
+                    4 * unit1 + (1 << 20)};
+    // Stage 1 shards the moments; the gradients are reduce-scattered in
+    // place, into this rank's shard of the whole gradient (no buffer of
+    // their own).
+    if (stage >= 1) b.optim = 8 * psi_pad / N, b.optim_why = "8 psi / N";
+    // Stage 2: the shards, and the whole gradient of the unit whose backward
+    // pass runs, until it is reduce-scattered.
+    if (stage >= 2) b.grads = 4 * psi_pad / N + 4 * unit1, b.grads_why = "4 psi / N + one unit (its backward pass's)";
+    // Stage 3: the shards, and the units gathered for use (the one that runs
+    // and, with prefetch, the next).
+    if (stage == 3) {
+        b.params = 4 * psi_pad / N + 4 * (prefetch ? unit1 + unit2 : unit1);
+        b.params_why = prefetch ? "4 psi / N + two units (gathered, prefetched)"
+                                : "4 psi / N + one unit (gathered; --no-prefetch)";
+    }
+    return b;
 }
 
 const LabSpec LAB03 = {

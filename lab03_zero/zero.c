@@ -10,10 +10,11 @@
 // line once it handles every stage.
 //
 // Tools: mem_alloc_floats(n, MEM_PARAMS | MEM_GRADS | MEM_OPTIM, "name"),
-// mem_free; comm_reduce_scatter_avg(c, whole, shard, N * shard_len),
-// comm_all_gather(c, shard, whole, N * shard_len) (in place when shard is
-// whole + offset), comm_all_gather_async + comm_wait; optim_update(&z->optim,
-// t, params, grads, m, v, n) updates any n consecutive parameters.
+// mem_free; comm_reduce_scatter_avg(c, whole, shard, N * shard_len) and
+// comm_all_gather(c, shard, whole, N * shard_len) (both in place when shard
+// is whole + offset, this rank's own shard of whole), comm_all_gather_async
+// + comm_wait; optim_update(&z->optim, t, params, grads, m, v, n) updates any
+// n consecutive parameters.
 #include "zero.h"
 
 #include "comm.h"
@@ -42,8 +43,11 @@ void zero_setup(Zero *z) {
     // TODO(lab03): allocate only what the stage keeps (zero.h lists it):
     //   stage 1: the moments m, v for this rank's shard only (shard_len floats);
     //            grads stays whole (padded to N shard_len, so that a
-    //            reduce-scatter splits it evenly) plus a grad_shard to receive into;
-    //   stage 2: no whole grads at all, only grad_shard;
+    //            reduce-scatter splits it evenly), and grad_shard is no buffer
+    //            of its own: it points at this rank's shard of grads
+    //            (grads[u] + shard_offset), where the reduce-scatter lands in
+    //            place (the harness frees it with grads);
+    //   stage 2: no whole grads at all, only grad_shard (shard_len floats);
     //   stage 3: no whole params either, only param_shard.
     //   Stages 1-2 keep params whole but padded (the all-gather fills N shards).
     for (int u = 0; u < z->nunits; u++) {
@@ -97,7 +101,8 @@ void zero_after_backward(Zero *z, int u) {
 void zero_step(Zero *z, int t) {
     if (z->stage > 0) lab_todo(__func__);
     // TODO(lab03):
-    //   stage 1: reduce-scatter each unit's whole gradient into grad_shard;
+    //   stage 1: reduce-scatter each unit's whole gradient in place, into
+    //            grad_shard (its own shard of grads);
     //   stages 1-2: update only this rank's shard of the parameters
     //            (params[u] + shard_offset, with grad_shard, m, v; count only the
     //            real parameters, not the padding), then all-gather params[u]

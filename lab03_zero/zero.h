@@ -33,7 +33,11 @@ typedef struct {
     float *params[ZERO_MAX_UNITS];        // stages 0-2: the whole unit's parameters (size floats)
     float *param_shard[ZERO_MAX_UNITS];   // stage 3: this rank's shard of them (shard_len floats)
     float *grads[ZERO_MAX_UNITS];         // stages 0-1: the whole unit's gradient (padded: N shard_len)
-    float *grad_shard[ZERO_MAX_UNITS];    // stages 1-3: this rank's shard of the averaged gradient
+    float *grad_shard[ZERO_MAX_UNITS];    // stages 1-3: this rank's shard of the averaged gradient:
+                                          //   stage 1, a view into grads (grads[u] + shard_offset),
+                                          //   where the reduce-scatter lands in place, so stage 1
+                                          //   holds 4 psi of gradients, as the paper counts;
+                                          //   stages 2-3, a buffer of its own (shard_len floats)
     float *m[ZERO_MAX_UNITS], *v[ZERO_MAX_UNITS];   // AdamW moments: whole (stage 0) or shard (1-3)
     // Working buffers, alive only while a unit runs (stages 2-3):
     float *gathered[ZERO_MAX_UNITS];      // stage 3: the unit's parameters, gathered (N shard_len)

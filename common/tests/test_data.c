@@ -515,6 +515,7 @@ START_TEST(test_data_errors_say_what_to_do) {
     ck_assert_ptr_nonnull(strstr(msg, "give the path of a readable file"));
     ck_assert_int_eq(usage_error(split_rows_by_3, msg, sizeof msg), EXIT_USAGE);
     ck_assert_ptr_nonnull(strstr(msg, "use a world size that divides 8"));
+    ck_assert_ptr_nonnull(strstr(msg, "--batch 6 or 9 with 3 ranks"));
     unlink(g_path);
 }
 END_TEST

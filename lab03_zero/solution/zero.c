@@ -29,7 +29,10 @@ void zero_setup(Zero *z) {
         if (z->stage < 3) z->params[u] = mem_alloc_floats(whole, MEM_PARAMS, "params");
         else z->param_shard[u] = mem_alloc_floats(shard, MEM_PARAMS, "param shard");
         if (z->stage < 2) z->grads[u] = mem_alloc_floats(whole, MEM_GRADS, "grads");
-        if (z->stage >= 1) z->grad_shard[u] = mem_alloc_floats(shard, MEM_GRADS, "grad shard");
+        // Stage 1: this rank's shard of the whole gradient, where the
+        // reduce-scatter lands in place; stages 2-3: all there is of it.
+        if (z->stage == 1) z->grad_shard[u] = z->grads[u] + offset_of(z, u);
+        if (z->stage >= 2) z->grad_shard[u] = mem_alloc_floats(shard, MEM_GRADS, "grad shard");
         size_t state = z->stage == 0 ? whole : shard;
         z->m[u] = mem_alloc_floats(state, MEM_OPTIM, "adam m");
         z->v[u] = mem_alloc_floats(state, MEM_OPTIM, "adam v");
@@ -98,7 +101,7 @@ void zero_step(Zero *z, int t) {
             comm_all_reduce_avg(z->comm, z->grads[u], size_of(z, u));
             optim_update(&z->optim, t, z->params[u], z->grads[u], z->m[u], z->v[u], size_of(z, u));
             break;
-        case 1:   // the whole gradient is here: reduce-scatter it to the shards
+        case 1:   // the whole gradient is here: reduce-scatter it, in place, to the shards
             comm_reduce_scatter_avg(z->comm, z->grads[u], z->grad_shard[u], padded(z, u));
             /* fall through */
         case 2:   // update this rank's shard, then everyone gathers the whole unit
