@@ -289,6 +289,13 @@ int main(int argc, char **argv) {
               "shard_len(%zu, %d) returned %zu; it must be between ceil(size / N) = %zu and %zu "
               "(N shards cover the unit, padded by at most %d floats each): fix shard_len in zero.c",
               size, N, len, least, least + ZERO_MAX_PAD, ZERO_MAX_PAD);
+        // Asked here too, so that an unfinished shard_offset is reported with
+        // the rest even when no stage of this run calls it: a shard starts on
+        // a shard boundary inside the padded unit.
+        size_t off = shard_offset(size, N, comm_rank(c));
+        CHECK(off == (size_t)comm_rank(c) * len || harness_unfinished("shard_offset"),
+              "shard_offset(%zu, %d, %d) returned %zu, not rank %d's shard of %zu floats (%zu): fix "
+              "shard_offset in zero.c", size, N, comm_rank(c), off, comm_rank(c), len, (size_t)comm_rank(c) * len);
         double p = (double)N * (double)len;
         psi_pad += p;
         if (p > unit1) unit2 = unit1, unit1 = p;

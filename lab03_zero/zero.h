@@ -47,7 +47,9 @@ typedef struct {
 
 // The shards of a unit of `size` floats over N ranks: every shard is
 // shard_len floats, N * shard_len >= size (the last shards padded with
-// zeros), and rank r's starts at shard_offset. shard_len may pad more than
+// zeros), and rank r's starts at shard_offset = r * shard_len (where
+// comm_reduce_scatter and comm_all_gather of N * shard_len floats put rank
+// r's block; the harness checks it at start). shard_len may pad more than
 // it must (to align shards, say), by at most ZERO_MAX_PAD floats beyond
 // ceil(size / N); the harness stops a run that pads more. The memory
 // formulas count the unit as N * shard_len floats, your padding included.

@@ -223,7 +223,11 @@ adversarial() {
 }
 adversarial exec_solution "not written yet"
 adversarial read_answers "not written yet" "SIGABRT"
-adversarial daemon "kept running after it" "endless loop"
+# The daemon must be ended with its run (no process of it left, checked
+# for every submission) without costing the run its time limit; whether
+# the run then reads as "kept running after it" depends on whether the
+# daemon still held the run's output when the run ended.
+adversarial daemon "not written yet" "endless loop"
 adversarial big_file "SIGXFSZ"
 adversarial atexit_rewrite "not written yet"
 adversarial hooks_reset "harness_hooks is called once"
