@@ -124,6 +124,15 @@ static size_t put_int(char *buf, size_t n, size_t cap, int v) {
     return n;
 }
 
+// "[lab01 rank 2] ", the start of every line the watchdog writes.
+static size_t put_prefix(char *buf, size_t cap) {
+    size_t n = put_str(buf, 0, cap, "[");
+    n = put_str(buf, n, cap, core_program());
+    n = put_str(buf, n, cap, " rank ");
+    n = put_int(buf, n, cap, g_world.rank);
+    return put_str(buf, n, cap, "] ");
+}
+
 // "[lab01 rank 2] <head>in <what> for 10.0 s<tail>\n" (in a call), or
 // "[lab01 rank 2] <head><what> (for 10.0 s)<tail>\n", written with one write().
 static void wd_report(const char *head, const char *tail) {
@@ -132,12 +141,8 @@ static void wd_report(const char *head, const char *tail) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double now = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     char line[512];
-    size_t n = 0, cap = sizeof line;
-    n = put_str(line, n, cap, "[");
-    n = put_str(line, n, cap, core_program());
-    n = put_str(line, n, cap, " rank ");
-    n = put_int(line, n, cap, g_world.rank);
-    n = put_str(line, n, cap, "] ");
+    size_t cap = sizeof line;
+    size_t n = put_prefix(line, cap);
     n = put_str(line, n, cap, head);
     if (s->in_call) n = put_str(line, n, cap, "in ");
     n = put_str(line, n, cap, s->what);
@@ -189,12 +194,9 @@ static void report_silent_ranks(void) {
         double quiet_for = silence_of(i);
         if (quiet_for < HEARTBEAT_STALE_S) continue;
         char line[256];
-        size_t n = 0, cap = sizeof line;
-        n = put_str(line, n, cap, "[");
-        n = put_str(line, n, cap, core_program());
-        n = put_str(line, n, cap, " rank ");
-        n = put_int(line, n, cap, g_world.rank);
-        n = put_str(line, n, cap, "] rank ");
+        size_t cap = sizeof line;
+        size_t n = put_prefix(line, cap);
+        n = put_str(line, n, cap, "rank ");
         n = put_int(line, n, cap, g_slot_rank[i]);
         n = put_str(line, n, cap, " stopped answering (no sign of life for ");
         n = put_seconds(line, n, cap, quiet_for);

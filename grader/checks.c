@@ -563,6 +563,16 @@ static const char *start_diagnosis(const DumpFile *lab, const DumpFile *ref) {
     return buf;
 }
 
+bool moment_within_tol(const Run *run, int t, int which, double *rel) {
+    const Measured *m = run->measured;
+    char name[160];
+    snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
+    double abs_;
+    tensor_error(run->dump, run->ref, name, rel, &abs_);
+    double tol = TOL_FACTOR * fmax(which ? m->v_rel[t] : m->m_rel[t], which ? m->v_rel_median : m->m_rel_median);
+    return *rel <= tol;
+}
+
 void check_equivalence(Grader *g, const Run *run, int N) {
     // Without a reference (a lab program run with --no-ref) there is nothing
     // to compare with; the other checks still run.
@@ -726,10 +736,8 @@ void check_equivalence(Grader *g, const Run *run, int N) {
             for (int which = 0; which < 2; which++) {
                 char name[160];
                 snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
-                double rel, abs_;
-                tensor_error(lab, ref, name, &rel, &abs_);
-                double tol = TOL_FACTOR * fmax(which ? m->v_rel[t] : m->m_rel[t], which ? m->v_rel_median : m->m_rel_median);
-                if (!(rel <= tol)) {
+                double rel;
+                if (!moment_within_tol(run, t, which, &rel)) {
                     mbad++;
                     if (!(rel <= mworst_rel)) mworst_rel = rel, snprintf(mworst, sizeof mworst, "%s", name);
                 }

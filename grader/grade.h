@@ -153,6 +153,11 @@ typedef enum { DUMP_KIND_NUMBERS, DUMP_KIND_TEXT } DumpKind;
 const char *dump_expect(const DumpFile *d, const char *name, DumpKind kind, int ndim, const uint64_t *shape,
                         bool required, char *why, size_t len);
 
+// AdamW's moment `which` (0: m, 1: v) of tensor t against the reference's:
+// its relative error into *rel; true when within TOL_FACTOR times the
+// measured rounding. (checks.c)
+bool moment_within_tol(const Run *run, int t, int which, double *rel);
+
 // Small helpers.
 double dump_scalar(const DumpFile *f, const char *name, double missing);
 

@@ -77,10 +77,8 @@ static bool moments_match(const Run *run, double *m_ratio) {
         for (int which = 0; which < 2; which++) {
             char name[160];
             snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
-            double rel, abs_;
-            tensor_error(lab, ref, name, &rel, &abs_);
-            double tol = TOL_FACTOR * fmax(which ? m->v_rel[t] : m->m_rel[t], which ? m->v_rel_median : m->m_rel_median);
-            match &= rel <= tol;
+            double rel;
+            match &= moment_within_tol(run, t, which, &rel);
             const DumpArray *x = dump_find(lab, name), *y = dump_find(ref, name);
             for (uint64_t e = 0; !which && x && y && x->count == y->count && e < x->count; e++)
                 a += dump_get(x, e) * dump_get(x, e), b += dump_get(y, e) * dump_get(y, e);
