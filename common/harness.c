@@ -64,16 +64,13 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
     if (on && comm_rank(c) == 0) {
         // The whole batch, then micro-batches of 2 and the next divisor of
         // the batch: the grader's own measure of rounding (grader/grade.c).
-        int micro[HARNESS_MAX_REFS] = {1, 0, 0};
-        r.npaths = 1;
-        for (int k = 2; k <= a->batch && r.npaths < HARNESS_MAX_REFS; k++)
-            if (a->batch % k == 0) micro[r.npaths++] = k;
+        int micro[HARNESS_MAX_REFS];
+        r.npaths = train_rounding_micros(a->batch, micro, HARNESS_MAX_REFS);
         for (int k = 0; k < r.npaths; k++) {
             snprintf(r.paths[k], sizeof r.paths[k], "%s/ref-micro%d.bin", r.dir, micro[k]);
             snprintf(g_tmp_files[k], sizeof g_tmp_files[k], "%s", r.paths[k]);
             reference_run(a, micro[k], r.paths[k], k == 0 ? r.loss : NULL);
         }
-        snprintf(r.path, sizeof r.path, "%s", r.paths[0]);
     }
     if (on) comm_broadcast_host(c, r.loss, (size_t)a->steps * sizeof *r.loss, 0);
     // From here on, memory is the lab's own.
@@ -84,17 +81,17 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
 
 void harness_reference_free(Reference *r) {
     remove_tmp();
-    r->dir[0] = r->path[0] = 0;
+    r->dir[0] = 0;
     r->npaths = 0;
     free(r->loss);
     r->loss = NULL;
 }
 
 double harness_param_error(const Reference *r, const Gpt *m, float **units, char *worst, size_t len) {
-    if (!r->on || !r->path[0]) return -1;
+    if (!r->on || r->npaths == 0) return -1;
     const char *err = NULL;
-    DumpFile *f = dump_read(r->path, &err);
-    CHECK(f, "cannot read the reference's parameters back from %s: %s", r->path, err);
+    DumpFile *f = dump_read(r->paths[0], &err);
+    CHECK(f, "cannot read the reference's parameters back from %s: %s", r->paths[0], err);
     // Over the whole model: a tensor whose exact gradient is zero (the key
     // bias: softmax ignores a shift) moves by rounding noise alone under
     // Adam, so its own relative error says nothing.

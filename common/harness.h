@@ -28,8 +28,9 @@ typedef struct Reference {
     // Rank 0: a private directory (mode 0700) for the reference's dumps and,
     // without --dump, this run's own; removed by harness_reference_free.
     char dir[256];
-    char path[300];    // the reference's dump: its final parameters, first gradient, moments
-    char paths[HARNESS_MAX_REFS][300];   // path, then the runs in micro-batches
+    // The reference's dumps (final parameters, first gradient, moments): the
+    // whole batch first, then the runs in micro-batches.
+    char paths[HARNESS_MAX_REFS][300];
     int npaths;
     char own_dump[300];   // where this run's dump goes: --dump, or a file in dir
 } Reference;

@@ -80,6 +80,14 @@ double train_step(Trainer *t) {
     return loss;
 }
 
+int train_rounding_micros(int batch, int *micro, int max) {
+    int n = 0;
+    if (max > 0) micro[n++] = 1;
+    for (int k = 2; k <= batch && n < max; k++)
+        if (batch % k == 0) micro[n++] = k;
+    return n;
+}
+
 // ---- recording what the dump needs -----------------------------------------
 
 static float **snapshot(const Trainer *t, float **units) {

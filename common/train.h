@@ -37,6 +37,13 @@ void train_update(Trainer *t);
 // Both.
 double train_step(Trainer *t);
 
+// The micro-batch counts of the runs that measure "the same training up to
+// summation order" for a batch of `batch` rows: 1 (the whole batch), then 2
+// and the next divisor of the batch, as far as the batch allows, at most
+// `max` of them. Returns how many; the reference run in the labs and the
+// grader's both use them, so both measure the same rounding.
+int train_rounding_micros(int batch, int *micro, int max);
+
 // What build/ref --dump writes, recorded step by step: the losses, the
 // batches, the initial parameters and the first step's gradient (copies,
 // counted under OTHER: they are not part of training).

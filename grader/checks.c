@@ -804,36 +804,3 @@ double check_comm_volume(Grader *g, const Run *run, double expected, const char 
     return worst_ratio;
 }
 
-// ---- memory ----------------------------------------------------------------
-
-void check_memory(Grader *g, const Run *run, int category, const char *what, double bound_bytes,
-                  const char *why) {
-    const DumpArray *peak = dump_find(run->dump, "mem/peak");
-    char check[96], fig[160], bound[160], b1[32], b2[32];
-    snprintf(check, sizeof check, "memory %s per rank", what);
-    if (!peak || peak->ndim != 2) {
-        grade_check(g, run, check, false, "no mem/peak in the dump", why, "the harness did not write memory");
-        return;
-    }
-    uint64_t ranks = peak->shape[0], cols = peak->shape[1];
-    double worst = -1;
-    uint64_t at = 0;
-    // A category's column of mem/peak, or (category < 0) the independent measure.
-    const DumpArray *measured = dump_find(run->dump, "mem/measured_peak");
-    for (uint64_t r = 0; r < ranks; r++) {
-        double v = category >= 0 ? dump_get(peak, r * cols + (uint64_t)category)
-                                 : (measured && r < measured->count ? dump_get(measured, r) : INFINITY);
-        if (v > worst) worst = v, at = r;
-    }
-    core_fmt_bytes(worst, b1, sizeof b1);
-    core_fmt_bytes(bound_bytes, b2, sizeof b2);
-    if (strcmp(b1, b2) == 0)   // two figures that round alike: show the bytes
-        snprintf(b1, sizeof b1, "%.0f B", worst), snprintf(b2, sizeof b2, "%.0f B", bound_bytes);
-    snprintf(fig, sizeof fig, "%s (rank %llu)", b1, (unsigned long long)at);
-    snprintf(bound, sizeof bound, "<= %s: %s", b2, why);
-    char diag[512];
-    snprintf(diag, sizeof diag, "rank %llu's peak %s is %s, above %s: something is kept whole that should "
-             "be sharded, or a buffer is not freed after use (or is allocated again every step)",
-             (unsigned long long)at, what, b1, b2);
-    grade_check(g, run, check, worst <= bound_bytes, fig, bound, diag);
-}

@@ -30,6 +30,7 @@
 #include "args.h"
 #include "core.h"
 #include "grade.h"
+#include "train.h"
 
 // ---- running commands ------------------------------------------------------
 
@@ -453,9 +454,8 @@ static RefCache *reference(const Options *o, const char *flags) {
     snprintf(rc->flags, sizeof rc->flags, "%s", flags);
     const char *bf = strstr(flags, "--batch ");
     int batch = bf ? atoi(bf + 8) : args_defaults().batch;
-    int micro[3] = {1, 0, 0}, nruns = 1;
-    for (int k = 2; k <= batch && nruns < 3; k++)
-        if (batch % k == 0) micro[nruns++] = k;
+    int micro[3];
+    int nruns = train_rounding_micros(batch, micro, 3);
     char bin[1024], qbin[1100];
     snprintf(bin, sizeof bin, "%s/build/ref", o->tree);
     shell_quote(qbin, sizeof qbin, bin);

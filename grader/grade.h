@@ -107,13 +107,12 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure);
 // the measured rounding.
 void check_equivalence(Grader *g, const Run *run, int world_size);
 // Each rank's bus bytes (all operations, dump "comm/bus_bytes") against the
-// lab's formula: within 0.5% (each call rounds its bus bytes to a byte).
-// Returns the largest ratio of measured to expected over the ranks.
+// lab's formula: at most 0.5% above it (each call rounds its bus bytes to a
+// byte). Fewer bytes pass unless the training checks of the same run failed
+// (then the missing bytes are the likely cause). Returns the ratio reported.
 double check_comm_volume(Grader *g, const Run *run, double expected, const char *formula,
                          const char *diagnosis_if_more);
-// A per-rank memory peak (dump "mem/peak", a category column) at most `bound` bytes.
-void check_memory(Grader *g, const Run *run, int category, const char *what, double bound,
-                  const char *why);
+// (Memory per rank against a bound: check_peak, spec_train.h.)
 
 enum { TOL_FACTOR = 10 };
 #define OUTPUT_LIMIT_BYTES (20L << 20)   // what one run may print before it is stopped

@@ -12,6 +12,7 @@
 #include "comm.h"
 #include "core.h"
 #include "grade.h"
+#include "spec_train.h"
 #include "mem.h"
 
 // ---- ref: the reference against itself ---------------------------------------
@@ -41,12 +42,12 @@ static void ref_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_equivalence(g, run, 1);
     // Memory: fp32 AdamW holds 4 bytes of parameters, 4 of gradients and 8
     // of moments per parameter, measured.
-    double psi = 0;
-    for (int i = 0; i < run->dump->count; i++)
-        if (strncmp(run->dump->arrays[i].name, "param/final/", 12) == 0) psi += (double)run->dump->arrays[i].count;
-    check_memory(g, run, MEM_PARAMS, "PARAMS", 4 * psi, "4 bytes per parameter (4 psi)");
-    check_memory(g, run, MEM_GRADS, "GRADS", 4 * psi, "4 psi");
-    check_memory(g, run, MEM_OPTIM, "OPTIM", 8 * psi, "8 psi (AdamW's two moments)");
+    double psi = count_params(run->dump);
+    static const char *const kept = "something is kept twice, or a buffer is not freed after use (or is "
+                                    "allocated again every step)";
+    check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * psi, "4 bytes per parameter (4 psi)", kept);
+    check_peak(g, run, MEM_GRADS, "GRADS", 4 * psi, "4 psi", kept);
+    check_peak(g, run, MEM_OPTIM, "OPTIM", 8 * psi, "8 psi (AdamW's two moments)", kept);
     const DumpArray *measured = dump_find(run->dump, "mem/measured_peak");
     double seen = measured ? dump_get(measured, 0) : 0;
     char fig[64], bound[64], b[32];
