@@ -218,18 +218,7 @@ static bool name_listed(const char *list, const char *name) {
     return false;
 }
 
-static bool lab_selected(const Options *o, const char *id) {
-    if (!o->labs) return true;
-    const char *p = o->labs;
-    size_t n = strlen(id);
-    while (*p) {
-        if (strncmp(p, id, n) == 0 && (p[n] == ',' || p[n] == 0)) return true;
-        p = strchr(p, ',');
-        if (!p) break;
-        p++;
-    }
-    return false;
-}
+static bool lab_selected(const Options *o, const char *id) { return !o->labs || name_listed(o->labs, id); }
 
 static bool is_patch(const char *path) {
     size_t n = strlen(path);
