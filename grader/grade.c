@@ -837,9 +837,7 @@ int main(int argc, char **argv) {
         char copy[256];
         snprintf(copy, sizeof copy, "%s", labs);
         for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ",")) {
-            bool known = false;
-            for (int i = 0; i < NLABS; i++) known |= strcmp(LABS[i]->id, tok) == 0;
-            if (!known) {
+            if (!lab_spec(tok)) {
                 char ids[256] = "";
                 for (int i = 0; i < NLABS; i++)
                     snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%s", i ? ", " : "", LABS[i]->id);
