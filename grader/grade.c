@@ -354,6 +354,10 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     snprintf(path, sizeof path, "%s/output.txt", dir);
     snprintf(done, sizeof done, "%s/run.bin", dir);
     CHECK(mkdir(dir, 0700) == 0, "cannot make %s: %s", dir, strerror(errno));
+    // Open MPI's shared-memory segments go in the run's directory too: in a
+    // fresh PID namespace every mpirun has the same PID, so the segments'
+    // names in /dev/shm (derived from it) would collide with a previous
+    // run's, and ranks would read a stale segment and crash at start.
     // Isolated (the grader is root): the run's directory belongs to the
     // unprivileged user it runs as, and is its HOME and TMPDIR (Open MPI
     // writes its session files there); a PID namespace ends every process
@@ -368,9 +372,9 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     }
     char inner[6000], qinner[6400];
     snprintf(inner, sizeof inner,
-             "cd %s && export HOME=%s TMPDIR=%s && exec mpirun --oversubscribe -np %d %s %s --timeout %d "
-             "--dump run.bin > output.txt 2>&1",
-             qdir, qdir, qdir, np, qbin, flags, o->watchdog);
+             "cd %s && export HOME=%s TMPDIR=%s OMPI_MCA_btl_vader_backing_directory=%s && exec mpirun "
+             "--oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
+             qdir, qdir, qdir, qdir, np, qbin, flags, o->watchdog);
     shell_quote(qinner, sizeof qinner, inner);
     snprintf(line, sizeof line, "exec %sbash -c %s", prefix, qinner);
     // Limits per process: CPU seconds a little past the time limit, files
