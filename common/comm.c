@@ -506,9 +506,10 @@ static bool overlap(const void *a, size_t na, const void *b, size_t nb) {
     return na && nb && x < y + nb && y < x + na;
 }
 
-static float avg_scale(Comm *c, CommReduce op) {
-    CHECK(op == COMM_SUM || op == COMM_AVG, "unknown reduction %d", (int)op);
-    return op == COMM_AVG ? 1.0f / (float)c->size : 1.0f;
+static CommReduce reduction(CommReduce op) {
+    CHECK(op == COMM_SUM || op == COMM_AVG || op == COMM_MAX,
+          "unknown reduction %d; use COMM_SUM, COMM_AVG or COMM_MAX", (int)op);
+    return op;
 }
 
 // ---- handles ---------------------------------------------------------------
@@ -618,7 +619,7 @@ void comm_all_reduce(Comm *c, float *buf, size_t count_, CommReduce op) {
     describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(count_), -1, "");
     count(c, ci.op, FLOATS(count_));
     enter(&ci);
-    BACKEND(mpi_all_reduce(c, buf, count_, avg_scale(c, op), NULL));
+    BACKEND(mpi_all_reduce(c, buf, count_, reduction(op), NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -638,7 +639,7 @@ void comm_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, Comm
     describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, "");
     count(c, ci.op, FLOATS(n));
     enter(&ci);
-    BACKEND(mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), NULL));
+    BACKEND(mpi_reduce_scatter(c, send, recv, n, reduction(op), NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
@@ -729,7 +730,7 @@ CommHandle *comm_all_reduce_async(Comm *c, float *buf, size_t n, CommReduce op) 
     CallInfo ci;
     describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(n), -1, " (async)");
     CommHandle *h = uses(start(&ci, c, FLOATS(n)), buf, FLOATS(n), NULL, 0);
-    BACKEND(mpi_all_reduce(c, buf, n, avg_scale(c, op), &h->pending));
+    BACKEND(mpi_all_reduce(c, buf, n, reduction(op), &h->pending));
     return launched(c, h);
 }
 
@@ -741,7 +742,7 @@ CommHandle *comm_reduce_scatter_async(Comm *c, const float *send, float *recv, s
     size_t off, len;
     comm_block(n, c->size, c->rank, &off, &len);
     CommHandle *h = uses(start(&ci, c, FLOATS(n)), send, FLOATS(n), recv, FLOATS(len));
-    BACKEND(mpi_reduce_scatter(c, send, recv, n, avg_scale(c, op), &h->pending));
+    BACKEND(mpi_reduce_scatter(c, send, recv, n, reduction(op), &h->pending));
     return launched(c, h);
 }
 

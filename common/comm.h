@@ -22,7 +22,11 @@
 typedef struct Comm Comm;
 typedef struct CommHandle CommHandle;
 
-typedef enum { COMM_SUM, COMM_AVG } CommReduce;
+// How a reduction combines the ranks' buffers, element by element: the sum,
+// the average (the sum times 1/N), or the maximum (how ranks that each hold
+// a slice of a row agree on the row's largest value). All three move, and
+// are counted as, the same bytes.
+typedef enum { COMM_SUM, COMM_AVG, COMM_MAX } CommReduce;
 
 typedef enum {
     COMM_OP_ALL_REDUCE,
@@ -58,11 +62,12 @@ void comm_free(Comm *c);
 // Reduce-scatter and all-gather use this split.
 void comm_block(size_t count, int n, int r, size_t *offset, size_t *len);
 
-// All-reduce in place: every rank ends with the sum (or average) of buf over
-// all ranks. buf: (count)
+// All-reduce in place: every rank ends with the sum (or average, or maximum)
+// of buf over all ranks. buf: (count)
 void comm_all_reduce(Comm *c, float *buf, size_t count, CommReduce op);
-// Reduce-scatter: sum (or average) `send` over ranks; rank r receives block r
-// of the result (comm_block). send: (count), recv: (block length of rank r)
+// Reduce-scatter: sum (or average, or maximum) `send` over ranks; rank r
+// receives block r of the result (comm_block).
+// send: (count), recv: (block length of rank r)
 // recv may be send + offset, this rank's own block of send (in place, as
 // NCCL's recvbuff == sendbuff + rank * recvcount): the result then replaces
 // that block, and the other blocks of send are left undefined.

@@ -30,8 +30,8 @@ typedef struct {
 
 // Each starts the operation; with p == NULL it runs to completion instead
 // (the blocking MPI call, the fastest the library offers).
-void mpi_all_reduce(Comm *c, float *buf, size_t n, float scale, MpiPending *p);
-void mpi_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, float scale,
+void mpi_all_reduce(Comm *c, float *buf, size_t n, CommReduce op, MpiPending *p);
+void mpi_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op,
                         MpiPending *p);
 void mpi_all_gather(Comm *c, const float *send, float *recv, size_t n, MpiPending *p);
 void mpi_broadcast(Comm *c, float *buf, size_t n, int root, MpiPending *p);

@@ -93,14 +93,19 @@ static MpiPending pending(float *out, size_t out_count, float scale) {
     return t;
 }
 
-void mpi_all_reduce(Comm *c, float *buf, size_t n, float scale, MpiPending *p) {
-    MpiPending t = pending(buf, n, scale);
+// MPI's operation for a reduction, and the factor its result is then
+// multiplied by: 1/N for an average, 1 for a sum or a maximum.
+static MPI_Op mpi_op(CommReduce op) { return op == COMM_MAX ? MPI_MAX : MPI_SUM; }
+static float mpi_scale(Comm *c, CommReduce op) { return op == COMM_AVG ? 1.0f / (float)c->size : 1.0f; }
+
+void mpi_all_reduce(Comm *c, float *buf, size_t n, CommReduce op, MpiPending *p) {
+    MpiPending t = pending(buf, n, mpi_scale(c, op));
     if (on_device()) t.stage = host_alloc(n * sizeof(float));
     float *h = to_host(buf, n, t.stage);
     if (p)
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h, as_int(n), MPI_FLOAT, MPI_SUM, c->mpi, &t.req));
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h, as_int(n), MPI_FLOAT, mpi_op(op), c->mpi, &t.req));
     else
-        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, as_int(n), MPI_FLOAT, MPI_SUM, c->mpi));
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h, as_int(n), MPI_FLOAT, mpi_op(op), c->mpi));
     finish_or_keep(&t, p);
 }
 
@@ -121,9 +126,9 @@ static int *block_counts(Comm *c, size_t n, MpiPending *t) {
     return counts;
 }
 
-void mpi_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, float scale,
+void mpi_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op,
                         MpiPending *p) {
-    MpiPending t = pending(recv, 0, scale);
+    MpiPending t = pending(recv, 0, mpi_scale(c, op));
     int *counts = block_counts(c, n, &t);
     int *displs = counts + c->size;
     size_t mine = (size_t)counts[c->rank];
@@ -153,9 +158,9 @@ void mpi_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, float
     }
     if (mine == 0 && !in_place) hr = (float *)(counts + 2 * c->size);   // MPI wants a valid pointer
     if (p)
-        MPI_CHECK(MPI_Ireduce_scatter(hs, hr, counts, MPI_FLOAT, MPI_SUM, c->mpi, &t.req));
+        MPI_CHECK(MPI_Ireduce_scatter(hs, hr, counts, MPI_FLOAT, mpi_op(op), c->mpi, &t.req));
     else
-        MPI_CHECK(MPI_Reduce_scatter(hs, hr, counts, MPI_FLOAT, MPI_SUM, c->mpi));
+        MPI_CHECK(MPI_Reduce_scatter(hs, hr, counts, MPI_FLOAT, mpi_op(op), c->mpi));
     finish_or_keep(&t, p);
 }
 

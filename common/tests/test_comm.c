@@ -105,6 +105,82 @@ START_TEST(reduce_scatter_exact) {
 }
 END_TEST
 
+// Element i of rank r's input for the maximum: small integers from -14 to 4,
+// most of them negative (a maximum that starts from 0 is caught), the largest
+// held by a different rank for different i.
+static float max_input(int r, size_t i) { return (float)((int)((r + 1) * 5 + (i % 11) * 7) % 19 - 14); }
+
+// Count the elements of got that differ from the largest of the ranks' values.
+static long count_wrong_max(Comm *c, const float *got, size_t off, size_t len) {
+    long wrong = 0;
+    for (size_t i = 0; i < len; i++) {
+        float want = max_input(0, off + i);
+        for (int r = 1; r < comm_size(c); r++)
+            if (max_input(r, off + i) > want) want = max_input(r, off + i);
+        wrong += got[i] != want;
+    }
+    return wrong;
+}
+
+// COMM_MAX: all-reduce (blocking and async) and reduce-scatter (blocking and
+// async, in place or not); it moves the bytes of a sum. Summing instead must
+// be caught (on more than one rank, where the two differ).
+START_TEST(max_exact) {
+    long wrong = 0;
+    int N = comm_size(W), r = comm_rank(W);
+    for (int k = 0; k < NCOUNTS; k++)
+        for (int mode = 0; mode < 6; mode++) {   // 0, 1: all-reduce; 2..5 reduce-scatter
+            size_t n = COUNTS[k], off = 0, len = n;
+            float *x = mem_alloc_floats(n, MEM_COMM, "test input");
+            for (size_t i = 0; i < n; i++) x[i] = max_input(r, i);
+            bool async = mode & 1;
+            if (mode < 2) {
+                if (async)
+                    comm_wait(comm_all_reduce_async(W, x, n, COMM_MAX));
+                else
+                    comm_all_reduce(W, x, n, COMM_MAX);
+                wrong += count_wrong_max(W, x, 0, n);
+            } else {
+                comm_block(n, N, r, &off, &len);
+                float *y = mode >= 4 ? x + off : mem_alloc_floats(len, MEM_COMM, "block");
+                if (async)
+                    comm_wait(comm_reduce_scatter_async(W, x, y, n, COMM_MAX));
+                else
+                    comm_reduce_scatter(W, x, y, n, COMM_MAX);
+                wrong += count_wrong_max(W, y, off, len);
+                if (mode < 4) mem_free(y);
+            }
+            mem_free(x);
+        }
+
+    // The counters: a maximum moves what a sum moves. The sum, checked as
+    // a maximum, is the negative control.
+    size_t n = 1000, off, len;
+    comm_block(n, N, r, &off, &len);
+    float *x = mem_alloc_floats(n, MEM_COMM, "test input"), *y = mem_alloc_floats(len, MEM_COMM, "block");
+    CommStats as[2];   // COMM_MAX, COMM_SUM
+    long summed_wrong = 0;
+    for (int s = 0; s < 2; s++) {
+        for (size_t i = 0; i < n; i++) x[i] = max_input(r, i);
+        comm_stats_reset();
+        comm_all_reduce(W, x, n, s == 0 ? COMM_MAX : COMM_SUM);
+        if (s == 1) summed_wrong = count_wrong_max(W, x, 0, n);
+        comm_reduce_scatter(W, x, y, n, s == 0 ? COMM_MAX : COMM_SUM);
+        as[s] = comm_stats();
+    }
+    mem_free(x);
+    mem_free(y);
+    long bad_bytes = memcmp(as[0].calls, as[1].calls, sizeof as[0].calls) != 0 ||
+                     memcmp(as[0].bytes, as[1].bytes, sizeof as[0].bytes) != 0 ||
+                     memcmp(as[0].bus_bytes, as[1].bus_bytes, sizeof as[0].bus_bytes) != 0;
+    long total = agree(wrong), summed = agree(summed_wrong), bad = agree(bad_bytes);
+    ck_assert_msg(total == 0, "max: %ld wrong elements over all ranks", total);
+    ck_assert_msg(N == 1 ? summed == 0 : summed > 0,
+                  "a sum checked as a maximum: %ld wrong elements over all ranks", summed);
+    ck_assert_msg(bad == 0, "max: the counters differ from a sum's on %ld ranks", bad);
+}
+END_TEST
+
 START_TEST(all_gather_exact) {
     long wrong = 0;
     int N = comm_size(W), r = comm_rank(W);
@@ -412,6 +488,7 @@ static Suite *comm_suite(void) {
     tcase_add_test(tc, all_reduce_exact);
     tcase_add_test(tc, checker_catches_one_wrong_element);
     tcase_add_test(tc, reduce_scatter_exact);
+    tcase_add_test(tc, max_exact);
     tcase_add_test(tc, all_gather_exact);
     tcase_add_test(tc, broadcast_from_every_root);
     tcase_add_test(tc, point_to_point_ring);
