@@ -47,7 +47,7 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
                 N);
 }
 
-void ops_matmul_backward(float *dinp, float *dw, float *restrict dbias, const float *restrict dout,
+void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int M, int K, int N) {
     // dinp (M, K) += dout (M, N) @ w^T (N, K)
     if (dinp)
@@ -57,13 +57,7 @@ void ops_matmul_backward(float *dinp, float *dw, float *restrict dbias, const fl
     if (dw)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K, dout, N, 1.0f,
                     dw, N);
-    // dbias (N) += the sum of dout's rows; row by row so the inner loop runs
-    // along memory.
-    if (dbias)
-        for (int m = 0; m < M; m++) {
-            const float *restrict row = dout + (size_t)m * N;   // (N)
-            for (int n = 0; n < N; n++) dbias[n] += row[n];
-        }
+    ops_bias_backward(dbias, dout, M, N);
 }
 
 // ---- elementwise -------------------------------------------------------------
@@ -360,6 +354,28 @@ void ops_crossentropy_backward(float *restrict dlogits, const float *restrict pr
         int y = targets[m];
         for (int v = 0; v < V; v++) dr[v] += scale * (pr[v] - (v == y ? 1.0f : 0.0f));
     }
+}
+
+// ---- pieces of split layers ---------------------------------------------------
+
+void ops_add_bias(float *out, const float *bias, int M, int N) {
+    for (int m = 0; m < M; m++) ops_accumulate(out + (size_t)m * N, bias, (size_t)N);
+}
+
+void ops_bias_backward(float *dbias, const float *dout, int M, int N) {
+    // Row by row, so that the inner loop runs along memory.
+    if (!dbias) return;
+    for (int m = 0; m < M; m++) ops_accumulate(dbias, dout + (size_t)m * N, (size_t)N);
+}
+
+void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        memcpy(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols * sizeof(float));
+}
+
+void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        ops_accumulate(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols);
 }
 
 // ---- dropout keyed by global position ----------------------------------------

@@ -73,6 +73,19 @@ void ops_crossentropy_forward(float *losses, float *probs, const float *logits,
 void ops_crossentropy_backward(float *dlogits, const float *probs, const int *targets,
                                float scale, int M, int V);
 
+// ---- pieces of split layers (tensor and sequence parallelism) ----
+// A layer split over ranks computes its part with these, and the
+// communication between the parts (comm.h) makes the whole.
+// out (M, N) += bias (N), on every row
+void ops_add_bias(float *out, const float *bias, int M, int N);
+// dbias (N) += the column sums of dout (M, N)
+void ops_bias_backward(float *dbias, const float *dout, int M, int N);
+// A block of `rows` x `cols` from one row-major matrix into another:
+// dst[r * dst_ld + c] = src[r * src_ld + c]   (ops_copy_2d)
+// dst[r * dst_ld + c] += src[r * src_ld + c]  (ops_accumulate_2d)
+void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols);
+void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols);
+
 // ---- dropout keyed by global position ----
 // The mask of element (row, token, channel) is a pure function of the seed,
 // the layer, the site in the layer, the step and the element's GLOBAL

@@ -618,6 +618,86 @@ START_TEST(crossentropy_is_stable_for_large_logits) {
 }
 END_TEST
 
+// ---- pieces of split layers -------------------------------------------------------
+
+typedef struct {
+    double *x, *bias, *R;   // (M, N), (N), (M, N)
+    int M, N;
+} BiasCase;
+
+static double bias_loss(void *ctx) {
+    BiasCase *c = ctx;
+    double L = 0.0;
+    for (int m = 0; m < c->M; m++)
+        for (int n = 0; n < c->N; n++) L += (c->x[m * c->N + n] + c->bias[n]) * c->R[m * c->N + n];
+    return L;
+}
+
+START_TEST(bias_matches_naive_and_finite_differences) {
+    const int M = 7, N = 13;
+    float *x = randn(M * N, 80, 0, 1), *bias = randn(N, 81, 0, 1), *R = randn(M * N, 82, 0, 1);
+    float *out = malloc(M * N * sizeof(float));
+    memcpy(out, x, M * N * sizeof(float));
+    ops_add_bias(out, bias, M, N);
+    double *want = dzeros(M * N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) want[m * N + n] = (double)x[m * N + n] + bias[n];
+    ASSERT_FWD(out, want, M * N, "add_bias");
+
+    float *gb = zeros(N);
+    ops_bias_backward(gb, R, M, N);
+    BiasCase c = {to_double(x, M * N), to_double(bias, N), to_double(R, M * N), M, N};
+    fd_grad(want, c.bias, N, bias_loss, &c);
+    ASSERT_GRAD(gb, want, N, "bias dbias");
+
+    float *gb2 = zeros(N);
+    ops_bias_backward(gb2, R, M, N);
+    ops_bias_backward(gb2, R, M, N);
+    assert_doubled(gb, gb2, N, "bias dbias", true);
+    ops_bias_backward(NULL, R, M, N);   // skipped
+    free(x), free(bias), free(R), free(out), free(want), free(gb), free(gb2);
+    free(c.x), free(c.bias), free(c.R);
+}
+END_TEST
+
+// A 5 x 7 block from row 1, column 3 of a (6, 11) matrix to row 2, column 1
+// of an (8, 9) one: the block lands where it should and nothing around it
+// changes; accumulated, each element of the block is the one float sum.
+enum { C2_SLD = 11, C2_DR = 8, C2_DLD = 9, C2_ROWS = 5, C2_COLS = 7, C2_S0 = 1 * C2_SLD + 3,
+       C2_DROW = 2, C2_DCOL = 1 };
+
+static size_t block_wrong(const float *dst, const float *before, const float *src, bool added) {
+    size_t wrong = 0;
+    for (int r = 0; r < C2_DR; r++)
+        for (int c = 0; c < C2_DLD; c++) {
+            int br = r - C2_DROW, bc = c - C2_DCOL;
+            bool in = br >= 0 && br < C2_ROWS && bc >= 0 && bc < C2_COLS;
+            float s = in ? src[C2_S0 + br * C2_SLD + bc] : 0.0f;
+            float want = !in ? before[r * C2_DLD + c] : added ? before[r * C2_DLD + c] + s : s;
+            wrong += dst[r * C2_DLD + c] != want;
+        }
+    return wrong;
+}
+
+START_TEST(copy_and_accumulate_2d) {
+    const size_t nd = C2_DR * C2_DLD;
+    float *src = randn(6 * C2_SLD, 83, 0, 1), *before = randn(nd, 84, 0, 1);
+    float *dst = malloc(nd * sizeof(float));
+    float *d0 = dst + C2_DROW * C2_DLD + C2_DCOL;
+    memcpy(dst, before, nd * sizeof(float));
+    ops_copy_2d(d0, C2_DLD, src + C2_S0, C2_SLD, C2_ROWS, C2_COLS);
+    size_t wrong = block_wrong(dst, before, src, false);
+    ck_assert_msg(wrong == 0, "ops_copy_2d: %zu of %zu elements wrong", wrong, nd);
+    memcpy(dst, before, nd * sizeof(float));
+    ops_accumulate_2d(d0, C2_DLD, src + C2_S0, C2_SLD, C2_ROWS, C2_COLS);
+    wrong = block_wrong(dst, before, src, true);
+    ck_assert_msg(wrong == 0, "ops_accumulate_2d: %zu of %zu elements wrong", wrong, nd);
+    // Negative control: the copy is not what an accumulation leaves.
+    ck_assert(block_wrong(dst, before, src, false) > 0);
+    free(src), free(before), free(dst);
+}
+END_TEST
+
 // ---- dropout -------------------------------------------------------------------
 
 // The mask as dropout's documentation defines it, computed here independently.
@@ -870,6 +950,8 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, embedding_matches_naive_and_finite_differences);
     tcase_add_test(tc, crossentropy_matches_naive_and_finite_differences);
     tcase_add_test(tc, crossentropy_is_stable_for_large_logits);
+    tcase_add_test(tc, bias_matches_naive_and_finite_differences);
+    tcase_add_test(tc, copy_and_accumulate_2d);
     tcase_add_test(tc, dropout_p0_is_exact_copy);
     tcase_add_test(tc, dropout_masks_as_documented);
     tcase_add_test(tc, dropout_backward_uses_the_same_mask);
