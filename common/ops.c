@@ -321,6 +321,13 @@ void ops_embedding_backward(float *restrict dwte, float *restrict dwpe, const fl
 
 // ---- softmax cross-entropy ---------------------------------------------------
 
+// The largest of x[0 .. n - 1], n >= 1.
+static float max_of(const float *x, int n) {
+    float mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
 void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
                               const float *restrict logits, const int *restrict targets, int M,
                               int V) {
@@ -332,8 +339,7 @@ void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
               "[0, %d); the data and the model disagree on V", y, m, V);
         // Subtract the row's max so that no exp overflows; the softmax is
         // unchanged.
-        float mx = lr[0];
-        for (int v = 1; v < V; v++) mx = lr[v] > mx ? lr[v] : mx;
+        float mx = max_of(lr, V);
         for (int v = 0; v < V; v++) pr[v] = vexpf(lr[v] - mx);   // vectorized
         float sum = 0.0f;
         for (int v = 0; v < V; v++) sum += pr[v];
@@ -376,6 +382,114 @@ void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows,
 void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
     for (int r = 0; r < rows; r++)
         ops_accumulate(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols);
+}
+
+// ---- vocabulary-parallel embedding and cross-entropy ---------------------------
+
+void ops_vocab_ids(int *restrict ids, const int *restrict tokens, int v0, int nv, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        int id = tokens[i] - v0;
+        ids[i] = id >= 0 && id < nv ? id : -1;
+    }
+}
+
+// An id of row m: a row of this rank's part [0, n), or -1 for a row that
+// another rank holds. Anything else is a token that was not translated.
+static void check_id(const char *op, int id, int m, int n) {
+    CHECK(id >= -1 && id < n,
+          "%s: id %d of row %d is outside [-1, %d): ids of rows another rank holds must be -1 "
+          "(ops_vocab_ids makes them from the tokens)", op, id, m, n);
+}
+
+void ops_rows_forward(float *restrict out, const int *restrict ids, const float *restrict table,
+                      int nrows, int M, int C) {
+    for (int m = 0; m < M; m++) {
+        check_id("ops_rows_forward", ids[m], m, nrows);
+        float *o = out + (size_t)m * C;   // (C)
+        if (ids[m] < 0)
+            memset(o, 0, (size_t)C * sizeof(float));
+        else
+            memcpy(o, table + (size_t)ids[m] * C, (size_t)C * sizeof(float));
+    }
+}
+
+void ops_rows_backward(float *dtable, const float *dout, const int *ids, int nrows, int M, int C) {
+    // An id that appears twice gets both rows' gradients: always +=.
+    if (!dtable) return;
+    for (int m = 0; m < M; m++) {
+        check_id("ops_rows_backward", ids[m], m, nrows);
+        if (ids[m] >= 0)
+            ops_accumulate(dtable + (size_t)ids[m] * C, dout + (size_t)m * C, (size_t)C);
+    }
+}
+
+void ops_positions_forward(float *out, const float *wpe, int B, int T, int C, int pos0) {
+    for (int b = 0; b < B; b++)
+        ops_accumulate_2d(out + (size_t)b * T * C, C, wpe + (size_t)pos0 * C, C, T, C);
+}
+
+void ops_positions_backward(float *dwpe, const float *dout, int B, int T, int C, int pos0) {
+    if (!dwpe) return;
+    for (int b = 0; b < B; b++)
+        ops_accumulate_2d(dwpe + (size_t)pos0 * C, C, dout + (size_t)b * T * C, C, T, C);
+}
+
+void ops_row_max(float *restrict mx, const float *restrict x, int M, int N) {
+    for (int m = 0; m < M; m++) mx[m] = N > 0 ? max_of(x + (size_t)m * N, N) : -INFINITY;
+}
+
+// The sum of exp(x[i] - mx) over a row, made as ops_crossentropy_forward
+// makes its row's: the same exps, added in the same order, so over the whole
+// vocabulary the two sums are the same float. The exps of a chunk go to a
+// buffer first, as that function's go to probs: their loop then has no
+// dependence from one element to the next and may be vectorized, apart
+// from the additions (whose order is the sum's rounding).
+static float sum_exp(const float *restrict x, float mx, int n) {
+    enum { CHUNK = 256 };
+    float e[CHUNK];
+    float sum = 0.0f;
+    for (int i0 = 0; i0 < n; i0 += CHUNK) {
+        int k = n - i0 < CHUNK ? n - i0 : CHUNK;
+        for (int i = 0; i < k; i++) e[i] = vexpf(x[i0 + i] - mx);
+        for (int i = 0; i < k; i++) sum += e[i];
+    }
+    return sum;
+}
+
+void ops_row_sumexp(float *restrict sumexp, const float *restrict x, const float *restrict mx,
+                    int M, int N) {
+    for (int m = 0; m < M; m++) sumexp[m] = sum_exp(x + (size_t)m * N, mx[m], N);
+}
+
+void ops_pick(float *restrict out, const float *restrict x, const int *restrict ids, int M, int N) {
+    for (int m = 0; m < M; m++) {
+        check_id("ops_pick", ids[m], m, N);
+        out[m] = ids[m] < 0 ? 0.0f : x[(size_t)m * N + ids[m]];
+    }
+}
+
+void ops_ce_from_parts(float *restrict losses, const float *restrict mx,
+                       const float *restrict sumexp, const float *restrict target_logit, int M) {
+    // Grouped as ops_crossentropy_forward groups it, so that over the whole
+    // vocabulary the loss is the same float.
+    for (int m = 0; m < M; m++) losses[m] = logf(sumexp[m]) - (target_logit[m] - mx[m]);
+}
+
+void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
+                           const float *restrict mx, const float *restrict sumexp,
+                           const int *restrict ids, float scale, int M, int N) {
+    // The probabilities are made again from x and the row's two numbers, as
+    // ops_crossentropy_forward makes them; then as ops_crossentropy_backward.
+    if (!dlogits) return;
+    for (int m = 0; m < M; m++) {
+        int y = ids[m];
+        check_id("ops_ce_parts_backward", y, m, N);
+        float *dr = dlogits + (size_t)m * N;     // (N)
+        const float *xr = x + (size_t)m * N;     // (N)
+        float mxm = mx[m], inv = 1.0f / sumexp[m];
+        for (int n = 0; n < N; n++)
+            dr[n] += scale * (vexpf(xr[n] - mxm) * inv - (n == y ? 1.0f : 0.0f));
+    }
 }
 
 // ---- dropout keyed by global position ----------------------------------------

@@ -86,6 +86,37 @@ void ops_bias_backward(float *dbias, const float *dout, int M, int N);
 void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols);
 void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols);
 
+// ---- vocabulary-parallel embedding and cross-entropy ----
+// A rank holds the rows v0 .. v0 + nv - 1 of the embedding table, and the
+// same columns of the logits. The cross-entropy of a row is put together
+// from parts that ranks combine: the max over ranks of ops_row_max, the sum
+// of ops_row_sumexp (against that max) and the sum of ops_pick.
+// ids (n) = token - v0 where v0 <= token < v0 + nv, else -1 (a token whose
+// row another rank holds). tokens and ids are int arrays on the device.
+void ops_vocab_ids(int *ids, const int *tokens, int v0, int nv, size_t n);
+// out (M, C) = table[ids[m]], a zero row where ids[m] is -1; table (nrows, C).
+// An id outside [-1, nrows) stops the run (CHECK) with a message naming the id, its row m and nrows,
+// and saying that ids of rows another rank holds must be -1 (ops_vocab_ids).
+void ops_rows_forward(float *out, const int *ids, const float *table, int nrows, int M, int C);
+// dtable (nrows, C) += dout[m] for every m with ids[m] >= 0 (the same CHECK)
+void ops_rows_backward(float *dtable, const float *dout, const int *ids, int nrows, int M, int C);
+// out (B, T, C) += wpe[pos0 + t] (the position embeddings of tokens pos0 .. pos0 + T - 1)
+void ops_positions_forward(float *out, const float *wpe, int B, int T, int C, int pos0);
+// dwpe (maxT, C) += the sum over b of dout[b, t] into row pos0 + t
+void ops_positions_backward(float *dwpe, const float *dout, int B, int T, int C, int pos0);
+// mx (M) = the largest element of each row of x (M, N); -INFINITY when N is 0
+void ops_row_max(float *mx, const float *x, int M, int N);
+// sumexp (M) = sum over n of exp(x[m, n] - mx[m])
+void ops_row_sumexp(float *sumexp, const float *x, const float *mx, int M, int N);
+// out (M) = x[m, ids[m]], 0 where ids[m] is -1 (same CHECK on ids as ops_rows_forward, with N as the bound)
+void ops_pick(float *out, const float *x, const int *ids, int M, int N);
+// losses (M) = log(sumexp[m]) + mx[m] - target_logit[m]: the cross-entropy from its parts
+void ops_ce_from_parts(float *losses, const float *mx, const float *sumexp, const float *target_logit, int M);
+// dlogits (M, N) += scale * (exp(x - mx) / sumexp - onehot(ids)), the one-hot zero where ids[m] is -1
+// (the same CHECK on ids as ops_pick)
+void ops_ce_parts_backward(float *dlogits, const float *x, const float *mx, const float *sumexp,
+                           const int *ids, float scale, int M, int N);
+
 // ---- dropout keyed by global position ----
 // The mask of element (row, token, channel) is a pure function of the seed,
 // the layer, the site in the layer, the step and the element's GLOBAL

@@ -566,13 +566,15 @@ static const int CE_TARGETS[CE_M] = {0, 10, 3, 3, 7, 1, 5};
 typedef struct {
     double *logits, *losses;   // (M, V), (M)
     double scale;
+    const int *targets;        // (M)
+    int M, V;
 } CrossentropyCase;
 
 static double crossentropy_loss(void *ctx) {
     CrossentropyCase *c = ctx;
-    ref_crossentropy(c->losses, NULL, c->logits, CE_TARGETS, CE_M, CE_V);
+    ref_crossentropy(c->losses, NULL, c->logits, c->targets, c->M, c->V);
     double L = 0.0;
-    for (int m = 0; m < CE_M; m++) L += c->losses[m];
+    for (int m = 0; m < c->M; m++) L += c->losses[m];
     return c->scale * L;
 }
 
@@ -589,7 +591,7 @@ START_TEST(crossentropy_matches_naive_and_finite_differences) {
     const float scale = 1.0f / CE_M;
     float *g = zeros(n);
     ops_crossentropy_backward(g, probs, CE_TARGETS, scale, CE_M, CE_V);
-    CrossentropyCase c = {dl, dzeros(CE_M), scale};
+    CrossentropyCase c = {dl, dzeros(CE_M), scale, CE_TARGETS, CE_M, CE_V};
     double *want = dzeros(n);
     fd_grad(want, dl, n, crossentropy_loss, &c);
     ASSERT_GRAD(g, want, n, "cross-entropy dlogits");
@@ -695,6 +697,321 @@ START_TEST(copy_and_accumulate_2d) {
     // Negative control: the copy is not what an accumulation leaves.
     ck_assert(block_wrong(dst, before, src, false) > 0);
     free(src), free(before), free(dst);
+}
+END_TEST
+
+// A rank holding rows 5 .. 8 of a vocabulary of 13 (v0 5, nv 4): tokens at
+// both ends of its range (5, 8), just outside it (4, 9), far outside (0, 12),
+// and token 6 twice, whose row of dtable collects both gradients.
+enum { VP_V0 = 5, VP_NV = 4, VP_M = 9, VP_C = 5 };
+static const int VP_TOKENS[VP_M] = {5, 8, 4, 9, 0, 12, 6, 6, 7};
+static const int VP_IDS[VP_M] = {0, 3, -1, -1, -1, -1, 1, 1, 2};
+
+typedef struct {
+    double *table, *R;   // (nv, C), (M, C)
+} RowsCase;
+
+static double rows_loss(void *ctx) {
+    RowsCase *c = ctx;
+    double L = 0.0;
+    for (int m = 0; m < VP_M; m++)
+        for (int ch = 0; VP_IDS[m] >= 0 && ch < VP_C; ch++)
+            L += c->table[VP_IDS[m] * VP_C + ch] * c->R[m * VP_C + ch];
+    return L;
+}
+
+START_TEST(vocab_ids_rows_and_pick) {
+    int ids[VP_M];
+    ops_vocab_ids(ids, VP_TOKENS, VP_V0, VP_NV, VP_M);
+    for (int m = 0; m < VP_M; m++)
+        ck_assert_msg(ids[m] == VP_IDS[m], "token %d: id %d, want %d", VP_TOKENS[m], ids[m],
+                      VP_IDS[m]);
+
+    // The rows, and zero rows for the tokens another rank holds (out starts
+    // as noise, so a row left alone is caught).
+    const int nt = VP_NV * VP_C, no = VP_M * VP_C;
+    float *table = randn(nt, 85, 0, 1), *out = randn(no, 86, 0, 1);
+    double *want = dzeros(no);
+    ops_rows_forward(out, ids, table, VP_NV, VP_M, VP_C);
+    for (int m = 0; m < VP_M; m++)
+        for (int ch = 0; ch < VP_C; ch++)
+            want[m * VP_C + ch] = ids[m] < 0 ? 0.0 : table[ids[m] * VP_C + ch];
+    ASSERT_FWD(out, want, no, "rows forward");
+
+    float *R = randn(no, 87, 0, 1), *g = zeros(nt), *g2 = zeros(nt);
+    ops_rows_backward(g, R, ids, VP_NV, VP_M, VP_C);
+    RowsCase c = {to_double(table, nt), to_double(R, no)};
+    fd_grad(want, c.table, nt, rows_loss, &c);
+    ASSERT_GRAD(g, want, nt, "rows dtable");
+    ops_rows_backward(g2, R, ids, VP_NV, VP_M, VP_C);
+    ops_rows_backward(g2, R, ids, VP_NV, VP_M, VP_C);
+    assert_doubled(g, g2, nt, "rows dtable", true);
+    ops_rows_backward(NULL, R, ids, VP_NV, VP_M, VP_C);   // skipped
+
+    // The logit of each token among this rank's columns, 0 where another
+    // rank holds it.
+    float *x = randn(VP_M * VP_NV, 88, 0, 1), picked[VP_M];
+    ops_pick(picked, x, ids, VP_M, VP_NV);
+    for (int m = 0; m < VP_M; m++)
+        ck_assert_float_eq(picked[m], ids[m] < 0 ? 0.0f : x[m * VP_NV + ids[m]]);
+    free(table), free(out), free(want), free(R), free(g), free(g2), free(x), free(c.table);
+    free(c.R);
+}
+END_TEST
+
+// Ids that ops_vocab_ids did not make (a token itself, a row past the
+// rank's, a negative other than -1) stop the run.
+START_TEST(rows_forward_id_out_of_range) {
+    float table[2 * 3] = {0}, out[3];
+    const int id = 2;   // nrows is 2
+    ops_rows_forward(out, &id, table, 2, 1, 3);
+}
+END_TEST
+
+START_TEST(rows_backward_id_out_of_range) {
+    float dtable[2 * 3] = {0}, dout[3] = {0};
+    const int id = -2;
+    ops_rows_backward(dtable, dout, &id, 2, 1, 3);
+}
+END_TEST
+
+START_TEST(pick_id_out_of_range) {
+    float x[4] = {0}, out;
+    const int id = 4;   // N is 4
+    ops_pick(&out, x, &id, 1, 4);
+}
+END_TEST
+
+START_TEST(ce_parts_backward_id_out_of_range) {
+    float x[4] = {0}, mx = 0, sumexp = 4, d[4] = {0};
+    const int id = 4;
+    ops_ce_parts_backward(d, x, &mx, &sumexp, &id, 1.0f, 1, 4);
+}
+END_TEST
+
+// Positions 3 .. 7 of maxT = 9; the rows of dwpe outside them get nothing.
+enum { PE_B = 2, PE_T = 5, PE_C = 7, PE_MAXT = 9, PE_POS0 = 3 };
+
+typedef struct {
+    double *x, *wpe, *R;   // (B, T, C), (maxT, C), (B, T, C)
+} PositionsCase;
+
+static double positions_loss(void *ctx) {
+    PositionsCase *c = ctx;
+    double L = 0.0;
+    for (int bt = 0; bt < PE_B * PE_T; bt++)
+        for (int ch = 0; ch < PE_C; ch++)
+            L += (c->x[bt * PE_C + ch] + c->wpe[(PE_POS0 + bt % PE_T) * PE_C + ch]) *
+                 c->R[bt * PE_C + ch];
+    return L;
+}
+
+START_TEST(positions_match_naive_and_finite_differences) {
+    const int n = PE_B * PE_T * PE_C, np = PE_MAXT * PE_C;
+    float *x = randn(n, 90, 0, 1), *wpe = randn(np, 91, 0, 1), *R = randn(n, 92, 0, 1);
+    float *out = malloc(n * sizeof(float));
+    memcpy(out, x, n * sizeof(float));
+    ops_positions_forward(out, wpe, PE_B, PE_T, PE_C, PE_POS0);
+    double *want = dzeros(np > n ? np : n);
+    for (int bt = 0; bt < PE_B * PE_T; bt++)
+        for (int ch = 0; ch < PE_C; ch++)
+            want[bt * PE_C + ch] =
+                (double)x[bt * PE_C + ch] + wpe[(PE_POS0 + bt % PE_T) * PE_C + ch];
+    ASSERT_FWD(out, want, n, "positions forward");
+
+    float *g = zeros(np), *g2 = zeros(np);
+    ops_positions_backward(g, R, PE_B, PE_T, PE_C, PE_POS0);
+    PositionsCase c = {to_double(x, n), to_double(wpe, np), to_double(R, n)};
+    fd_grad(want, c.wpe, np, positions_loss, &c);
+    ASSERT_GRAD(g, want, np, "positions dwpe");
+    ops_positions_backward(g2, R, PE_B, PE_T, PE_C, PE_POS0);
+    ops_positions_backward(g2, R, PE_B, PE_T, PE_C, PE_POS0);
+    assert_doubled(g, g2, np, "positions dwpe", true);
+    ops_positions_backward(NULL, R, PE_B, PE_T, PE_C, PE_POS0);   // skipped
+    free(x), free(wpe), free(R), free(out), free(want), free(g), free(g2);
+    free(c.x), free(c.wpe), free(c.R);
+}
+END_TEST
+
+// The embedding of a vocabulary split into blocks of 4 and 7 rows (the
+// tokens of EMB_TOKENS fall in both): each block's rows, summed as an
+// all-reduce sums them, plus the positions, is ops_embedding_forward; the
+// blocks' dtable side by side, and dwpe, are ops_embedding_backward's.
+START_TEST(vocab_split_embedding_equals_whole) {
+    const int n = EMB_B * EMB_T * EMB_C, M = EMB_B * EMB_T, widths[2] = {4, 7};
+    float *wte = randn(EMB_V * EMB_C, 40, 0, 1), *wpe = randn(EMB_MAXT * EMB_C, 41, 0, 1);
+    float *R = randn(n, 42, 0, 1), *whole = zeros(n), *out = zeros(n), *rows = zeros(n);
+    float *gte = zeros(EMB_V * EMB_C), *gpe = zeros(EMB_MAXT * EMB_C);
+    float *split_gte = zeros(EMB_V * EMB_C), *split_gpe = zeros(EMB_MAXT * EMB_C);
+    ops_embedding_forward(whole, EMB_TOKENS, wte, wpe, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    ops_embedding_backward(gte, gpe, R, EMB_TOKENS, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    int ids[EMB_B * EMB_T];
+    for (int b = 0, v0 = 0; b < 2; v0 += widths[b++]) {
+        ops_vocab_ids(ids, EMB_TOKENS, v0, widths[b], M);
+        ops_rows_forward(rows, ids, wte + v0 * EMB_C, widths[b], M, EMB_C);
+        ops_accumulate(out, rows, n);
+        ops_rows_backward(split_gte + v0 * EMB_C, R, ids, widths[b], M, EMB_C);
+    }
+    ops_positions_forward(out, wpe, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    ops_positions_backward(split_gpe, R, EMB_B, EMB_T, EMB_C, EMB_POS0);
+    double *want = to_double(whole, n);
+    ASSERT_FWD(out, want, n, "split embedding");
+    free(want);
+    want = to_double(gte, EMB_V * EMB_C);
+    ASSERT_FWD(split_gte, want, EMB_V * EMB_C, "split embedding dwte");
+    free(want);
+    want = to_double(gpe, EMB_MAXT * EMB_C);
+    ASSERT_FWD(split_gpe, want, EMB_MAXT * EMB_C, "split embedding dwpe");
+    free(want), free(wte), free(wpe), free(R), free(whole), free(out), free(rows), free(gte);
+    free(gpe), free(split_gte), free(split_gpe);
+}
+END_TEST
+
+// Row maxima, sums of exps and the loss put together from them, against
+// double loops: on small odd shapes, and on rows of 601, longer than the
+// chunks ops_row_sumexp sums in. A row's largest element first in row 0
+// and last in row 1.
+START_TEST(row_max_sumexp_pick_and_ce_from_parts_match_naive) {
+    const int shapes[2][2] = {{7, 11}, {3, 601}};   // M, N
+    for (int si = 0; si < 2; si++) {
+        int M = shapes[si][0], N = shapes[si][1];
+        float *x = randn((size_t)M * N, 93, 0, 2);
+        x[0] = 12.0f, x[2 * N - 1] = 12.0f;
+        int *ids = malloc(M * sizeof(int));
+        for (int m = 0; m < M; m++) ids[m] = m == 0 ? N - 1 : (m * 5) % N;
+        float *mx = zeros(M), *sumexp = zeros(M), *target = zeros(M), *losses = zeros(M);
+        double *wmx = dzeros(M), *wsum = dzeros(M), *wloss = dzeros(M);
+        ops_row_max(mx, x, M, N);
+        ops_row_sumexp(sumexp, x, mx, M, N);
+        ops_pick(target, x, ids, M, N);
+        ops_ce_from_parts(losses, mx, sumexp, target, M);
+        for (int m = 0; m < M; m++) {
+            const float *xr = x + (size_t)m * N;
+            double big = -INFINITY, sum = 0.0;
+            for (int n = 0; n < N; n++) big = fmax(big, xr[n]);
+            for (int n = 0; n < N; n++) sum += exp((double)xr[n] - big);
+            wmx[m] = big, wsum[m] = sum, wloss[m] = log(sum) + big - xr[ids[m]];
+        }
+        ASSERT_FWD(mx, wmx, M, "row max");
+        ASSERT_FWD(sumexp, wsum, M, "row sumexp");
+        ASSERT_FWD(losses, wloss, M, "cross-entropy from parts");
+        free(x), free(ids), free(mx), free(sumexp), free(target), free(losses), free(wmx);
+        free(wsum), free(wloss);
+    }
+    // A rank that holds no columns: its maximum is no maximum at all.
+    float none[2];
+    ops_row_max(none, NULL, 2, 0);
+    ck_assert(none[0] == -INFINITY && none[1] == -INFINITY);
+}
+END_TEST
+
+// The cross-entropy of a vocabulary of N columns split into blocks of the
+// given widths, as ranks hold it: each block's parts, combined as ranks
+// combine them (the max of the maxima, then the sums of the sums of exps
+// and of the picked logits), and each block's gradient added into its
+// columns of dlogits (M, N) (skipped when NULL). With own_max, a block's sum
+// of exps is taken against its own maximum instead of the combined one:
+// the mistake of the negative control.
+static void split_crossentropy(float *losses, float *dlogits, const float *logits,
+                               const int *targets, int M, int N, const int *widths, int nblocks,
+                               float scale, bool own_max) {
+    float *block = zeros((size_t)M * N), *dblock = zeros((size_t)M * N);   // (M, width)
+    float *part = zeros(M), *local = zeros(M), *mx = zeros(M), *sumexp = zeros(M);
+    float *target = zeros(M);
+    int *ids = malloc(M * sizeof(int));
+    for (int m = 0; m < M; m++) mx[m] = -INFINITY;
+    for (int pass = 0; pass < 3; pass++)   // 0: the maxima, 1: the sums, 2: the gradient
+        for (int b = 0, v0 = 0; b < nblocks; v0 += widths[b++]) {
+            int nb = widths[b];
+            ops_copy_2d(block, nb, logits + v0, N, M, nb);
+            ops_row_max(local, block, M, nb);
+            ops_vocab_ids(ids, targets, v0, nb, M);
+            if (pass == 0) {
+                for (int m = 0; m < M; m++) mx[m] = fmaxf(mx[m], local[m]);
+            } else if (pass == 1) {
+                ops_row_sumexp(part, block, own_max ? local : mx, M, nb);
+                ops_accumulate(sumexp, part, M);
+                ops_pick(part, block, ids, M, nb);
+                ops_accumulate(target, part, M);
+            } else if (dlogits) {
+                memset(dblock, 0, (size_t)M * nb * sizeof(float));
+                ops_ce_parts_backward(dblock, block, mx, sumexp, ids, scale, M, nb);
+                ops_accumulate_2d(dlogits + v0, N, dblock, nb, M, nb);
+            }
+        }
+    ops_ce_from_parts(losses, mx, sumexp, target, M);
+    free(block), free(dblock), free(part), free(local), free(mx), free(sumexp), free(target);
+    free(ids);
+}
+
+static const int SPLIT_TARGETS_601[3] = {0, 600, 299};
+
+// Whole (one block), halves, thirds and unequal blocks (one of a single
+// column) of 11 columns, and of 601 (longer than a sum's chunk); targets at
+// both ends of the vocabulary.
+START_TEST(vocab_split_crossentropy_equals_whole) {
+    const struct {
+        int M, N;
+        const int *targets;
+        int nblocks, widths[3];
+    } cases[] = {
+        {CE_M, CE_V, CE_TARGETS, 1, {11}},         {CE_M, CE_V, CE_TARGETS, 2, {5, 6}},
+        {CE_M, CE_V, CE_TARGETS, 3, {4, 4, 3}},    {CE_M, CE_V, CE_TARGETS, 3, {1, 7, 3}},
+        {3, 601, SPLIT_TARGETS_601, 1, {601}},     {3, 601, SPLIT_TARGETS_601, 3, {200, 200, 201}},
+        {3, 601, SPLIT_TARGETS_601, 2, {300, 301}},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        int M = cases[ci].M, N = cases[ci].N, n = M * N;
+        const int *targets = cases[ci].targets;
+        char what[64];
+        snprintf(what, sizeof what, "%d columns in %d blocks (first %d)", N, cases[ci].nblocks,
+                 cases[ci].widths[0]);
+        const float scale = 1.0f / M;
+        float *logits = randn(n, 94, 0, 2), *probs = zeros(n), *losses = zeros(M), *g = zeros(n);
+        ops_crossentropy_forward(losses, probs, logits, targets, M, N);
+        ops_crossentropy_backward(g, probs, targets, scale, M, N);
+        double *wlosses = to_double(losses, M), *wg = to_double(g, n);
+
+        float *split_losses = zeros(M), *split_g = zeros(n);
+        split_crossentropy(split_losses, split_g, logits, targets, M, N, cases[ci].widths,
+                           cases[ci].nblocks, scale, false);
+        double e = fwd_err(split_losses, wlosses, M);
+        ck_assert_msg(e <= FWD_TOL, "%s: losses off by %.3g", what, e);
+        e = fwd_err(split_g, wg, n);
+        ck_assert_msg(e <= FWD_TOL, "%s: gradient off by %.3g", what, e);
+
+        // The gradient of the mean loss, by finite differences.
+        CrossentropyCase c = {to_double(logits, n), dzeros(M), scale, targets, M, N};
+        double *want = dzeros(n);
+        fd_grad(want, c.logits, n, crossentropy_loss, &c);
+        ASSERT_GRAD(split_g, want, n, what);
+
+        // Negative control: sums of exps against each block's own maximum.
+        if (cases[ci].nblocks > 1) {
+            split_crossentropy(split_losses, NULL, logits, targets, M, N, cases[ci].widths,
+                               cases[ci].nblocks, scale, true);
+            e = fwd_err(split_losses, wlosses, M);
+            ck_assert_msg(e > FWD_TOL, "%s: sums of exps against the blocks' own maxima passed "
+                          "(error %.3g)", what, e);
+        }
+        free(logits), free(probs), free(losses), free(g), free(wlosses), free(wg);
+        free(split_losses), free(split_g), free(c.logits), free(c.losses), free(want);
+    }
+}
+END_TEST
+
+// The backward of the parts adds (+=): a second call adds the same again.
+START_TEST(ce_parts_backward_adds) {
+    const int n = CE_M * CE_V;
+    float *x = randn(n, 95, 0, 2), mx[CE_M], sumexp[CE_M], *g = zeros(n), *g2 = zeros(n);
+    ops_row_max(mx, x, CE_M, CE_V);
+    ops_row_sumexp(sumexp, x, mx, CE_M, CE_V);
+    ops_ce_parts_backward(g, x, mx, sumexp, CE_TARGETS, 0.5f, CE_M, CE_V);
+    ops_ce_parts_backward(g2, x, mx, sumexp, CE_TARGETS, 0.5f, CE_M, CE_V);
+    ops_ce_parts_backward(g2, x, mx, sumexp, CE_TARGETS, 0.5f, CE_M, CE_V);
+    assert_doubled(g, g2, n, "cross-entropy parts dlogits", false);
+    ops_ce_parts_backward(NULL, x, mx, sumexp, CE_TARGETS, 0.5f, CE_M, CE_V);   // skipped
+    free(x), free(g), free(g2);
 }
 END_TEST
 
@@ -952,6 +1269,16 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, crossentropy_is_stable_for_large_logits);
     tcase_add_test(tc, bias_matches_naive_and_finite_differences);
     tcase_add_test(tc, copy_and_accumulate_2d);
+    tcase_add_test(tc, vocab_ids_rows_and_pick);
+    tcase_add_exit_test(tc, rows_forward_id_out_of_range, EXIT_CHECK);
+    tcase_add_exit_test(tc, rows_backward_id_out_of_range, EXIT_CHECK);
+    tcase_add_exit_test(tc, pick_id_out_of_range, EXIT_CHECK);
+    tcase_add_exit_test(tc, ce_parts_backward_id_out_of_range, EXIT_CHECK);
+    tcase_add_test(tc, positions_match_naive_and_finite_differences);
+    tcase_add_test(tc, vocab_split_embedding_equals_whole);
+    tcase_add_test(tc, row_max_sumexp_pick_and_ce_from_parts_match_naive);
+    tcase_add_test(tc, vocab_split_crossentropy_equals_whole);
+    tcase_add_test(tc, ce_parts_backward_adds);
     tcase_add_test(tc, dropout_p0_is_exact_copy);
     tcase_add_test(tc, dropout_masks_as_documented);
     tcase_add_test(tc, dropout_backward_uses_the_same_mask);
