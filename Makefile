@@ -85,8 +85,9 @@ TEST_SRC := $(wildcard common/tests/test_*.c)
 TESTS := $(TEST_SRC:common/tests/%.c=$(BUILD)/tests/%)
 TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock
 
-# Labs: labNN_topic/main.c (the harness) with the student's file (the other
-# .c beside it) makes build/labNN; with solution/<same name>.c instead,
+# Labs: labNN_topic/main.c (the harness, with any *_given.c beside it: code
+# the lab gives) with the student's file (the other .c beside them) makes
+# build/labNN; with solution/<same name>.c instead,
 # build/labNN_solution. `make labNN` builds both.
 # A student release has no solution/ folders; their binaries are then not made.
 LAB_DIRS := $(sort $(patsubst %/main.c,%,$(wildcard lab[0-9][0-9]_*/main.c)))
@@ -161,12 +162,13 @@ $(GRADER): $(OBJ)/grader/grade.o $(VERDICT) $(LIB)
 
 define LAB_RULES
 $(1)_ID := $(word 1,$(subst _, ,$(1)))
-$(1)_STUDENT := $(filter-out $(1)/main.c,$(wildcard $(1)/*.c))
+$(1)_HARNESS := $(1)/main.c $(wildcard $(1)/*_given.c)
+$(1)_STUDENT := $$(filter-out $$($(1)_HARNESS),$$(wildcard $(1)/*.c))
 $(1)_SOLUTION := $$(patsubst $(1)/%,$(1)/solution/%,$$($(1)_STUDENT))
 $(OBJ)/$(1)/%.o: CFLAGS += -I$(1) -Igrader
-$(BUILD)/$$($(1)_ID): $(OBJ)/$(1)/main.o $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
+$(BUILD)/$$($(1)_ID): $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
-$(BUILD)/$$($(1)_ID)_solution: $(OBJ)/$(1)/main.o $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
+$(BUILD)/$$($(1)_ID)_solution: $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
 .PHONY: $$($(1)_ID) check-$$($(1)_ID)
 $$($(1)_ID): $(BUILD)/$$($(1)_ID) $(if $(wildcard $(1)/solution/*.c),$(BUILD)/$$($(1)_ID)_solution)

@@ -447,8 +447,7 @@ void gpt_backward(Gpt *m, float **params, float **grads) {
 
 // ---- output ----------------------------------------------------------------
 
-// Unit u's tensors, from a host copy of its buffer.
-static void dump_host_unit(const Gpt *m, DumpWriter *w, const char *prefix, int u, const float *host) {
+void gpt_dump_host_unit(const Gpt *m, DumpWriter *w, const char *prefix, int u, const float *host) {
     const GptUnit *unit = &m->units[u];
     for (int k = 0; k < unit->ntensors; k++) {
         const GptTensor *t = &unit->tensors[k];
@@ -465,13 +464,13 @@ void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **uni
         float *host = malloc(unit->size * sizeof(float));
         CHECK(host, "out of memory dumping %s", unit->name);
         mem_to_host(host, units[u], unit->size * sizeof(float));
-        dump_host_unit(m, w, prefix, u, host);
+        gpt_dump_host_unit(m, w, prefix, u, host);
         free(host);
     }
 }
 
 void gpt_dump_host_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units) {
-    for (int u = 0; u < m->nunits; u++) dump_host_unit(m, w, prefix, u, units[u]);
+    for (int u = 0; u < m->nunits; u++) gpt_dump_host_unit(m, w, prefix, u, units[u]);
 }
 
 const char *gpt_describe(const Gpt *m, char *buf, size_t len) {

@@ -156,8 +156,9 @@ void gpt_backward(Gpt *m, float **params, float **grads);
 // Write every tensor of the units as "<prefix>/<unit>.<tensor>" (f32, its
 // shape), copied from the device. The units must be whole (canonical layout).
 void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
-// The same from whole units already on the host.
+// The same from whole units already on the host: all of them, or unit u.
 void gpt_dump_host_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
+void gpt_dump_host_unit(const Gpt *m, DumpWriter *w, const char *prefix, int u, const float *host);
 
 // "GPT 4L 128C 4H · 0.87M params"
 const char *gpt_describe(const Gpt *m, char *buf, size_t len);

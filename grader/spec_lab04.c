@@ -1,0 +1,187 @@
+// spec_lab04.c: what the grader runs and checks for lab04 (tensor parallelism).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "grade.h"
+#include "mem.h"
+#include "spec_train.h"
+
+// Two blocks of lab04's default width keep the runs fast. t = 3 needs heads,
+// channels and vocabulary that 3 divides. np4-dp2-tp2 is the grid: two
+// data-parallel groups of two tensor-parallel ranks. The quick subset holds
+// a cheap run of every diagnosis: t = 2 (probes, f and g), the odd t, the
+// grid (two communicators), and the naive MLP.
+#define SMALL "--layers 2 --steps 3 "
+static const RunSpec LAB04_RUNS[] = {
+    {"np1", 1, SMALL, false},
+    {"np2", 2, SMALL, true},
+    {"np4", 4, SMALL, false},
+    {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192", true},
+    {"np4-dp2-tp2", 4, SMALL "--tp 2", true},
+    {"np2-dropout", 2, SMALL "--dropout 0.1", false},
+    {"np2-naive", 2, SMALL "--mlp naive", true},
+};
+#undef SMALL
+
+static const char *lab04_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
+    (void)lab;
+    static const char *const drop[] = {"tp", "mlp", NULL};
+    return without_flags(run, drop, buf, len);
+}
+
+// Replicated tensors, by name: every rank holds them whole (the rest is
+// split t ways). The naive MLP splits mlp.b2 with mlp.w2's columns.
+static bool replicated(const char *name, bool naive) {
+    const char *dot = strchr(name, '.');
+    const char *t = dot ? dot + 1 : name;
+    return strncmp(t, "ln", 2) == 0 || strcmp(name, "embed.wpe") == 0 || strcmp(t, "attn.bo") == 0 ||
+           (strcmp(t, "mlp.b2") == 0 && !naive);
+}
+
+static double psi_replicated(const DumpFile *d, bool naive) {
+    double psi = 0;
+    for (int i = 0; i < d->count; i++)
+        if (strncmp(d->arrays[i].name, "param/final/", 12) == 0 && replicated(d->arrays[i].name + 12, naive))
+            psi += (double)d->arrays[i].count;
+    return psi;
+}
+
+// Bus bytes of one all-reduce or all-gather (or reduce-scatter) of n floats
+// over k ranks, as comm.h counts them.
+static double ar(double n, double k) { return 2 * (k - 1) / k * 4 * n; }
+static double ag(double n, double k) { return (k - 1) / k * 4 * n; }
+
+static double config_value(const DumpFile *d, const char *key, double missing) {
+    const DumpArray *config = dump_find(d, "meta/config");
+    if (!config || config->type != DUMP_TEXT) return missing;
+    char k[40];
+    snprintf(k, sizeof k, "\n%s ", key);
+    const char *at = strstr((const char *)config->data, k);
+    return at ? atof(at + strlen(k)) : missing;
+}
+
+// The student's layers on their own (the harness's probe, before training):
+// each failure names the operator at fault.
+static void check_probe(Grader *g, const Run *run, int t) {
+    const DumpFile *d = run->dump;
+    char fig[160], diag[700];
+    double attn_out = dump_scalar(d, "tp/probe/attn_out_agree", 0), mlp_out = dump_scalar(d, "tp/probe/mlp_out_agree", 0);
+    snprintf(fig, sizeof fig, "attention's output %s, the MLP's %s", attn_out ? "the same" : "differs",
+             mlp_out ? "the same" : "differs");
+    snprintf(diag, sizeof diag, "the %s's output differs from rank to rank: g's all-reduce is missing (or not over "
+             "tp->group), so each rank keeps only its own partial sum of the row-parallel layer; tp_g_forward must "
+             "sum the partial outputs over the group", !attn_out ? "attention" : "MLP");
+    grade_check(g, run, "g sums the row-parallel outputs", attn_out && mlp_out, fig, "the same on every rank", diag);
+
+    double ab = dump_scalar(d, "tp/probe/attn_bias", 0), mb = dump_scalar(d, "tp/probe/mlp_bias", 0);
+    bool bias_ok = fabs(ab - 1) < 1e-3 && fabs(mb - 1) < 1e-3;
+    const char *which = fabs(ab - 1) >= fabs(mb - 1) ? "attn.bo" : "mlp.b2";
+    double shift = fabs(ab - 1) >= fabs(mb - 1) ? ab : mb;
+    snprintf(fig, sizeof fig, "attn.bo x%.2f, mlp.b2 x%.2f", ab, mb);
+    if (fabs(shift - t) < 0.05 * t && t > 1)
+        snprintf(diag, sizeof diag, "adding 1 to %s moved the output by %.2f, t = %d times too much: the row-parallel "
+                 "layer's bias is added on every rank before g sums the partial outputs, so it counts t times; add "
+                 "it once, after g", which, shift, t);
+    else
+        snprintf(diag, sizeof diag, "adding 1 to %s moved the output by %.2f, not 1: the bias after g must be added "
+                 "exactly once, to the summed output", which, shift);
+    grade_check(g, run, "the bias after g counts once", bias_ok, fig, "x1.00 each", diag);
+
+    const char *const dx_names[] = {"attn_dx_agree", "mlp_dx_agree", "head_dx_agree"};
+    const char *const layer[] = {"attention's", "the MLP's", "the LM head's"};
+    int bad = -1;
+    for (int i = 2; i >= 0; i--) {
+        char name[64];
+        snprintf(name, sizeof name, "tp/probe/%s", dx_names[i]);
+        if (!dump_scalar(d, name, 0)) bad = i;
+    }
+    snprintf(fig, sizeof fig, "%s", bad < 0 ? "the same on every rank" : "differs between ranks");
+    snprintf(diag, sizeof diag, "%s input gradient differs between ranks: each rank holds only its own partial "
+             "sum, on average 1/t of the input gradient (1/%d here); f's backward (tp_f_backward) must sum it over "
+             "the group before it leaves a column-parallel layer", bad >= 0 ? layer[bad] : "an", t);
+    grade_check(g, run, "f sums the input gradients", bad < 0, fig, "the same on every rank", diag);
+
+    double ce = dump_scalar(d, "tp/probe/head_loss_err", INFINITY);
+    snprintf(fig, sizeof fig, "rel. error %.1e", ce);
+    grade_check(g, run, "vocabulary-parallel cross-entropy", ce <= 1e-5, fig, "<= 1e-5 against the whole vocabulary's",
+                "on random logits whose rows peak on different ranks, the loss differs from the whole vocabulary's: "
+                "combine the row maximum over the group first (comm_all_reduce with COMM_MAX), take every rank's "
+                "exponentials against that one maximum, then sum them and the target's logit over the group; "
+                "exponentials taken against different local maxima cannot be added");
+
+    double emb = dump_scalar(d, "tp/probe/embed_err", INFINITY);
+    snprintf(fig, sizeof fig, "rel. error %.1e", emb);
+    grade_check(g, run, "vocabulary-parallel embedding", emb <= 1e-6, fig, "wte[token] + wpe[t]",
+                "the embedding's output is not wte[token] + wpe[t]: each token's row must come from the one rank "
+                "whose range holds it (a zero row elsewhere), summed over the group, and the positions added once");
+}
+
+static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
+    (void)lab;
+    if (!check_ran(g, run, false)) return;
+    check_hooks_written(g, run);
+    const DumpFile *d = run->dump;
+    int N = (int)dump_scalar(d, "meta/world_size", 0), t = (int)dump_scalar(d, "tp/t", 1);
+    int dp = (int)dump_scalar(d, "tp/dp", 1);
+    bool naive = dump_scalar(d, "tp/naive", 0) != 0;
+    check_probe(g, run, t);
+    check_equivalence(g, run, N);
+
+    // Replicated tensors: every rank computes the same gradient for them,
+    // so they stay equal to the bit.
+    const DumpArray *sums = dump_find(d, "tp/replicated_sumsq_per_rank");
+    uint64_t at = 0;
+    for (uint64_t q = 1; sums && q < sums->count; q++)
+        if (dump_get(sums, q) != dump_get(sums, 0) && !at) at = q;
+    char fig[160], diag[700], why[200];
+    snprintf(fig, sizeof fig, "%s", !sums ? "no tp/replicated_sumsq_per_rank" : at ? "they differ" : "equal on every rank");
+    snprintf(diag, sizeof diag, "rank %llu's replicated tensors (LayerNorm weights, embed.wpe, attn.bo, mlp.b2) differ "
+             "from rank 0's after training: their gradients differed, because an input gradient or an output was "
+             "not summed over the group before them", (unsigned long long)at);
+    grade_check(g, run, "replicated tensors equal on every rank", sums && !at, fig, "equal to the bit", diag);
+
+    // Memory: each rank holds the replicated tensors whole and 1/t of the rest.
+    double psi = count_params(d), rep = psi_replicated(d, naive), local = rep + (psi - rep) / t;
+    snprintf(why, sizeof why, "4 (psi_replicated + psi_split / t), psi_replicated = %.0f", rep);
+    const char *more = "this rank holds more than its part: a tensor tp_split should cut is kept whole, or a "
+                       "buffer is kept twice";
+    check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * local, why, more);
+    check_peak(g, run, MEM_GRADS, "GRADS", 4 * local, "4 (psi_replicated + psi_split / t)", more);
+    check_peak(g, run, MEM_OPTIM, "OPTIM", 8 * local, "8 (psi_replicated + psi_split / t)", more);
+    double acts = dump_scalar(d, "mem/acts_expected", 0);
+    check_peak(g, run, MEM_ACTS, "ACTS", acts + 65536,
+               "the split activations the harness allocates + 64 KiB (no rank holds (B, T, V) logits)",
+               "the student's functions allocated activations of their own: every buffer they need is in "
+               "TpBlockActs, TpHeadActs and tp->s (a rank holding whole (B, T, V) logits is what vocabulary "
+               "parallelism avoids)");
+    double total = 16 * local + acts + 65536, unit = largest_unit_floats(d);
+    check_peak(g, run, PEAK_HEAP, "heap (independent measure)", total + 4 * unit + (1 << 20),
+               "16 bytes of this rank's parameters + the activations + one whole unit (gathered for the dump) + 1 MiB",
+               "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate through "
+               "mem_alloc, and free what you allocate");
+
+    // Bytes: per block two all-reduces of M C each way (Megatron) or the
+    // naive MLP's gathers; the embedding's all-reduce, the cross-entropy's
+    // three of M and the LM head's input gradient; the data-parallel
+    // all-reduce of this rank's gradients.
+    double M = config_value(d, "batch", 0) / dp * config_value(d, "seq", 0), C = config_value(d, "dim", 0);
+    double L = config_value(d, "layers", 0);
+    const DumpArray *loss = dump_find(d, "loss");
+    double steps = loss ? (double)loss->count : 0;
+    double mlp = naive ? ag(4 * M * C, t) + ag(M * C, t) + ag(4 * M * C, t) + ar(M * C, t) : 2 * ar(M * C, t);
+    double per_step = L * (2 * ar(M * C, t) + mlp) + 2 * ar(M * C, t) + 3 * ar(M, t) + ar(local, dp);
+    check_comm_volume(g, run, steps * per_step,
+                      naive ? "steps x (L x naive MLP and attention + embedding + cross-entropy + data-parallel)"
+                            : "steps x (L x 4 all-reduces of M C + 2 of M C + 3 of M + data-parallel 2(d-1)/d x 4 psi_local)",
+                      "a collective runs more often than the layers need, or over the whole world instead of the "
+                      "group");
+}
+
+const LabSpec LAB04 = {
+    .id = "lab04", .dir = "lab04_tensor_parallel", .student_file = "tp.c", .program = "lab04",
+    .solution = "lab04_solution", .runs = LAB04_RUNS, .nruns = sizeof LAB04_RUNS / sizeof LAB04_RUNS[0],
+    .ref_flags = lab04_ref_flags, .check = lab04_check,
+};

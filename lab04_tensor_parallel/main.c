@@ -1,0 +1,341 @@
+// main.c: lab04's harness. Students do not edit it.
+//
+//   mpirun -np 4 build/lab04 [--tp t] [--mlp megatron|naive]
+//
+// Trains the course's GPT with its layers cut by width over t ranks (the
+// student's tp.c), on a grid of N / t data-parallel groups when t < N: a
+// tensor-parallel group of t consecutive ranks holds one model between
+// them, and each group of them takes its own rows of the batch. Every step
+// prints the loss beside single-device training's; at the end, each rank's
+// parameters, bytes and activations beside their formulas.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "comm.h"
+#include "core.h"
+#include "data.h"
+#include "dump.h"
+#include "gpt.h"
+#include "harness.h"
+#include "mem.h"
+#include "model_given.h"
+#include "ops.h"
+#include "optim.h"
+#include "tp.h"
+#include "trace.h"
+#include "verdict.h"
+
+// ---- the student's unfinished functions ------------------------------------
+
+static const char *const HOOKS[] = {"tp_split", "tp_naive_mlp_forward", "tp_naive_mlp_backward", "tp_f_backward",
+                                    "tp_g_forward", "tp_mlp_forward", "tp_mlp_backward", "tp_attention_forward",
+                                    "tp_attention_backward", "tp_embed_forward", "tp_embed_backward",
+                                    "tp_head_forward", "tp_head_backward"};
+
+void lab_todo(const char *function) { harness_todo(function); }
+
+// ---- shapes that t ranks can split -------------------------------------------
+
+// The smallest multiple of t at or above x.
+static int up_to(int x, int t) { return (x + t - 1) / t * t; }
+
+// Refuse, before any work, a t that does not divide what tensor parallelism
+// splits, naming a shape it would divide.
+static void check_splittable(const Args *a, int t, int N) {
+    // A shape t divides: heads a multiple of t, channels a multiple of the heads.
+    int heads = up_to(a->heads, t), dim = up_to(a->dim, heads);
+    char shape[96];
+    snprintf(shape, sizeof shape, "--heads %d --dim %d", heads, dim);
+    if (N % t)
+        core_usage_error("--tp %d does not divide %d ranks: the ranks form groups of %d; use -np %d, or --tp "
+                         "among the divisors of %d", t, N, t, (N / t + 1) * t, N);
+    if (a->heads % t)
+        core_usage_error("tensor parallelism splits whole heads: %d ranks cannot split %d heads; use -np (or --tp) "
+                         "among the divisors of %d, or a shape that %d divides (%s)", t, a->heads, a->heads, t, shape);
+    if (a->dim % t)
+        core_usage_error("tensor parallelism splits the channels and the MLP's 4C: %d ranks cannot split %d "
+                         "channels; use a shape that %d divides (%s)", t, a->dim, t, shape);
+    if (a->vocab % t)
+        core_usage_error("the vocabulary-parallel embedding splits the vocabulary: %d ranks cannot split %d "
+                         "tokens; use --vocab %d (a multiple of %d)", t, a->vocab, up_to(a->vocab, t), t);
+}
+
+// ---- the formulas ------------------------------------------------------------
+
+// Bus bytes of one all-reduce, all-gather or reduce-scatter of n floats
+// over k ranks (nccl-tests' factors, as comm.h counts them).
+static double ar(double n, int k) { return 2.0 * (k - 1) / k * 4 * n; }
+static double ag(double n, int k) { return (double)(k - 1) / k * 4 * n; }
+
+// Bytes each rank sends per step: the tensor-parallel group's (per block
+// two all-reduces of M C each way, Megatron; the naive MLP's gathers
+// instead), the embedding's and the cross-entropy's, and the data-parallel
+// all-reduce of this rank's gradients.
+typedef struct {
+    double block, embed_head, dp, total;
+} Bytes;
+
+static Bytes bytes_per_step(bool naive, int t, int dp, double M, double C, int L, double psi_local) {
+    Bytes b;
+    double attn = 2 * ar(M * C, t), mlp = naive ? ag(4 * M * C, t) + ag(M * C, t) + ag(4 * M * C, t) + ar(M * C, t)
+                                                : 2 * ar(M * C, t);
+    b.block = L * (attn + mlp);
+    b.embed_head = ar(M * C, t) + 3 * ar(M, t) + ar(M * C, t);
+    b.dp = ar(psi_local, dp);
+    b.total = b.block + b.embed_head + b.dp;
+    return b;
+}
+
+// ---- main ------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    // The hooks are fixed before any student code runs (harness.h).
+    harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
+    Args a = args_defaults();
+    int tp_size = 0;
+    const char *mlp = "megatron";
+    bool no_ref = false;
+    ArgExtra extras[] = {
+        {"tp", ARG_INT, &tp_size, "tensor-parallel ranks per group (default: all of them); the rest form "
+         "data-parallel groups", 1, 1 << 16, NULL, NULL},
+        {"mlp", ARG_CHOICE, &mlp, "the MLP: Megatron's column-then-row split, or the lecture's naive one",
+         0, 0, "megatron|naive", NULL},
+        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    args_parse(&a, argc, argv,
+               "lab04: tensor parallelism (the lecture's naive split, Megatron's f and g, vocabulary-parallel "
+               "cross-entropy), checked against single-device training.",
+               extras);
+    Comm *c = comm_init(&argc, &argv, a.timeout);
+    mem_init(a.device, comm_local_rank());
+    ops_init();
+    trace_init(c, a.trace);
+    int N = comm_size(c), r = comm_rank(c);
+    int t = tp_size ? tp_size : N;
+    check_splittable(&a, t, N);
+    int dp = N / t, dp_rank = r / t;
+    int row0, rows;   // this data-parallel group's rows of the global batch
+    data_rank_rows(a.batch, dp, dp_rank, &row0, &rows);
+    bool naive = strcmp(mlp, "naive") == 0;
+
+    // Refused before any of it is allocated when it cannot fit (an upper
+    // estimate: a whole replica per rank) and, first, the reference.
+    GptConfig need = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
+    GptConfig whole_cfg = need;
+    whole_cfg.B = a.batch;
+    char what[96];
+    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole_cfg) : 0,
+                   args_model_string(&a, what, sizeof what));
+
+    // The single-device reference, first (rank 0; the others wait).
+    Reference ref = harness_reference(c, &a, !no_ref);
+
+    // The grid: t consecutive ranks hold one model; ranks t apart hold the
+    // same part of it and average their gradients.
+    Comm *tpc = comm_split(c, dp_rank, r % t), *dpc = comm_split(c, r % t, dp_rank);
+    GptConfig cfg = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
+                     .dropout = (float)a.dropout, .seed = a.seed};
+    Gpt *model = gpt_create(&cfg);   // the whole model's shapes; no memory for tensors
+    Tp tp = {.group = tpc, .t = t, .r = r % t, .naive = naive, .B = rows, .T = a.seq, .C = a.dim,
+             .NH = a.heads, .V = a.vocab};
+    TpModel tm;
+    tpm_layout(&tm, model, &tp);
+    tm.dropout = (float)a.dropout;
+    mem_reset_peaks();
+    tpm_alloc_acts(&tm, rows, a.seq);
+    // What the split model's activations and scratch take, allocated by the
+    // harness before any of the student's code runs: the student's functions
+    // allocate nothing, so ACTS stays at this (the grader's bound).
+    double acts_expected = (double)mem_live(MEM_ACTS);
+    char desc[96];
+    print0("[lab04] %d rank%s · %s · %s · %s · %s MLP · %d tensor-parallel x %d data-parallel · batch %d = %d "
+           "groups x %d rows\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
+           gpt_describe(model, desc, sizeof desc), naive ? "naive" : "Megatron", t, dp, a.batch, dp, rows);
+
+    float **params = tpm_alloc_units(&tm, MEM_PARAMS, "params"), **grads = tpm_alloc_units(&tm, MEM_GRADS, "grads");
+    float **mom_m = tpm_alloc_units(&tm, MEM_OPTIM, "adam m"), **mom_v = tpm_alloc_units(&tm, MEM_OPTIM, "adam v");
+    tpm_init(&tm, params);
+
+    // The student's layers on their own first, for the diagnoses.
+    TpProbe probe = tpm_probe(&tm);
+
+    OptimConfig optim = optim_from_args(&a);
+    Data data;
+    data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
+    int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
+    float *losses = calloc((size_t)(a.steps ? a.steps : 1), sizeof *losses);
+    // The gradient of the mean loss over the global batch: the groups' sums
+    // add up to it.
+    float scale = 1.0f / (float)((size_t)a.batch * a.seq);
+    double total_time = 0, total_busy = 0, total_blocked = 0;
+    DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
+    char extra[160];
+    snprintf(extra, sizeof extra, "tp %d\ndp %d\nmlp %s\n", t, dp, mlp);
+    dump_run_meta(dw, c, "lab04", &a, extra);
+    mem_reset_peaks();
+    comm_stats_reset();
+
+    for (int s = 0; s < a.steps; s++) {
+        CommStats before = comm_stats();
+        double t0 = core_now();
+        data_slice(&data, s, row0, rows, 0, a.seq, x, y);
+        tpm_set_batch(&tm, x, y, s, row0, scale);
+        for (int u = 0; u < tm.nunits; u++) mem_zero(grads[u], tm.size[u] * sizeof(float));
+        for (int u = 0; u < tm.nunits; u++) {
+            trace_begin(model->units[u].name, "forward");
+            tpm_unit_forward(&tm, u, params[u]);
+            trace_end();
+        }
+        double loss = tpm_loss(&tm);
+        for (int u = tm.nunits - 1; u >= 0; u--) {
+            trace_begin(model->units[u].name, "backward");
+            tpm_unit_backward(&tm, u, params[u], grads[u]);
+            trace_end();
+        }
+        // Data parallelism across the groups: the same part of the model on
+        // ranks t apart, summed (each group's gradient is already its share
+        // of the global mean).
+        for (int u = 0; dp > 1 && u < tm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], tm.size[u]);
+        // The first gradient, whole, for the grader (a unit at a time).
+        if (s == 0) tpm_dump_whole(&tm, grads, dw, "grad/first");
+        trace_begin("optimizer", "compute");
+        for (int u = 0; u < tm.nunits; u++) optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], tm.size[u]);
+        trace_end();
+        double dt = comm_max_double(c, core_now() - t0);
+        CommStats after = comm_stats();
+        // Every rank of a group has its group's loss: the mean over ranks is
+        // the mean over groups.
+        double global = comm_sum_double(c, loss) / N;
+        double busy = comm_max_double(c, after.seconds_busy - before.seconds_busy);
+        double blocked = comm_max_double(c, after.seconds_blocked - before.seconds_blocked);
+        losses[s] = (float)global;
+        if (s > 0) total_time += dt, total_busy += busy, total_blocked += blocked;
+        harness_print_step(&ref, s, a.steps, global, dt, busy, blocked, (double)a.batch * a.seq);
+    }
+
+    // The end. Memory and bytes first: what follows is not the lab's.
+    MemReport mem = mem_report();
+    CommStats st = comm_stats();
+    MemReport *all = malloc((size_t)N * sizeof *all);
+    comm_all_gather_host(c, &mem, sizeof mem, all);
+    double peak[MEM_NCAT] = {0};
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < MEM_NCAT; k++) peak[k] = fmax(peak[k], all[q].peak[k]);
+    double psi = (double)model->nparams, rep = (double)tm.replicated, local = (double)tm.local;
+    double M = (double)rows * a.seq;
+    char b1[32], b2[32], b3[32];
+    if (a.steps > 1)
+        print0("mean over steps 2..%d: %.1f ms/step (compute %.1f, comm %.1f, exposed %.1f)\n", a.steps,
+               total_time / (a.steps - 1) * 1e3, (total_time - total_blocked) / (a.steps - 1) * 1e3,
+               total_busy / (a.steps - 1) * 1e3, total_blocked / (a.steps - 1) * 1e3);
+    print0("\nper rank (the largest), t = %d, psi = %.0f:\n", t, psi);
+    print0("  %-24s %10s %10s   %s\n", "", "measured", "formula", "");
+    print0("  %-24s %10s %10s   4 (psi_replicated + psi_split / t), psi_replicated = %.0f\n", "parameters (PARAMS)",
+           core_fmt_bytes(peak[MEM_PARAMS], b1, 32), core_fmt_bytes(4 * (rep + (psi - rep) / t), b2, 32), rep);
+    print0("  %-24s %10s %10s   split only inside attention and the MLP (lab06 splits the rest)\n",
+           "activations (ACTS)", core_fmt_bytes(peak[MEM_ACTS], b1, 32), core_fmt_bytes(acts_expected, b2, 32));
+    // Bytes: this rank's, per step, beside both variants' formulas.
+    double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
+    Bytes mega = bytes_per_step(false, t, dp, M, a.dim, a.layers, local),
+          nv = bytes_per_step(true, t, dp, M, a.dim, a.layers, local);
+    print0("  %-24s %10s %10s   %s MLP: blocks %s, embedding and cross-entropy %s, data-parallel %s\n",
+           "bytes sent per step", core_fmt_bytes(sent, b1, 32), core_fmt_bytes((naive ? nv : mega).total, b2, 32),
+           naive ? "naive" : "Megatron", core_fmt_bytes((naive ? nv : mega).block, b3, 32),
+           core_fmt_bytes(mega.embed_head, desc, sizeof desc), core_fmt_bytes(mega.dp, what, sizeof what));
+    print0("  %-24s %10s %10s   the other MLP, for comparison (%s MLP)\n", "", "",
+           core_fmt_bytes((naive ? mega : nv).total, b2, 32), naive ? "Megatron" : "naive");
+    mem_print_table(c, &mem);
+
+    // Afterwards, not measured: the whole model gathered, the replicas compared.
+    double rep_sumsq, split_sumsq, *rep_all = malloc((size_t)N * sizeof *rep_all);
+    tpm_sumsq(&tm, params, &rep_sumsq, &split_sumsq);
+    comm_all_gather_host(c, &rep_sumsq, sizeof rep_sumsq, rep_all);
+    bool rep_equal = true;
+    for (int q = 1; q < N; q++) rep_equal &= rep_all[q] == rep_all[0];
+    float **whole = tpm_gather_whole(&tm, params), **whole_m = tpm_gather_whole(&tm, mom_m),
+          **whole_v = tpm_gather_whole(&tm, mom_v);
+    double loss_err = 0;
+    for (int s = 0; ref.on && s < a.steps; s++) loss_err = fmax(loss_err, fabs(losses[s] - ref.loss[s]));
+    char worst[96] = "-";
+    double perr = -1;
+    if (r == 0 && ref.on) {
+        float **dev = gpt_alloc_units(model, MEM_OTHER, "final params");
+        for (int u = 0; u < model->nunits; u++) mem_from_host(dev[u], whole[u], model->units[u].size * sizeof(float));
+        perr = harness_param_error(&ref, model, dev, worst, sizeof worst);
+        gpt_free_units(model, dev);
+    }
+    harness_print_unfinished();
+    if (ref.on)
+        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest difference "
+               "in %s)\n", loss_err, perr, worst);
+    if (!rep_equal) print0("the replicated tensors (LayerNorms, wpe, the biases after g) differ between ranks\n");
+
+    // The rest of the dump for the grader.
+    uint64_t steps = (uint64_t)a.steps, nr = (uint64_t)N;
+    dump_f32(dw, "loss", losses, 1, &steps);
+    if (r == 0) {
+        gpt_dump_host_units(model, dw, "param/final", whole);
+        gpt_dump_host_units(model, dw, "optim/m", whole_m);
+        gpt_dump_host_units(model, dw, "optim/v", whole_v);
+    }
+    dump_f64(dw, "tp/replicated_sumsq_per_rank", rep_all, 1, &nr);
+    dump_scalar_i64(dw, "tp/t", t);
+    dump_scalar_i64(dw, "tp/dp", dp);
+    dump_scalar_i64(dw, "tp/naive", naive);
+    dump_scalar_f64(dw, "tp/psi_local", comm_max_double(c, local));
+    dump_scalar_f64(dw, "tp/rows", rows);
+    dump_scalar_f64(dw, "mem/acts_expected", comm_max_double(c, acts_expected));
+    const struct {
+        const char *name;
+        double v;
+    } pr[] = {{"attn_bias", probe.attn_bias},         {"mlp_bias", probe.mlp_bias},
+              {"attn_out_agree", probe.attn_out_agree}, {"mlp_out_agree", probe.mlp_out_agree},
+              {"attn_dx_agree", probe.attn_dx_agree},   {"mlp_dx_agree", probe.mlp_dx_agree},
+              {"head_dx_agree", probe.head_dx_agree},   {"head_loss_err", probe.head_loss_err},
+              {"embed_err", probe.embed_err}};
+    for (size_t i = 0; i < sizeof pr / sizeof pr[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "tp/probe/%s", pr[i].name);
+        // The worst over groups (the figures are already each group's worst).
+        double v = pr[i].v;
+        bool agree = strstr(pr[i].name, "agree") != NULL, bias = strstr(pr[i].name, "bias") != NULL;
+        if (agree) v = -comm_max_double(c, -v);
+        else if (bias) {
+            double hi = comm_max_double(c, v), lo = -comm_max_double(c, -v);
+            v = fabs(hi - 1) >= fabs(lo - 1) ? hi : lo;
+        } else v = comm_max_double(c, v);
+        dump_scalar_f64(dw, name, v);
+    }
+    harness_dump_unfinished(dw);
+    dump_rank_stats(dw, c, &mem);
+    dump_close(dw);
+    trace_write(c);
+    // The grader's own checks on this dump: what build/grade will say.
+    int verdict = verdict_of_lab_run(c, "lab04", &ref);
+
+    for (int u = 0; r % t == 0 && u < tm.nunits; u++) {
+        free(whole[u]), free(whole_m[u]), free(whole_v[u]);
+    }
+    free(whole), free(whole_m), free(whole_v);
+    harness_reference_free(&ref);
+    free(all);
+    free(rep_all);
+    free(x);
+    free(y);
+    free(losses);
+    data_close(&data);
+    tpm_free_units(&tm, params);
+    tpm_free_units(&tm, grads);
+    tpm_free_units(&tm, mom_m);
+    tpm_free_units(&tm, mom_v);
+    tpm_free_acts(&tm);
+    gpt_free(model);
+    comm_free(tpc);
+    comm_free(dpc);
+    comm_finalize();
+    harness_exit(verdict ? 1 : 0);
+}

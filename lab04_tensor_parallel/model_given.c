@@ -1,0 +1,678 @@
+// model_given.c: the model around the student's split layers (model_given.h).
+#include "model_given.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "core.h"
+#include "harness.h"
+#include "mem.h"
+#include "ops.h"
+#include "rng.h"
+
+// ---- the layout ---------------------------------------------------------------
+
+static const char *kind_name(TpSplitKind k) {
+    return k == TP_ROWS ? "rows" : k == TP_COLUMNS ? "columns" : "replicated";
+}
+
+// The whole extent a split cuts: rows, or columns, of the tensor.
+static int extent(const GptTensor *t, TpSplitKind k) { return k == TP_COLUMNS ? t->shape[1] : t->shape[0]; }
+
+static int find_tensor(const Gpt *m, int u, const char *name) {
+    for (int k = 0; k < m->units[u].ntensors; k++)
+        if (strcmp(m->units[u].tensors[k].name, name) == 0) return k;
+    return -1;
+}
+
+// Two tensors of block unit u cut alike: a's `ka` part and b's `kb` part
+// hold the same indices. (Megatron pairs a column-parallel layer's columns
+// with the next row-parallel layer's rows.)
+static void check_pair(const TpModel *tm, int u, const char *a, TpSplitKind ka, const char *b, TpSplitKind kb,
+                       const char *why) {
+    int i = find_tensor(tm->m, u, a), j = find_tensor(tm->m, u, b);
+    TpSplit sa = tm->part[u][i].split, sb = tm->part[u][j].split;
+    if (sa.kind == TP_REPLICATED && sb.kind == TP_REPLICATED) return;
+    CHECK(sa.kind == ka && sb.kind == kb && sa.first == sb.first && sa.count == sb.count,
+          "tp_split: rank %d holds %s of %s [%d, %d) but %s of %s [%d, %d): %s (fix tp_split in tp.c)",
+          tm->tp->r, kind_name(sa.kind), a, sa.first, sa.first + sa.count, kind_name(sb.kind), b, sb.first,
+          sb.first + sb.count, why);
+}
+
+void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp) {
+    memset(tm, 0, sizeof *tm);
+    tm->m = m;
+    tm->tp = tp;
+    tm->nunits = m->nunits;
+    tm->part = calloc((size_t)m->nunits, sizeof *tm->part);
+    tm->all = calloc((size_t)m->nunits * tp->t, sizeof *tm->all);
+    tm->size = calloc((size_t)m->nunits, sizeof *tm->size);
+    CHECK(tm->part && tm->all && tm->size, "out of memory");
+    for (int u = 0; u < m->nunits; u++) {
+        const GptUnit *unit = &m->units[u];
+        for (int k = 0; k < unit->ntensors; k++) {
+            const GptTensor *t = &unit->tensors[k];
+            TpSplit s = tp_split(tp, unit->kind, t);
+            if (s.kind == TP_REPLICATED) s.first = 0, s.count = extent(t, TP_ROWS);
+            CHECK(s.kind == TP_REPLICATED || s.kind == TP_ROWS || (s.kind == TP_COLUMNS && t->ndim == 2),
+                  "tp_split: %s.%s is %d-D and cannot be split by %s (fix tp_split in tp.c)", unit->name, t->name,
+                  t->ndim, kind_name(s.kind));
+            int whole = extent(t, s.kind);
+            CHECK(s.count > 0 && s.first >= 0 && s.first + s.count <= whole,
+                  "tp_split: rank %d's %s [%d, %d) of %s.%s are not inside its %d %s (fix tp_split in tp.c)", tp->r,
+                  kind_name(s.kind), s.first, s.first + s.count, unit->name, t->name, whole, kind_name(s.kind));
+            TpPart *p = &tm->part[u][k];
+            p->split = s;
+            p->rows = s.kind == TP_ROWS ? s.count : t->shape[0];
+            p->cols = s.kind == TP_COLUMNS ? s.count : t->shape[1];
+            p->offset = tm->size[u];
+            p->count = (size_t)p->rows * p->cols;
+            tm->size[u] += p->count;
+            if (s.kind == TP_REPLICATED) tm->replicated += p->count;
+        }
+        tm->local += tm->size[u];
+    }
+    // Every rank's parts: together they must make each tensor exactly once.
+    TpSplit *mine = malloc((size_t)m->nunits * GPT_MAX_TENSORS * sizeof *mine);
+    for (int u = 0; u < m->nunits; u++)
+        for (int k = 0; k < GPT_MAX_TENSORS; k++) mine[u * GPT_MAX_TENSORS + k] = tm->part[u][k].split;
+    comm_all_gather_host(tp->group, mine, (size_t)m->nunits * GPT_MAX_TENSORS * sizeof *mine, tm->all);
+    free(mine);
+    for (int u = 0; u < m->nunits; u++)
+        for (int k = 0; k < m->units[u].ntensors; k++) {
+            const GptTensor *t = &m->units[u].tensors[k];
+            TpSplitKind kind = tm->part[u][k].split.kind;
+            int whole = extent(t, kind), covered = 0;
+            for (int q = 0; q < tp->t; q++) {
+                TpSplit s = tm->all[q * m->nunits + u][k];
+                CHECK(s.kind == kind, "tp_split: rank %d holds %s of %s.%s, rank %d %s: every rank must cut a "
+                      "tensor the same way (fix tp_split in tp.c)", 0, kind_name(tm->all[u][k].kind),
+                      m->units[u].name, t->name, q, kind_name(s.kind));
+                if (kind == TP_REPLICATED) continue;
+                covered += s.count;
+                for (int o = 0; o < q; o++) {
+                    TpSplit x = tm->all[o * m->nunits + u][k];
+                    CHECK(x.first + x.count <= s.first || s.first + s.count <= x.first,
+                          "tp_split: ranks %d and %d both hold %s [%d, %d) and [%d, %d) of %s.%s: the parts of a "
+                          "split tensor must not overlap (fix tp_split in tp.c)", o, q, kind_name(kind), x.first,
+                          x.first + x.count, s.first, s.first + s.count, m->units[u].name, t->name);
+                }
+            }
+            CHECK(kind == TP_REPLICATED || covered == whole,
+                  "tp_split: the %d ranks hold %d of the %d %s of %s.%s: together they must hold all of them "
+                  "(fix tp_split in tp.c)", tp->t, covered, whole, kind_name(kind), m->units[u].name, t->name);
+        }
+    // The pairs Megatron cuts alike, and whole heads.
+    const int hs = tp->C / tp->NH;
+    for (int u = 1; u <= m->cfg.L; u++) {
+        static const char *const qkv[] = {"attn.wk", "attn.wv"}, *const bias[] = {"attn.bq", "attn.bk", "attn.bv"};
+        const char *heads = "a rank's heads need their own q, k, v columns, biases and rows of attn.wo";
+        for (int i = 0; i < 2; i++) check_pair(tm, u, "attn.wq", TP_COLUMNS, qkv[i], TP_COLUMNS, heads);
+        for (int i = 0; i < 3; i++) check_pair(tm, u, "attn.wq", TP_COLUMNS, bias[i], TP_ROWS, heads);
+        check_pair(tm, u, "attn.wq", TP_COLUMNS, "attn.wo", TP_ROWS,
+                   "a head's output must meet its own rows of attn.wo (slice wq, wk, wv and wo by the same heads)");
+        TpSplit q = tm->part[u][find_tensor(m, u, "attn.wq")].split;
+        CHECK(q.kind == TP_REPLICATED || (q.first % hs == 0 && q.count % hs == 0),
+              "tp_split: rank %d's columns [%d, %d) of attn.wq are not whole heads of %d channels: attention "
+              "runs a head on one rank (fix tp_split in tp.c)", tp->r, q.first, q.first + q.count, hs);
+        check_pair(tm, u, "mlp.w1", TP_COLUMNS, "mlp.b1", TP_ROWS, "b1 belongs to w1's columns");
+        if (tp->naive) check_pair(tm, u, "mlp.w2", TP_COLUMNS, "mlp.b2", TP_ROWS, "b2 belongs to w2's columns");
+        else check_pair(tm, u, "mlp.w1", TP_COLUMNS, "mlp.w2", TP_ROWS,
+                        "the hidden columns a rank computes are the rows of w2 it multiplies");
+    }
+    // The sizes the student's functions use.
+    TpSplit q = tm->part[m->nunits > 2 ? 1 : 0][m->nunits > 2 ? find_tensor(m, 1, "attn.wq") : 0].split;
+    TpSplit w1 = m->nunits > 2 ? tm->part[1][find_tensor(m, 1, "mlp.w1")].split : q;
+    TpSplit w2 = m->nunits > 2 ? tm->part[1][find_tensor(m, 1, "mlp.w2")].split : q;
+    TpSplit wte = tm->part[0][find_tensor(m, 0, "wte")].split;
+    TpSplit lm = tm->part[m->nunits - 1][find_tensor(m, m->nunits - 1, "lm_head")].split;
+    tp->Ct = q.count;
+    tp->NHt = q.count / hs;
+    tp->Ht = w1.count;
+    tp->Cw = w2.kind == TP_COLUMNS ? w2.count : tp->C;
+    tp->v0 = wte.first, tp->nv = wte.count;
+    tp->h0 = lm.first, tp->nh = lm.count;
+}
+
+float **tpm_alloc_units(const TpModel *tm, int cat, const char *what) {
+    float **units = calloc((size_t)tm->nunits, sizeof *units);
+    CHECK(units, "out of memory");
+    for (int u = 0; u < tm->nunits; u++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s %s", tm->m->units[u].name, what);
+        units[u] = mem_alloc_floats(tm->size[u], (MemCategory)cat, name);
+    }
+    return units;
+}
+
+void tpm_free_units(const TpModel *tm, float **units) {
+    if (!units) return;
+    for (int u = 0; u < tm->nunits; u++) mem_free(units[u]);
+    free(units);
+}
+
+// Where this rank's part of tensor k of unit u comes from in the whole unit:
+// `rows` runs of `len` floats, run i from whole offset `from + i * stride`.
+typedef struct {
+    size_t from, stride;
+    int rows, len;
+} Runs;
+
+static Runs runs_of(const GptTensor *t, TpSplit s) {
+    size_t cols = (size_t)t->shape[1];
+    if (s.kind == TP_COLUMNS) return (Runs){t->offset + (size_t)s.first, cols, t->shape[0], s.count};
+    if (s.kind == TP_ROWS) return (Runs){t->offset + (size_t)s.first * cols, 0, 1, (int)((size_t)s.count * cols)};
+    return (Runs){t->offset, 0, 1, (int)t->count};
+}
+
+void tpm_init(const TpModel *tm, float **params) {
+    for (int u = 0; u < tm->nunits; u++)
+        for (int k = 0; k < tm->m->units[u].ntensors; k++) {
+            const TpPart *p = &tm->part[u][k];
+            Runs r = runs_of(&tm->m->units[u].tensors[k], p->split);
+            for (int i = 0; i < r.rows; i++)
+                gpt_init_slice(tm->m, u, params[u] + p->offset + (size_t)i * r.len, r.from + i * r.stride,
+                               (size_t)r.len);
+        }
+}
+
+// This rank's parts of unit u from a whole unit on the host.
+static void parts_from_whole(const TpModel *tm, int u, float *local, const float *whole) {
+    for (int k = 0; k < tm->m->units[u].ntensors; k++) {
+        const TpPart *p = &tm->part[u][k];
+        Runs r = runs_of(&tm->m->units[u].tensors[k], p->split);
+        for (int i = 0; i < r.rows; i++)
+            mem_from_host(local + p->offset + (size_t)i * r.len, whole + r.from + i * r.stride,
+                          (size_t)r.len * sizeof(float));
+    }
+}
+
+// Unit u whole on the host of the group's rank 0 (NULL elsewhere).
+static float *gather_unit(const TpModel *tm, int u, const float *unit_dev) {
+    const Tp *tp = tm->tp;
+    const GptUnit *unit = &tm->m->units[u];
+    float *mine = malloc(tm->size[u] * sizeof(float));
+    CHECK(mine, "out of memory");
+    mem_to_host(mine, unit_dev, tm->size[u] * sizeof(float));
+    size_t lens[64];
+    CHECK(tp->t <= 64, "at most 64 tensor-parallel ranks");
+    float *parts = comm_gather_host(tp->group, mine, tm->size[u] * sizeof(float), 0, lens);
+    free(mine);
+    if (tp->r != 0) return NULL;
+    float *out = malloc(unit->size * sizeof(float));
+    CHECK(out, "out of memory");
+    size_t base = 0;   // rank q's part of the unit in parts
+    for (int q = 0; q < tp->t; base += lens[q] / sizeof(float), q++) {
+        size_t at = 0;   // its tensors one after another, as tpm_layout laid them out
+        for (int k = 0; k < unit->ntensors; k++) {
+            TpSplit s = tm->all[q * tm->nunits + u][k];
+            Runs r = runs_of(&unit->tensors[k], s);
+            for (int i = 0; i < r.rows; i++, at += (size_t)r.len)
+                if (s.kind != TP_REPLICATED || q == 0)
+                    memcpy(out + r.from + i * r.stride, parts + base + at, (size_t)r.len * sizeof(float));
+        }
+    }
+    free(parts);
+    return out;
+}
+
+float **tpm_gather_whole(const TpModel *tm, float **units) {
+    float **out = tm->tp->r == 0 ? calloc((size_t)tm->nunits, sizeof *out) : NULL;
+    for (int u = 0; u < tm->nunits; u++) {
+        float *whole = gather_unit(tm, u, units[u]);
+        if (out) out[u] = whole;
+    }
+    return out;
+}
+
+void tpm_dump_whole(const TpModel *tm, float **units, DumpWriter *w, const char *prefix) {
+    for (int u = 0; u < tm->nunits; u++) {
+        float *whole = gather_unit(tm, u, units[u]);
+        if (whole) gpt_dump_host_unit(tm->m, w, prefix, u, whole);
+        free(whole);
+    }
+}
+
+void tpm_sumsq(const TpModel *tm, float **units, double *replicated, double *split) {
+    *replicated = *split = 0;
+    for (int u = 0; u < tm->nunits; u++)
+        for (int k = 0; k < tm->m->units[u].ntensors; k++) {
+            const TpPart *p = &tm->part[u][k];
+            double s = ops_sumsq(units[u] + p->offset, p->count);
+            if (p->split.kind == TP_REPLICATED) *replicated += s;
+            else *split += s;
+        }
+}
+
+// ---- views ----------------------------------------------------------------------
+
+static float *tensor(const TpModel *tm, int u, int k, float *unit) { return unit + tm->part[u][k].offset; }
+
+TpBlockView tpm_block_view(const TpModel *tm, int u, float *unit) {
+    float *t[16];
+    for (int k = 0; k < 16; k++) t[k] = tensor(tm, u, k, unit);
+    TpBlockView v = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
+    return v;
+}
+
+TpEmbedView tpm_embed_view(const TpModel *tm, float *unit) {
+    TpEmbedView v = {tensor(tm, 0, 0, unit), tensor(tm, 0, 1, unit)};
+    return v;
+}
+
+TpHeadView tpm_head_view(const TpModel *tm, float *unit) {
+    int u = tm->nunits - 1;
+    TpHeadView v = {tensor(tm, u, 0, unit), tensor(tm, u, 1, unit), tensor(tm, u, 2, unit)};
+    return v;
+}
+
+// ---- activations ------------------------------------------------------------------
+
+static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_ACTS, name); }
+
+void tpm_alloc_acts(TpModel *tm, int B, int T) {
+    Tp *tp = tm->tp;
+    const int L = tm->m->cfg.L, C = tp->C;
+    const size_t M = (size_t)B * T, MC = M * C;
+    tp->B = B, tp->T = T;
+    tm->tokens = mem_alloc(M * sizeof(int), MEM_ACTS, "tokens");
+    tm->targets = mem_alloc(M * sizeof(int), MEM_ACTS, "targets");
+    tm->stream = calloc((size_t)tm->nunits + 1, sizeof *tm->stream);
+    tm->dstream = calloc((size_t)tm->nunits + 1, sizeof *tm->dstream);
+    float ***per_block[] = {&tm->ln1, &tm->ln1_mean, &tm->ln1_rstd, &tm->mid, &tm->ln2, &tm->ln2_mean, &tm->ln2_rstd};
+    for (size_t i = 0; i < sizeof per_block / sizeof per_block[0]; i++)
+        *per_block[i] = calloc((size_t)(L ? L : 1), sizeof(float *));
+    tm->acts = calloc((size_t)(L ? L : 1), sizeof *tm->acts);
+    for (int u = 1; u < tm->nunits; u++) {
+        tm->stream[u] = acts(MC, "residual stream");
+        tm->dstream[u] = acts(MC, "residual stream gradient");
+    }
+    const size_t att = (size_t)B * tp->NHt * T * T;
+    for (int l = 0; l < L; l++) {
+        tm->ln1[l] = acts(MC, "ln1");
+        tm->ln1_mean[l] = acts(M, "ln1 mean");
+        tm->ln1_rstd[l] = acts(M, "ln1 rstd");
+        tm->mid[l] = acts(MC, "residual mid");
+        tm->ln2[l] = acts(MC, "ln2");
+        tm->ln2_mean[l] = acts(M, "ln2 mean");
+        tm->ln2_rstd[l] = acts(M, "ln2 rstd");
+        TpBlockActs *a = &tm->acts[l];
+        a->q = acts(M * tp->Ct, "q");
+        a->k = acts(M * tp->Ct, "k");
+        a->v = acts(M * tp->Ct, "v");
+        a->att = acts(att, "attention");
+        a->y = acts(M * tp->Ct, "attention out");
+        a->h = acts(M * tp->Ht, "mlp hidden");
+        a->hg = acts(M * tp->Ht, "mlp gelu");
+        a->hg_all = tp->naive ? acts(4 * MC, "mlp gelu, all-gathered") : NULL;
+    }
+    tm->lnf = acts(MC, "lnf");
+    tm->lnf_mean = acts(M, "lnf mean");
+    tm->lnf_rstd = acts(M, "lnf rstd");
+    tm->losses = acts(M, "losses");
+    tm->head.logits = acts(M * tp->nh, "logits (this rank's columns)");
+    tm->head.mx = acts(M, "row max");
+    tm->head.sumexp = acts(M, "sum of exp");
+    tm->head.target_logit = acts(M, "target logit");
+    tm->head.target_ids = mem_alloc(M * sizeof(int), MEM_ACTS, "target ids");
+    tm->branch = acts(MC, "scratch");
+    tm->branch2 = acts(MC, "scratch");
+    tm->dln = acts(MC, "scratch");
+    TpScratch *s = &tp->s;
+    for (int i = 0; i < 4; i++) s->ct[i] = acts(M * tp->Ct, "scratch");
+    s->att = acts(att, "scratch");
+    for (int i = 0; i < 2; i++) s->ht[i] = acts(M * tp->Ht, "scratch");
+    for (int i = 0; i < 2; i++) s->wide[i] = tp->naive ? acts(4 * MC, "scratch") : NULL;
+    for (int i = 0; i < 2; i++) s->c[i] = acts(MC, "scratch");
+    s->logits = acts(M * tp->nh, "scratch");
+    s->ids = mem_alloc(M * sizeof(int), MEM_ACTS, "scratch ids");
+}
+
+void tpm_free_acts(TpModel *tm) {
+    Tp *tp = tm->tp;
+    mem_free(tm->tokens);
+    mem_free(tm->targets);
+    for (int u = 1; u < tm->nunits; u++) mem_free(tm->stream[u]), mem_free(tm->dstream[u]);
+    for (int l = 0; l < tm->m->cfg.L; l++) {
+        TpBlockActs *a = &tm->acts[l];
+        void *all[] = {tm->ln1[l], tm->ln1_mean[l], tm->ln1_rstd[l], tm->mid[l], tm->ln2[l], tm->ln2_mean[l],
+                       tm->ln2_rstd[l], a->q, a->k, a->v, a->att, a->y, a->h, a->hg, a->hg_all};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+    }
+    void *rest[] = {tm->lnf, tm->lnf_mean, tm->lnf_rstd, tm->losses, tm->head.logits, tm->head.mx, tm->head.sumexp,
+                    tm->head.target_logit, tm->head.target_ids, tm->branch, tm->branch2, tm->dln, tp->s.ct[0],
+                    tp->s.ct[1], tp->s.ct[2], tp->s.ct[3], tp->s.att, tp->s.ht[0], tp->s.ht[1], tp->s.wide[0],
+                    tp->s.wide[1], tp->s.c[0], tp->s.c[1], tp->s.logits, tp->s.ids};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
+    free(tm->stream);
+    free(tm->dstream);
+    free(tm->ln1), free(tm->ln1_mean), free(tm->ln1_rstd), free(tm->mid), free(tm->ln2), free(tm->ln2_mean),
+        free(tm->ln2_rstd);
+    free(tm->acts);
+    free(tm->part);
+    free(tm->all);
+    free(tm->size);
+}
+
+void tpm_set_batch(TpModel *tm, const int *x, const int *y, int step, int row0, float loss_scale) {
+    const Tp *tp = tm->tp;
+    size_t M = (size_t)tp->B * tp->T;
+    for (size_t i = 0; i < M; i++)
+        CHECK(x[i] >= 0 && x[i] < tp->V && y[i] >= 0 && y[i] < tp->V,
+              "token %d or %d at %zu is outside the vocabulary of %d", x[i], y[i], i, tp->V);
+    mem_from_host(tm->tokens, x, M * sizeof(int));
+    mem_from_host(tm->targets, y, M * sizeof(int));
+    tm->step = step, tm->row0 = row0;
+    tm->tp->loss_scale = loss_scale;
+}
+
+// ---- forward and backward: the single-device model's order (gpt.c) ---------------
+
+static DropoutKey dropout_key(const TpModel *tm, int layer, int site) {
+    DropoutKey k = {.seed = tm->m->cfg.seed, .layer = layer, .site = site, .step = tm->step, .row0 = tm->row0,
+                    .t0 = 0, .c0 = 0, .Tg = tm->tp->T, .Cg = tm->tp->C};
+    return k;
+}
+
+// x_out = x + dropout(branch). The branch is whole on every rank (after g),
+// so every rank draws the same mask, as one device would.
+static void residual(TpModel *tm, float *x_out, const float *x, const float *branch, int layer, int site) {
+    const Tp *tp = tm->tp;
+    if (tm->dropout > 0) {
+        ops_dropout_forward(tm->branch2, branch, tm->dropout, dropout_key(tm, layer, site), tp->B, tp->T, tp->C);
+        branch = tm->branch2;
+    }
+    ops_add(x_out, x, branch, (size_t)tp->B * tp->T * tp->C);
+}
+
+static const float *branch_grad(TpModel *tm, const float *dout, int layer, int site) {
+    const Tp *tp = tm->tp;
+    if (tm->dropout == 0) return dout;
+    ops_fill(tm->branch2, 0, (size_t)tp->B * tp->T * tp->C);
+    ops_dropout_backward(tm->branch2, dout, tm->dropout, dropout_key(tm, layer, site), tp->B, tp->T, tp->C);
+    return tm->branch2;
+}
+
+static void block_forward(TpModel *tm, int u, float *params) {
+    Tp *tp = tm->tp;
+    const int M = tp->B * tp->T, C = tp->C, l = u - 1;
+    TpBlockView p = tpm_block_view(tm, u, params);
+    TpBlockActs *a = &tm->acts[l];
+    const float *x = tm->stream[u];
+    const size_t MC = (size_t)M * C;
+    ops_layernorm_forward(tm->ln1[l], tm->ln1_mean[l], tm->ln1_rstd[l], x, p.ln1w, p.ln1b, M, C);
+    ops_fill(tm->branch, 0, MC);
+    tp_attention_forward(tp, a, &p, tm->ln1[l], tm->branch);
+    residual(tm, tm->mid[l], x, tm->branch, u, 1);
+    ops_layernorm_forward(tm->ln2[l], tm->ln2_mean[l], tm->ln2_rstd[l], tm->mid[l], p.ln2w, p.ln2b, M, C);
+    ops_fill(tm->branch, 0, MC);
+    (tp->naive ? tp_naive_mlp_forward : tp_mlp_forward)(tp, a, &p, tm->ln2[l], tm->branch);
+    residual(tm, tm->stream[u + 1], tm->mid[l], tm->branch, u, 2);
+}
+
+static void block_backward(TpModel *tm, int u, float *params, float *grads) {
+    Tp *tp = tm->tp;
+    const int M = tp->B * tp->T, C = tp->C, l = u - 1;
+    const size_t MC = (size_t)M * C;
+    TpBlockView p = tpm_block_view(tm, u, params), g = tpm_block_view(tm, u, grads);
+    TpBlockActs *a = &tm->acts[l];
+    float *dmid = tm->branch;
+    const float *dbranch = branch_grad(tm, tm->dstream[u + 1], u, 2);
+    ops_fill(tm->dln, 0, MC);
+    (tp->naive ? tp_naive_mlp_backward : tp_mlp_backward)(tp, a, &p, &g, tm->ln2[l], dbranch, tm->dln);
+    mem_copy(dmid, tm->dstream[u + 1], MC * sizeof(float));   // the residual path
+    ops_layernorm_backward(dmid, g.ln2w, g.ln2b, tm->dln, tm->mid[l], p.ln2w, tm->ln2_mean[l], tm->ln2_rstd[l], M, C);
+    dbranch = branch_grad(tm, dmid, u, 1);
+    ops_fill(tm->dln, 0, MC);
+    tp_attention_backward(tp, a, &p, &g, tm->ln1[l], dbranch, tm->dln);
+    float *dx = tm->dstream[u];
+    mem_copy(dx, dmid, MC * sizeof(float));
+    ops_layernorm_backward(dx, g.ln1w, g.ln1b, tm->dln, tm->stream[u], p.ln1w, tm->ln1_mean[l], tm->ln1_rstd[l], M, C);
+}
+
+static void embed_forward(TpModel *tm, float *params) {
+    Tp *tp = tm->tp;
+    TpEmbedView p = tpm_embed_view(tm, params);
+    float *out = tm->dropout > 0 ? tm->branch : tm->stream[1];
+    ops_fill(out, 0, (size_t)tp->B * tp->T * tp->C);
+    tp_embed_forward(tp, &p, tm->tokens, out);
+    if (tm->dropout > 0)
+        ops_dropout_forward(tm->stream[1], out, tm->dropout, dropout_key(tm, 0, 0), tp->B, tp->T, tp->C);
+}
+
+static void embed_backward(TpModel *tm, float *grads) {
+    TpEmbedView g = tpm_embed_view(tm, grads);
+    tp_embed_backward(tm->tp, &g, tm->tokens, branch_grad(tm, tm->dstream[1], 0, 0));
+}
+
+static void head_forward(TpModel *tm, float *params) {
+    Tp *tp = tm->tp;
+    const int M = tp->B * tp->T;
+    TpHeadView p = tpm_head_view(tm, params);
+    ops_layernorm_forward(tm->lnf, tm->lnf_mean, tm->lnf_rstd, tm->stream[tm->nunits - 1], p.lnfw, p.lnfb, M, tp->C);
+    ops_fill(tm->losses, 0, (size_t)M);
+    tp_head_forward(tp, &tm->head, &p, tm->lnf, tm->targets, tm->losses);
+}
+
+static void head_backward(TpModel *tm, float *params, float *grads) {
+    Tp *tp = tm->tp;
+    const int M = tp->B * tp->T;
+    const size_t MC = (size_t)M * tp->C;
+    TpHeadView p = tpm_head_view(tm, params), g = tpm_head_view(tm, grads);
+    ops_fill(tm->dln, 0, MC);
+    tp_head_backward(tp, &tm->head, &p, &g, tm->lnf, tm->dln);
+    float *dx = tm->dstream[tm->nunits - 1];
+    ops_fill(dx, 0, MC);
+    ops_layernorm_backward(dx, g.lnfw, g.lnfb, tm->dln, tm->stream[tm->nunits - 1], p.lnfw, tm->lnf_mean,
+                           tm->lnf_rstd, M, tp->C);
+}
+
+void tpm_unit_forward(TpModel *tm, int u, float *params) {
+    switch (tm->m->units[u].kind) {
+    case UNIT_EMBED: embed_forward(tm, params); break;
+    case UNIT_BLOCK: block_forward(tm, u, params); break;
+    case UNIT_HEAD: head_forward(tm, params); break;
+    }
+}
+
+void tpm_unit_backward(TpModel *tm, int u, float *params, float *grads) {
+    switch (tm->m->units[u].kind) {
+    case UNIT_EMBED: embed_backward(tm, grads); break;
+    case UNIT_BLOCK: block_backward(tm, u, params, grads); break;
+    case UNIT_HEAD: head_backward(tm, params, grads); break;
+    }
+}
+
+double tpm_loss(const TpModel *tm) {
+    size_t M = (size_t)tm->tp->B * tm->tp->T;
+    return ops_sum(tm->losses, M) / (double)M;
+}
+
+// ---- the probe ----------------------------------------------------------------------
+
+// Random values of a stream, the same on every rank.
+static float *random_host(size_t n, uint32_t which, float std) {
+    float *x = malloc(n * sizeof *x);
+    CHECK(x, "out of memory");
+    rng_fill_normal(x, n, 0x7e57ull, rng_stream(RNG_TEST, 4000 + which, 0), 0, 0, std);
+    return x;
+}
+
+static float *device_copy(const float *host, size_t n) {
+    float *d = mem_alloc_floats(n, MEM_OTHER, "probe");
+    mem_from_host(d, host, n * sizeof(float));
+    return d;
+}
+
+// 1 when every rank of the group holds the same n floats (to a relative
+// 1e-6 of their size: an all-reduce may round alike or not), else 0.
+static double agree(const Tp *tp, const float *dev, size_t n) {
+    float *h = malloc(n * sizeof *h);
+    mem_to_host(h, dev, n * sizeof(float));
+    double s[2] = {0, 0};
+    for (size_t i = 0; i < n; i++) s[0] += h[i] * (double)(i % 7 + 1), s[1] += (double)h[i] * h[i];
+    free(h);
+    double *all = malloc((size_t)tp->t * sizeof s);
+    comm_all_gather_host(tp->group, s, sizeof s, all);
+    double ok = 1;
+    for (int q = 1; q < tp->t; q++)
+        for (int i = 0; i < 2; i++)
+            if (fabs(all[2 * q + i] - all[i]) > 1e-6 * (fabs(all[i]) + sqrt(all[1]) + 1e-30)) ok = 0;
+    free(all);
+    return ok;
+}
+
+// The mean of (b - a) over n floats, divided by delta.
+static double mean_shift(const float *a, const float *b, size_t n, double delta) {
+    float *ha = malloc(n * sizeof *ha), *hb = malloc(n * sizeof *hb);
+    mem_to_host(ha, a, n * sizeof(float));
+    mem_to_host(hb, b, n * sizeof(float));
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)hb[i] - ha[i];
+    free(ha);
+    free(hb);
+    return s / (double)n / delta;
+}
+
+// One layer (attention or the MLP) of block unit 1 on random parameters:
+// its output's agreement over ranks and its shift with the bias after g,
+// and its input gradient's agreement.
+static void probe_layer(TpModel *tm, float *params, float *grads, const float *x, const float *dout, bool mlp,
+                        double *bias, double *out_agree, double *dx_agree) {
+    Tp *tp = tm->tp;
+    const size_t MC = (size_t)tp->B * tp->T * tp->C;
+    TpBlockView p = tpm_block_view(tm, 1, params), g = tpm_block_view(tm, 1, grads);
+    TpBlockActs *a = &tm->acts[0];
+    void (*fwd)(Tp *, TpBlockActs *, const TpBlockView *, const float *, float *) =
+        !mlp ? tp_attention_forward : tp->naive ? tp_naive_mlp_forward : tp_mlp_forward;
+    void (*bwd)(Tp *, TpBlockActs *, const TpBlockView *, TpBlockView *, const float *, const float *, float *) =
+        !mlp ? tp_attention_backward : tp->naive ? tp_naive_mlp_backward : tp_mlp_backward;
+    float *out1 = tm->branch, *out2 = tm->branch2;
+    ops_fill(out1, 0, MC);
+    fwd(tp, a, &p, x, out1);
+    *out_agree = agree(tp, out1, MC);
+    // The bias after g (replicated: b2 in the naive MLP is split, and its
+    // shift is whole only when gathered, which the same measure sees).
+    float *b = mlp ? p.b2 : p.bo;
+    size_t nb = (size_t)(mlp && tp->naive ? tp->Cw : tp->C);
+    float *one = random_host(nb, 99, 0);
+    for (size_t i = 0; i < nb; i++) one[i] = 1.0f;
+    float *d_one = device_copy(one, nb);
+    ops_accumulate(b, d_one, nb);
+    ops_fill(out2, 0, MC);
+    fwd(tp, a, &p, x, out2);
+    *bias = mean_shift(out1, out2, MC, 1.0);
+    ops_scale(d_one, -1.0f, nb);
+    ops_accumulate(b, d_one, nb);
+    mem_free(d_one);
+    free(one);
+    ops_fill(out1, 0, MC);
+    fwd(tp, a, &p, x, out1);   // the activations of the first parameters again
+    ops_fill(tm->dln, 0, MC);
+    bwd(tp, a, &p, &g, x, dout, tm->dln);
+    *dx_agree = agree(tp, tm->dln, MC);
+}
+
+TpProbe tpm_probe(TpModel *tm) {
+    Tp *tp = tm->tp;
+    const Gpt *m = tm->m;
+    const int M = tp->B * tp->T, C = tp->C, V = tp->V;
+    const size_t MC = (size_t)M * C;
+    TpProbe pr = {1, 1, 1, 1, 1, 1, 1, 0, 0};
+    float *hx = random_host(MC, 1, 1.0f), *hd = random_host(MC, 2, 1.0f);
+    float *x = device_copy(hx, MC), *dout = device_copy(hd, MC);
+    // Blocks: unit 1's parts of a random whole unit (every tensor non-zero).
+    if (m->cfg.L > 0) {
+        float *whole = random_host(m->units[1].size, 3, 0.3f);
+        float *params = mem_alloc_floats(tm->size[1], MEM_OTHER, "probe params");
+        float *grads = mem_alloc_floats(tm->size[1], MEM_OTHER, "probe grads");
+        parts_from_whole(tm, 1, params, whole);
+        probe_layer(tm, params, grads, x, dout, false, &pr.attn_bias, &pr.attn_out_agree, &pr.attn_dx_agree);
+        probe_layer(tm, params, grads, x, dout, true, &pr.mlp_bias, &pr.mlp_out_agree, &pr.mlp_dx_agree);
+        mem_free(params);
+        mem_free(grads);
+        free(whole);
+    }
+    // The head: logits spread over several units, so that the rows' maxima
+    // differ from rank to rank; the loss against the whole vocabulary's in
+    // double, from the whole lm_head.
+    int u = m->nunits - 1;
+    float *whole = random_host(m->units[u].size, 5, 3.0f / sqrtf((float)C));
+    float *params = mem_alloc_floats(tm->size[u], MEM_OTHER, "probe params");
+    float *grads = mem_alloc_floats(tm->size[u], MEM_OTHER, "probe grads");
+    parts_from_whole(tm, u, params, whole);
+    int *ht = malloc((size_t)M * sizeof *ht);
+    for (int i = 0; i < M; i++) ht[i] = (int)(rng_u32(0x7e57ull, rng_stream(RNG_TEST, 4006, 0), (uint64_t)i) % (uint32_t)V);
+    mem_from_host(tm->targets, ht, (size_t)M * sizeof(int));
+    TpHeadView p = tpm_head_view(tm, params), g = tpm_head_view(tm, grads);
+    float *losses = tm->losses;
+    ops_fill(losses, 0, (size_t)M);
+    tp_head_forward(tp, &tm->head, &p, x, tm->targets, losses);
+    float *hl = malloc((size_t)M * sizeof *hl);
+    mem_to_host(hl, losses, (size_t)M * sizeof(float));
+    const GptTensor *lm = &m->units[u].tensors[2];
+    double worst = 0;
+    for (int i = 0; i < M; i++) {
+        double mx = -INFINITY, *row = malloc((size_t)V * sizeof *row), s = 0;
+        for (int v = 0; v < V; v++) {
+            double z = 0;
+            for (int c = 0; c < C; c++) z += (double)hx[(size_t)i * C + c] * whole[lm->offset + (size_t)c * V + v];
+            row[v] = z;
+            mx = fmax(mx, z);
+        }
+        for (int v = 0; v < V; v++) s += exp(row[v] - mx);
+        double want = log(s) + mx - row[ht[i]];
+        worst = fmax(worst, fabs(hl[i] - want) / (1 + fabs(want)));
+        if (!(hl[i] == hl[i])) worst = INFINITY;
+        free(row);
+    }
+    pr.head_loss_err = worst;
+    tp->loss_scale = 1.0f / (float)M;
+    ops_fill(tm->dln, 0, MC);
+    tp_head_backward(tp, &tm->head, &p, &g, x, tm->dln);
+    pr.head_dx_agree = agree(tp, tm->dln, MC);
+    mem_free(params);
+    mem_free(grads);
+    free(whole);
+    free(hl);
+    // The embedding: exactly wte[token] + wpe[t] (one row of each is added).
+    whole = random_host(m->units[0].size, 7, 1.0f);
+    params = mem_alloc_floats(tm->size[0], MEM_OTHER, "probe params");
+    parts_from_whole(tm, 0, params, whole);
+    mem_from_host(tm->tokens, ht, (size_t)M * sizeof(int));
+    TpEmbedView e = tpm_embed_view(tm, params);
+    ops_fill(tm->branch, 0, MC);
+    tp_embed_forward(tp, &e, tm->tokens, tm->branch);
+    float *got = malloc(MC * sizeof *got);
+    mem_to_host(got, tm->branch, MC * sizeof(float));
+    worst = 0;
+    for (int i = 0; i < M; i++)
+        for (int c = 0; c < C; c++) {
+            double want = (double)whole[(size_t)ht[i] * C + c] + whole[(size_t)V * C + (size_t)(i % tp->T) * C + c];
+            double err = fabs(got[(size_t)i * C + c] - want) / (1 + fabs(want));
+            worst = err <= worst ? worst : err;
+        }
+    pr.embed_err = worst;
+    mem_free(params);
+    free(whole);
+    free(got);
+    free(ht);
+    mem_free(x);
+    mem_free(dout);
+    free(hx);
+    free(hd);
+    // The group's worst.
+    double *f[] = {&pr.attn_out_agree, &pr.mlp_out_agree, &pr.attn_dx_agree, &pr.mlp_dx_agree, &pr.head_dx_agree};
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = -comm_max_double(tp->group, -*f[i]);
+    double *w[] = {&pr.head_loss_err, &pr.embed_err};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) *w[i] = comm_max_double(tp->group, *w[i]);
+    double *b[] = {&pr.attn_bias, &pr.mlp_bias};
+    for (size_t i = 0; i < 2; i++) {   // the one farthest from 1
+        double hi = comm_max_double(tp->group, *b[i]), lo = -comm_max_double(tp->group, -*b[i]);
+        *b[i] = fabs(hi - 1) >= fabs(lo - 1) ? hi : lo;
+    }
+    return pr;
+}

@@ -1,0 +1,162 @@
+// tp.h: tensor parallelism, the interface between the harness (main.c,
+// model_given.c) and the student's file (tp.c).
+//
+// The t ranks of a tensor-parallel group hold one model between them, cut
+// by width: a matrix is split by its columns (a column-parallel layer: each
+// rank computes some of the outputs) or by its rows (a row-parallel layer:
+// each rank computes a partial sum of every output). The harness runs the
+// model unit by unit and does what every rank does alike (LayerNorm, the
+// residual adds, dropout, the optimizer); the student's code does the split
+// layers and their communication, through ops.h and comm.h only.
+//
+// M = B * T rows. "Whole" sizes are the single-device model's (C, NH, V);
+// the sizes a rank holds (Ct, NHt, Ht, ...) come from the student's
+// tp_split, which the harness reads once at start.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "comm.h"
+#include "gpt.h"
+
+// ---- how a tensor is cut over the t ranks of the group ----------------------
+
+typedef enum {
+    TP_REPLICATED,   // every rank holds all of it
+    TP_ROWS,         // rank holds rows [first, first + count) (a 1-D tensor: elements)
+    TP_COLUMNS,      // rank holds columns [first, first + count) of every row
+} TpSplitKind;
+
+typedef struct {
+    TpSplitKind kind;
+    int first, count;   // rows or columns of the whole tensor (unused when replicated)
+} TpSplit;
+
+// Scratch the harness allocates for the student's functions (contents are
+// undefined between calls; every buffer a function needs is here, so a
+// function allocates nothing).
+typedef struct {
+    float *ct[4];     // (M, Ct) each: attention's dy, dq, dk, dv
+    float *att;       // (B, NHt, T, T): attention's backward scratch
+    float *ht[2];     // (M, Ht) each: the MLP's hidden gradients
+    float *wide[2];   // (M, 4C) each: the naive MLP's gathers and their gradients
+    float *c[2];      // (M, C) each
+    float *logits;    // (M, nh): the gradient of this rank's logits
+    int *ids;         // (M): token ids inside this rank's vocabulary range (ops_vocab_ids)
+} TpScratch;
+
+typedef struct {
+    Comm *group;      // the tensor-parallel group (t consecutive ranks)
+    int t, r;         // its size, and this rank's place in it
+    bool naive;       // --mlp naive: the lecture's version of the MLP
+    int B, T;         // rows and tokens of the batch the functions see now
+    int C, NH, V;     // the whole model's channels, heads and vocabulary
+    // What this rank holds, from tp_split (the harness fills these):
+    int Ct, NHt;      // attention: attn.wq's columns (Ct = NHt heads of C / NH channels)
+    int Ht;           // the MLP's hidden width: mlp.w1's columns
+    int Cw;           // the naive MLP: mlp.w2's columns
+    int v0, nv;       // embed.wte's rows: the token ids this rank's embedding holds
+    int h0, nh;       // head.lm_head's columns: the token ids of this rank's logits
+    float loss_scale; // the gradient of the loss is scaled by this (1 / tokens averaged over)
+    TpScratch s;
+} Tp;
+
+// A block's parameters (or gradients) as this rank holds them: the same
+// names as gpt.h's GptBlockView, with the shapes tp_split gives.
+typedef struct {
+    float *ln1w, *ln1b;   // (C), (C) replicated; the harness runs the LayerNorms
+    float *wq, *bq;       // attention's inputs: column-parallel by heads
+    float *wk, *bk;
+    float *wv, *bv;
+    float *wo, *bo;       // attention's output projection: row-parallel; bo replicated
+    float *ln2w, *ln2b;
+    float *w1, *b1;       // the MLP's first matrix: column-parallel
+    float *w2, *b2;       // the second: row-parallel, b2 replicated (naive: columns, b2 split)
+} TpBlockView;
+
+typedef struct {
+    float *wte;           // (nv, C) this rank's rows of the token embeddings
+    float *wpe;           // (T, C) replicated
+} TpEmbedView;
+
+typedef struct {
+    float *lnfw, *lnfb;   // (C), (C) replicated
+    float *lm_head;       // (C, nh) this rank's columns
+} TpHeadView;
+
+// What a block keeps from its forward pass for its backward pass.
+typedef struct {
+    float *q, *k, *v;     // (M, Ct) this rank's heads
+    float *att;           // (B, NHt, T, T) their attention probabilities
+    float *y;             // (M, Ct) attention's output on those heads, before wo
+    float *h, *hg;        // (M, Ht) the MLP's hidden columns, before and after GELU
+    float *hg_all;        // (M, 4C) the naive MLP: the hidden activations, all-gathered
+} TpBlockActs;
+
+// What the head keeps: this rank's logits and the cross-entropy's parts.
+typedef struct {
+    float *logits;        // (M, nh) the logits of this rank's vocabulary columns
+    float *mx;            // (M) the row maximum over the WHOLE vocabulary
+    float *sumexp;        // (M) sum over the whole vocabulary of exp(logit - mx)
+    float *target_logit;  // (M) the target's logit
+    int *target_ids;      // (M) targets inside [h0, h0 + nh), minus h0; -1 elsewhere
+} TpHeadActs;
+
+// ---- the student's functions (tp.c), in the order of the TODOs --------------
+
+// 0. Which part of each tensor this rank holds. `unit` is the unit's kind,
+//    `t` the whole tensor (t->name "attn.wq", t->shape). Replicated tensors
+//    are those every rank computes alike: LayerNorm weights, embed.wpe, and
+//    the biases added after an all-reduce.
+TpSplit tp_split(const Tp *tp, GptUnitKind unit, const GptTensor *t);
+
+// 1. The lecture's MLP: every matrix split by output columns, the
+//    activations all-gathered after each layer. x: (M, C) the LayerNorm's
+//    output, the same on every rank; out: (M, C) the MLP's output, whole on
+//    every rank. The backward pass: dout (M, C), the same on every rank; dx
+//    (M, C), zeroed by the harness, must hold the whole input gradient; the
+//    parameter gradients ADD into g.
+void tp_naive_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out);
+void tp_naive_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g,
+                           const float *x, const float *dout, float *dx);
+
+// 2. Megatron's two conjugate operators, on n floats in place.
+//    f, before a column-parallel layer: the identity forward (nothing to
+//    do), an all-reduce of the input gradient backward.
+//    g, after a row-parallel layer: an all-reduce forward, the identity
+//    backward (nothing to do).
+void tp_f_backward(Tp *tp, float *dx, size_t n);
+void tp_g_forward(Tp *tp, float *x, size_t n);
+
+// 3. The Megatron MLP: f, mlp.w1 column-parallel, GELU, mlp.w2
+//    row-parallel, g, then mlp.b2 once. Same arguments as the naive one.
+void tp_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out);
+void tp_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g, const float *x,
+                     const float *dout, float *dx);
+
+// 4. Attention by heads: f, q k v column-parallel (this rank's heads),
+//    causal attention on those heads, attn.wo row-parallel, g, then attn.bo
+//    once. Same arguments as the MLP's.
+void tp_attention_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out);
+void tp_attention_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g,
+                           const float *x, const float *dout, float *dx);
+
+// 5. The vocabulary-parallel embedding: out (M, C) = wte[token] + wpe[t],
+//    whole on every rank, from this rank's rows of wte (tokens: (M) ids on
+//    the device). Its backward pass ADDS into g from dout (M, C).
+void tp_embed_forward(Tp *tp, const TpEmbedView *p, const int *tokens, float *out);
+void tp_embed_backward(Tp *tp, TpEmbedView *g, const int *tokens, const float *dout);
+
+// 5. The vocabulary-parallel cross-entropy: x (M, C) the final LayerNorm's
+//    output, the same on every rank; losses (M) each token's loss, on every
+//    rank, with no rank holding a (M, V) logits tensor. The backward pass:
+//    the gradient of the mean loss (tp->loss_scale per token) into g's
+//    lm_head (+=) and dx (M, C), zeroed by the harness, whole.
+void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const float *x, const int *targets,
+                     float *losses);
+void tp_head_backward(Tp *tp, TpHeadActs *a, const TpHeadView *p, TpHeadView *g, const float *x,
+                      float *dx);
+
+// A function the student has not written yet says so by calling this first.
+void lab_todo(const char *function);
