@@ -45,10 +45,12 @@ static int up_to(int x, int t) { return (x + t - 1) / t * t; }
 // Refuse, before any work, a t that does not divide what tensor parallelism
 // splits, naming a shape it would divide.
 static void check_splittable(const Args *a, int t, int N) {
-    // A shape t divides: heads a multiple of t, channels a multiple of the heads.
+    // A shape t divides: heads a multiple of t, channels a multiple of the
+    // heads, a vocabulary a multiple of t.
     int heads = up_to(a->heads, t), dim = up_to(a->dim, heads);
     char shape[96];
-    snprintf(shape, sizeof shape, "--heads %d --dim %d", heads, dim);
+    int n = snprintf(shape, sizeof shape, "--heads %d --dim %d", heads, dim);
+    if (a->vocab % t) snprintf(shape + n, sizeof shape - (size_t)n, " --vocab %d", up_to(a->vocab, t));
     if (N % t)
         core_usage_error("--tp %d does not divide %d ranks: the ranks form groups of %d; use -np %d, or --tp "
                          "among the divisors of %d", t, N, t, (N / t + 1) * t, N);

@@ -109,7 +109,7 @@ run "test_watchdog" 180 build/tests/test_watchdog
 # be made, a vocabulary the synthetic data cannot use, a model larger than
 # the machine, a flag the program does not take.
 bad=$(mktemp -d) && : > "$bad/empty" && printf x > "$bad/one-byte"
-for lab in build/lab02 build/lab03; do
+for lab in build/lab02 build/lab03 build/lab04; do
     run_refused "$lab --data missing np=2" "cannot open --data file" "${MPIRUN[@]}" -np 2 $lab --data /missing/file
     run_refused "$lab --data empty np=2" "has 0 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/empty"
     run_refused "$lab --data 1 byte np=2" "has 1 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/one-byte"
@@ -120,6 +120,9 @@ for lab in build/lab02 build/lab03; do
 done
 run_refused "lab03 --figure in a missing directory np=2" "cannot create --figure file" "${MPIRUN[@]}" -np 2 build/lab03 --figure /missing/m.svg
 run_refused "lab02 --accum not dividing the rows np=2 (after MPI starts)" "which --accum 3 does not divide" "${MPIRUN[@]}" -np 2 build/lab02 --accum 3
+run_refused "lab04 np=3 with 4 heads (after MPI starts)" "3 ranks cannot split 4 heads" "${MPIRUN[@]}" -np 3 build/lab04
+run_refused "lab04 --tp 3 np=4" "--tp 3 does not divide 4 ranks" "${MPIRUN[@]}" -np 4 build/lab04 --tp 3
+run_refused "lab04 --vocab 255 np=2" "cannot split 255 tokens" "${MPIRUN[@]}" -np 2 build/lab04 --vocab 255
 run_refused "lab01 --data (a flag it does not take)" "--data is not a flag of this program" build/lab01 --data README.md
 run_refused "hello --data (a flag it does not take)" "--data is not a flag of this program" build/hello --data /missing
 [ -z "$(ls "$bad" | grep -v -x -e empty -e one-byte)" ] || echo "(files left behind in $bad)"
@@ -165,6 +168,12 @@ run "lab03_solution np=4 stage 3 --figure" 300 bash -c \
     "${MPIRUN[*]} -np 4 build/lab03_solution --steps 3 --stage 3 --figure build/lab03-memory.svg &&
      /usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert len(r.findall(\".//{http://www.w3.org/2000/svg}rect\")) >= 12' build/lab03-memory.svg"
 run_failing "lab03 student np=2 stage 3" 300 "not written yet" "${MPIRUN[@]}" -np 2 build/lab03 --steps 2 --stage 3
+
+# lab04: the solution matches single-device training on the default shape at
+# t = 4 (the grader's runs cover t = 1, 2, 3, the grid, dropout and the naive
+# MLP); the student file, as given, says what is missing.
+run "lab04_solution np=4" 300 "${MPIRUN[@]}" -np 4 build/lab04_solution --steps 3
+run_failing "lab04 student np=2" 300 "not written yet" "${MPIRUN[@]}" -np 2 build/lab04 --steps 2
 
 # The grader. The reference solutions pass, with valid reports for Gradescope
 # and JUnit (hidden runs included); the unfinished student files fail.
