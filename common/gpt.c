@@ -180,43 +180,96 @@ void gpt_init_units(const Gpt *m, float **params) {
 
 static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_ACTS, name); }
 
-void gpt_alloc_acts(Gpt *m) {
-    CHECK(!m->stream, "gpt_alloc_acts called twice");
+// What a set for [u0, u1) holds, in floats (and ints), for one function to
+// allocate and another to count.
+static bool has_stream(const Gpt *m, const GptActs *a, int u) {
+    // stream[u]: the input of unit u, from u0's (received) to u1's (sent),
+    // where it exists (not the tokens' slot 0, not past the head).
+    return u >= a->u0 && u <= a->u1 && u >= 1 && u <= m->nunits - 1;
+}
+
+GptActs *gpt_acts_create(const Gpt *m, int u0, int u1) {
+    CHECK(0 <= u0 && u0 < u1 && u1 <= m->nunits, "units [%d, %d) are not a range of the model's %d", u0, u1,
+          m->nunits);
     const GptConfig c = m->cfg;
     size_t BT = (size_t)c.B * c.T, BTC = BT * c.C;
-    m->tokens = mem_alloc(BT * sizeof(int), MEM_ACTS, "tokens");
-    m->targets = mem_alloc(BT * sizeof(int), MEM_ACTS, "targets");
-    m->stream = calloc((size_t)m->nunits + 1, sizeof *m->stream);
-    m->dstream = calloc((size_t)m->nunits + 1, sizeof *m->dstream);
-    m->blocks = calloc((size_t)(c.L > 0 ? c.L : 1), sizeof *m->blocks);
-    CHECK(m->stream && m->dstream && m->blocks, "out of memory");
-    for (int u = 1; u <= m->nunits - 1; u++) {
-        m->stream[u] = acts(BTC, "residual stream");
-        m->dstream[u] = acts(BTC, "residual stream gradient");
-    }
+    GptActs *a = calloc(1, sizeof *a);
+    CHECK(a, "out of memory");
+    a->u0 = u0, a->u1 = u1;
+    if (u0 == 0) a->tokens = mem_alloc(BT * sizeof(int), MEM_ACTS, "tokens");
+    if (u1 == m->nunits) a->targets = mem_alloc(BT * sizeof(int), MEM_ACTS, "targets");
+    a->stream = calloc((size_t)m->nunits + 1, sizeof *a->stream);
+    a->dstream = calloc((size_t)m->nunits + 1, sizeof *a->dstream);
+    a->blocks = calloc((size_t)(c.L > 0 ? c.L : 1), sizeof *a->blocks);
+    CHECK(a->stream && a->dstream && a->blocks, "out of memory");
+    for (int u = 0; u <= m->nunits; u++)
+        if (has_stream(m, a, u)) {
+            a->stream[u] = acts(BTC, "residual stream");
+            a->dstream[u] = acts(BTC, "residual stream gradient");
+        }
     for (int l = 0; l < c.L; l++) {
-        GptBlockActs *a = &m->blocks[l];
-        a->ln1 = acts(BTC, "ln1");
-        a->ln1_mean = acts(BT, "ln1 mean");
-        a->ln1_rstd = acts(BT, "ln1 rstd");
-        a->q = acts(BTC, "q");
-        a->k = acts(BTC, "k");
-        a->v = acts(BTC, "v");
-        a->att = acts((size_t)c.B * c.NH * c.T * c.T, "attention");
-        a->y = acts(BTC, "attention out");
-        a->mid = acts(BTC, "residual mid");
-        a->ln2 = acts(BTC, "ln2");
-        a->ln2_mean = acts(BT, "ln2 mean");
-        a->ln2_rstd = acts(BT, "ln2 rstd");
-        a->h = acts(4 * BTC, "mlp hidden");
-        a->hg = acts(4 * BTC, "mlp gelu");
+        if (l + 1 < u0 || l + 1 >= u1) continue;
+        GptBlockActs *b = &a->blocks[l];
+        b->ln1 = acts(BTC, "ln1");
+        b->ln1_mean = acts(BT, "ln1 mean");
+        b->ln1_rstd = acts(BT, "ln1 rstd");
+        b->q = acts(BTC, "q");
+        b->k = acts(BTC, "k");
+        b->v = acts(BTC, "v");
+        b->att = acts((size_t)c.B * c.NH * c.T * c.T, "attention");
+        b->y = acts(BTC, "attention out");
+        b->mid = acts(BTC, "residual mid");
+        b->ln2 = acts(BTC, "ln2");
+        b->ln2_mean = acts(BT, "ln2 mean");
+        b->ln2_rstd = acts(BT, "ln2 rstd");
+        b->h = acts(4 * BTC, "mlp hidden");
+        b->hg = acts(4 * BTC, "mlp gelu");
     }
-    m->lnf = acts(BTC, "lnf");
-    m->lnf_mean = acts(BT, "lnf mean");
-    m->lnf_rstd = acts(BT, "lnf rstd");
-    m->logits = acts(BT * c.V, "logits");
-    m->probs = acts(BT * c.V, "probs");
-    m->losses = acts(BT, "losses");
+    if (u1 == m->nunits) {
+        a->lnf = acts(BTC, "lnf");
+        a->lnf_mean = acts(BT, "lnf mean");
+        a->lnf_rstd = acts(BT, "lnf rstd");
+        a->logits = acts(BT * c.V, "logits");
+        a->probs = acts(BT * c.V, "probs");
+        a->losses = acts(BT, "losses");
+    }
+    return a;
+}
+
+double gpt_acts_bytes(const Gpt *m, int u0, int u1) {
+    size_t before = mem_live(MEM_ACTS);
+    GptActs *a = gpt_acts_create(m, u0, u1);
+    double bytes = (double)(mem_live(MEM_ACTS) - before);
+    gpt_acts_free(m, a);
+    return bytes;
+}
+
+void gpt_acts_free(const Gpt *m, GptActs *a) {
+    if (!a) return;
+    mem_free(a->tokens);
+    mem_free(a->targets);
+    for (int u = 0; u <= m->nunits; u++) {
+        mem_free(a->stream[u]);
+        mem_free(a->dstream[u]);
+    }
+    for (int l = 0; l < m->cfg.L; l++) {
+        GptBlockActs *b = &a->blocks[l];
+        float *all[] = {b->ln1, b->ln1_mean, b->ln1_rstd, b->q,        b->k,        b->v, b->att,
+                        b->y,   b->mid,      b->ln2,      b->ln2_mean, b->ln2_rstd, b->h, b->hg};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+    }
+    float *rest[] = {a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->probs, a->losses};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
+    free(a->stream);
+    free(a->dstream);
+    free(a->blocks);
+    free(a);
+}
+
+void gpt_alloc_scratch(Gpt *m) {
+    CHECK(!m->s_c, "gpt_alloc_scratch called twice");
+    const GptConfig c = m->cfg;
+    size_t BT = (size_t)c.B * c.T, BTC = BT * c.C;
     m->s_c = acts(BTC, "scratch");
     m->s_c2 = acts(BTC, "scratch");
     m->s_4c = acts(4 * BTC, "scratch");
@@ -228,95 +281,90 @@ void gpt_alloc_acts(Gpt *m) {
     m->s_logits = acts(BT * c.V, "scratch");
 }
 
-static void free_acts(Gpt *m) {
-    if (!m->stream) return;
-    mem_free(m->tokens);
-    mem_free(m->targets);
-    for (int u = 1; u <= m->nunits - 1; u++) {
-        mem_free(m->stream[u]);
-        mem_free(m->dstream[u]);
-    }
-    for (int l = 0; l < m->cfg.L; l++) {
-        GptBlockActs *a = &m->blocks[l];
-        float *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->q,        a->k,        a->v, a->att,
-                        a->y,   a->mid,      a->ln2,      a->ln2_mean, a->ln2_rstd, a->h, a->hg};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
-    }
-    float *rest[] = {m->lnf,  m->lnf_mean, m->lnf_rstd, m->logits, m->probs, m->losses,
-                     m->s_c,  m->s_c2,     m->s_4c,     m->s_4c2,  m->s_att, m->s_dq,
-                     m->s_dk, m->s_dv,     m->s_logits};
-    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
-    free(m->stream);
-    free(m->dstream);
-    free(m->blocks);
-    m->stream = m->dstream = NULL;
-    m->blocks = NULL;
+void gpt_alloc_acts(Gpt *m) {
+    CHECK(!m->acts, "gpt_alloc_acts called twice");
+    m->acts = gpt_acts_create(m, 0, m->nunits);
+    gpt_alloc_scratch(m);
 }
 
-void gpt_set_batch(Gpt *m, const int *x, const int *y, int step, int row0, float loss_scale) {
-    CHECK(m->stream, "gpt_set_batch before gpt_alloc_acts");
+static void free_acts(Gpt *m) {
+    gpt_acts_free(m, m->acts);
+    m->acts = NULL;
+    float *rest[] = {m->s_c, m->s_c2, m->s_4c, m->s_4c2, m->s_att, m->s_dq, m->s_dk, m->s_dv, m->s_logits};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
+    m->s_c = NULL;
+}
+
+void gpt_acts_set_batch(const Gpt *m, GptActs *a, const int *x, const int *y, int step, int row0,
+                        float loss_scale) {
     size_t BT = (size_t)m->cfg.B * m->cfg.T;
     for (size_t i = 0; i < BT; i++)
         CHECK(x[i] >= 0 && x[i] < m->cfg.V && y[i] >= 0 && y[i] < m->cfg.V,
               "token %d or %d at %zu is outside the vocabulary of %d", x[i], y[i], i, m->cfg.V);
-    mem_from_host(m->tokens, x, BT * sizeof(int));
-    mem_from_host(m->targets, y, BT * sizeof(int));
-    m->step = step;
-    m->row0 = row0;
-    m->loss_scale = loss_scale;
+    if (a->tokens) mem_from_host(a->tokens, x, BT * sizeof(int));
+    if (a->targets) mem_from_host(a->targets, y, BT * sizeof(int));
+    a->step = step;
+    a->row0 = row0;
+    a->loss_scale = loss_scale;
+}
+
+void gpt_set_batch(Gpt *m, const int *x, const int *y, int step, int row0, float loss_scale) {
+    CHECK(m->acts, "gpt_set_batch before gpt_alloc_acts");
+    gpt_acts_set_batch(m, m->acts, x, y, step, row0, loss_scale);
 }
 
 // ---- forward and backward --------------------------------------------------
 
-static DropoutKey dropout_key(const Gpt *m, int layer, int site) {
-    DropoutKey k = {.seed = m->cfg.seed, .layer = layer, .site = site, .step = m->step,
-                    .row0 = m->row0, .t0 = 0, .c0 = 0, .Tg = m->cfg.T, .Cg = m->cfg.C};
+static DropoutKey dropout_key(const Gpt *m, const GptActs *a, int layer, int site) {
+    DropoutKey k = {.seed = m->cfg.seed, .layer = layer, .site = site, .step = a->step,
+                    .row0 = a->row0, .t0 = 0, .c0 = 0, .Tg = m->cfg.T, .Cg = m->cfg.C};
     return k;
 }
 
-static void embed_forward(Gpt *m, const float *params) {
+static void embed_forward(Gpt *m, GptActs *a, const float *params) {
     const GptConfig c = m->cfg;
     GptEmbedView p = gpt_embed_view(m, (float *)params);
-    float *out = m->stream[1];   // (B, T, C)
+    float *out = a->stream[1];   // (B, T, C)
     if (c.dropout > 0) {
-        ops_embedding_forward(m->s_c, m->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
-        ops_dropout_forward(out, m->s_c, c.dropout, dropout_key(m, 0, 0), c.B, c.T, c.C);
+        ops_embedding_forward(m->s_c, a->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
+        ops_dropout_forward(out, m->s_c, c.dropout, dropout_key(m, a, 0, 0), c.B, c.T, c.C);
     } else {
-        ops_embedding_forward(out, m->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
+        ops_embedding_forward(out, a->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
     }
 }
 
-static void embed_backward(Gpt *m, float *grads) {
+static void embed_backward(Gpt *m, GptActs *a, float *grads) {
     const GptConfig c = m->cfg;
     GptEmbedView g = gpt_embed_view(m, grads);
-    const float *dout = m->dstream[1];
+    const float *dout = a->dstream[1];
     if (c.dropout > 0) {
         size_t BTC = (size_t)c.B * c.T * c.C;
         ops_fill(m->s_c, 0, BTC);
-        ops_dropout_backward(m->s_c, dout, c.dropout, dropout_key(m, 0, 0), c.B, c.T, c.C);
+        ops_dropout_backward(m->s_c, dout, c.dropout, dropout_key(m, a, 0, 0), c.B, c.T, c.C);
         dout = m->s_c;
     }
-    ops_embedding_backward(g.wte, g.wpe, dout, m->tokens, c.B, c.T, c.C, 0);
+    ops_embedding_backward(g.wte, g.wpe, dout, a->tokens, c.B, c.T, c.C, 0);
 }
 
 // x_out = x + dropout(branch): the residual add, with the branch's dropout.
-static void residual(Gpt *m, float *x_out, const float *x, const float *branch, int layer, int site) {
+static void residual(Gpt *m, const GptActs *a, float *x_out, const float *x, const float *branch, int layer,
+                     int site) {
     const GptConfig c = m->cfg;
     size_t BTC = (size_t)c.B * c.T * c.C;
     if (c.dropout > 0) {
-        ops_dropout_forward(m->s_c2, branch, c.dropout, dropout_key(m, layer, site), c.B, c.T, c.C);
+        ops_dropout_forward(m->s_c2, branch, c.dropout, dropout_key(m, a, layer, site), c.B, c.T, c.C);
         branch = m->s_c2;
     }
     ops_add(x_out, x, branch, BTC);
 }
 
-static void block_forward(Gpt *m, int u, const float *params) {
+static void block_forward(Gpt *m, GptActs *s, int u, const float *params) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, C = c.C;
     GptBlockView p = gpt_block_view(m, (float *)params);
-    GptBlockActs *a = &m->blocks[u - 1];
-    const float *x = m->stream[u];   // (B, T, C)
-    float *out = m->stream[u + 1];   // (B, T, C)
+    GptBlockActs *a = &s->blocks[u - 1];
+    const float *x = s->stream[u];   // (B, T, C)
+    float *out = s->stream[u + 1];   // (B, T, C)
 
     ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln1w, p.ln1b, M, C);
     ops_matmul_forward(a->q, a->ln1, p.wq, p.bq, M, C, C);
@@ -324,39 +372,39 @@ static void block_forward(Gpt *m, int u, const float *params) {
     ops_matmul_forward(a->v, a->ln1, p.wv, p.bv, M, C, C);
     ops_attention_forward(a->y, a->att, a->q, a->k, a->v, c.B, c.T, C, c.NH);
     ops_matmul_forward(m->s_c, a->y, p.wo, p.bo, M, C, C);
-    residual(m, a->mid, x, m->s_c, u, 1);
+    residual(m, s, a->mid, x, m->s_c, u, 1);
 
     ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p.ln2w, p.ln2b, M, C);
     ops_matmul_forward(a->h, a->ln2, p.w1, p.b1, M, C, 4 * C);
     ops_gelu_forward(a->hg, a->h, (size_t)M * 4 * C);
     ops_matmul_forward(m->s_c, a->hg, p.w2, p.b2, M, 4 * C, C);
-    residual(m, out, a->mid, m->s_c, u, 2);
+    residual(m, s, out, a->mid, m->s_c, u, 2);
 }
 
 // The gradient reaching a dropped-out branch: dout through the same mask.
-static const float *branch_grad(Gpt *m, const float *dout, int layer, int site) {
+static const float *branch_grad(Gpt *m, const GptActs *a, const float *dout, int layer, int site) {
     const GptConfig c = m->cfg;
     if (c.dropout == 0) return dout;
     ops_fill(m->s_c2, 0, (size_t)c.B * c.T * c.C);
-    ops_dropout_backward(m->s_c2, dout, c.dropout, dropout_key(m, layer, site), c.B, c.T, c.C);
+    ops_dropout_backward(m->s_c2, dout, c.dropout, dropout_key(m, a, layer, site), c.B, c.T, c.C);
     return m->s_c2;
 }
 
-static void block_backward(Gpt *m, int u, const float *params, float *grads) {
+static void block_backward(Gpt *m, GptActs *s, int u, const float *params, float *grads) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, C = c.C;
     const size_t BTC = (size_t)M * C;
     GptBlockView p = gpt_block_view(m, (float *)params);
     GptBlockView g = gpt_block_view(m, grads);
-    GptBlockActs *a = &m->blocks[u - 1];
-    const float *x = m->stream[u];
-    const float *dout = m->dstream[u + 1];   // (B, T, C)
-    float *dx = m->dstream[u];               // (B, T, C)
+    GptBlockActs *a = &s->blocks[u - 1];
+    const float *x = s->stream[u];
+    const float *dout = s->dstream[u + 1];   // (B, T, C)
+    float *dx = s->dstream[u];               // (B, T, C)
     float *dmid = m->s_c;                    // (B, T, C)
     float *dln = m->s_dq;                    // (B, T, C), reused below
 
     // MLP branch: out = mid + dropout(gelu(ln2(mid) @ w1 + b1) @ w2 + b2)
-    const float *dbranch = branch_grad(m, dout, u, 2);
+    const float *dbranch = branch_grad(m, s, dout, u, 2);
     ops_fill(m->s_4c, 0, 4 * BTC);
     ops_matmul_backward(m->s_4c, g.w2, g.b2, dbranch, a->hg, p.w2, M, 4 * C, C);
     ops_fill(m->s_4c2, 0, 4 * BTC);
@@ -367,7 +415,7 @@ static void block_backward(Gpt *m, int u, const float *params, float *grads) {
     ops_layernorm_backward(dmid, g.ln2w, g.ln2b, dln, a->mid, p.ln2w, a->ln2_mean, a->ln2_rstd, M, C);
 
     // Attention branch: mid = x + dropout(attention(ln1(x)) @ wo + bo)
-    dbranch = branch_grad(m, dmid, u, 1);
+    dbranch = branch_grad(m, s, dmid, u, 1);
     float *dy = m->s_4c;   // (B, T, C), the first part of a free scratch
     ops_fill(dy, 0, BTC);
     ops_matmul_backward(dy, g.wo, g.bo, dbranch, a->y, p.wo, M, C, C);
@@ -385,56 +433,70 @@ static void block_backward(Gpt *m, int u, const float *params, float *grads) {
     ops_layernorm_backward(dx, g.ln1w, g.ln1b, dln, x, p.ln1w, a->ln1_mean, a->ln1_rstd, M, C);
 }
 
-static void head_forward(Gpt *m, const float *params) {
+static void head_forward(Gpt *m, GptActs *a, const float *params) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T;
     GptHeadView p = gpt_head_view(m, (float *)params);
-    const float *x = m->stream[c.L + 1];
-    ops_layernorm_forward(m->lnf, m->lnf_mean, m->lnf_rstd, x, p.lnfw, p.lnfb, M, c.C);
-    ops_matmul_forward(m->logits, m->lnf, p.lm_head, NULL, M, c.C, c.V);
-    ops_crossentropy_forward(m->losses, m->probs, m->logits, m->targets, M, c.V);
+    const float *x = a->stream[c.L + 1];
+    ops_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p.lnfw, p.lnfb, M, c.C);
+    ops_matmul_forward(a->logits, a->lnf, p.lm_head, NULL, M, c.C, c.V);
+    ops_crossentropy_forward(a->losses, a->probs, a->logits, a->targets, M, c.V);
 }
 
-static void head_backward(Gpt *m, const float *params, float *grads) {
+static void head_backward(Gpt *m, GptActs *a, const float *params, float *grads) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T;
     const size_t BTC = (size_t)M * c.C;
     GptHeadView p = gpt_head_view(m, (float *)params);
     GptHeadView g = gpt_head_view(m, grads);
     ops_fill(m->s_logits, 0, (size_t)M * c.V);
-    ops_crossentropy_backward(m->s_logits, m->probs, m->targets, m->loss_scale, M, c.V);
+    ops_crossentropy_backward(m->s_logits, a->probs, a->targets, a->loss_scale, M, c.V);
     ops_fill(m->s_c, 0, BTC);
-    ops_matmul_backward(m->s_c, g.lm_head, NULL, m->s_logits, m->lnf, p.lm_head, M, c.C, c.V);
-    float *dx = m->dstream[c.L + 1];
+    ops_matmul_backward(m->s_c, g.lm_head, NULL, m->s_logits, a->lnf, p.lm_head, M, c.C, c.V);
+    float *dx = a->dstream[c.L + 1];
     ops_fill(dx, 0, BTC);
-    ops_layernorm_backward(dx, g.lnfw, g.lnfb, m->s_c, m->stream[c.L + 1], p.lnfw, m->lnf_mean,
-                           m->lnf_rstd, M, c.C);
+    ops_layernorm_backward(dx, g.lnfw, g.lnfb, m->s_c, a->stream[c.L + 1], p.lnfw, a->lnf_mean,
+                           a->lnf_rstd, M, c.C);
 }
 
-void gpt_unit_forward(Gpt *m, int u, const float *params) {
-    CHECK(m->stream, "gpt_unit_forward before gpt_alloc_acts");
+static void check_unit(const Gpt *m, const GptActs *a, int u, const char *what) {
+    CHECK(m->s_c, "%s before the scratch was allocated (gpt_alloc_acts or gpt_alloc_scratch)", what);
+    CHECK(a, "%s without activations (gpt_alloc_acts, or a set from gpt_acts_create)", what);
     CHECK(u >= 0 && u < m->nunits, "unit %d does not exist (the model has %d)", u, m->nunits);
+    CHECK(u >= a->u0 && u < a->u1, "%s: unit %d is not in this set's units [%d, %d)", what, u, a->u0, a->u1);
+}
+
+void gpt_acts_forward(Gpt *m, GptActs *a, int u, const float *params) {
+    check_unit(m, a, u, "a unit's forward pass");
     switch (m->units[u].kind) {
-    case UNIT_EMBED: embed_forward(m, params); break;
-    case UNIT_BLOCK: block_forward(m, u, params); break;
-    case UNIT_HEAD: head_forward(m, params); break;
+    case UNIT_EMBED: embed_forward(m, a, params); break;
+    case UNIT_BLOCK: block_forward(m, a, u, params); break;
+    case UNIT_HEAD: head_forward(m, a, params); break;
     }
 }
+
+void gpt_acts_backward(Gpt *m, GptActs *a, int u, const float *params, float *grads) {
+    check_unit(m, a, u, "a unit's backward pass");
+    switch (m->units[u].kind) {
+    case UNIT_EMBED: embed_backward(m, a, grads); break;
+    case UNIT_BLOCK: block_backward(m, a, u, params, grads); break;
+    case UNIT_HEAD: head_backward(m, a, params, grads); break;
+    }
+}
+
+void gpt_unit_forward(Gpt *m, int u, const float *params) { gpt_acts_forward(m, m->acts, u, params); }
 
 void gpt_unit_backward(Gpt *m, int u, const float *params, float *grads) {
-    CHECK(m->stream, "gpt_unit_backward before gpt_alloc_acts");
-    CHECK(u >= 0 && u < m->nunits, "unit %d does not exist (the model has %d)", u, m->nunits);
-    switch (m->units[u].kind) {
-    case UNIT_EMBED: embed_backward(m, grads); break;
-    case UNIT_BLOCK: block_backward(m, u, params, grads); break;
-    case UNIT_HEAD: head_backward(m, params, grads); break;
-    }
+    gpt_acts_backward(m, m->acts, u, params, grads);
 }
 
-double gpt_loss(const Gpt *m) {
+double gpt_acts_loss(const Gpt *m, const GptActs *a) {
+    CHECK(a && a->losses, "the loss of a set without the head");
     size_t BT = (size_t)m->cfg.B * m->cfg.T;
-    return ops_sum(m->losses, BT) / (double)BT;
+    return ops_sum(a->losses, BT) / (double)BT;
 }
+
+double gpt_loss(const Gpt *m) { return gpt_acts_loss(m, m->acts); }
 
 double gpt_forward(Gpt *m, float **params) {
     for (int u = 0; u < m->nunits; u++) gpt_unit_forward(m, u, params[u]);

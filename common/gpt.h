@@ -84,23 +84,34 @@ typedef struct {
     float *h, *hg;                      // (B, T, 4C) MLP hidden, before and after GELU
 } GptBlockActs;
 
+// The activations of one (micro-)batch of cfg.B rows for the units
+// [u0, u1): what their forward passes keep for their backward passes. A
+// pipeline stage holds its own units' only, one set per micro-batch in
+// flight; everyone else uses the model's set of every unit (gpt_alloc_acts).
+typedef struct {
+    int u0, u1;                 // the units it serves
+    // The batch on the device: tokens for the embeddings, targets for the head.
+    int *tokens, *targets;      // (B, T) each (only where those units are in range)
+    int step, row0;             // for dropout: the step, and the global row of local row 0
+    float loss_scale;           // gradient of the loss is scaled by this (1 / tokens averaged over)
+    // The residual stream between units: stream[u] is the input of unit u
+    // (stream[0] is unused: the embeddings read tokens), and dstream[u] its
+    // gradient. In a set for [u0, u1): u0's input (what a pipeline stage
+    // receives) to u1's (what it sends); NULL outside.
+    float **stream, **dstream;  // (nunits + 1) of (B, T, C)
+    GptBlockActs *blocks;       // (L), those of the blocks in range
+    float *lnf, *lnf_mean, *lnf_rstd;   // (B, T, C), (B, T), (B, T)   the head's, when in range
+    float *logits, *probs;      // (B, T, V)
+    float *losses;              // (B, T)
+} GptActs;
+
 typedef struct {
     GptConfig cfg;
     int nunits;                 // L + 2
     GptUnit *units;             // (nunits)
     size_t nparams;             // Ψ, the sum of unit sizes
-    // The batch on the device.
-    int *tokens, *targets;      // (B, T)
-    int step, row0;             // for dropout: the step, and the global row of local row 0
-    float loss_scale;           // gradient of the loss is scaled by this (1 / tokens averaged over)
-    // The residual stream between units: stream[u] is the input of unit u
-    // (stream[0] is unused: the embeddings read tokens), and dstream[u] its gradient.
-    float **stream, **dstream;  // (nunits + 1) of (B, T, C)
-    GptBlockActs *blocks;       // (L)
-    float *lnf, *lnf_mean, *lnf_rstd;   // (B, T, C), (B, T), (B, T)
-    float *logits, *probs;      // (B, T, V)
-    float *losses;              // (B, T)
-    // Scratch for the backward pass.
+    GptActs *acts;              // the set of every unit (gpt_alloc_acts), used by the calls without a set
+    // Scratch of one unit's passes, shared by every set (gpt_alloc_scratch).
     float *s_c, *s_c2, *s_4c, *s_4c2, *s_att, *s_dq, *s_dk, *s_dv;
     float *s_logits;            // (B, T, V)
 } Gpt;
@@ -130,7 +141,8 @@ void gpt_free_units(const Gpt *m, float **units);
 void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count);
 void gpt_init_units(const Gpt *m, float **params);   // every unit, whole
 
-// Activations for B rows (ACTS); call once before the first forward.
+// Activations for B rows (ACTS) of every unit, and the scratch; call once
+// before the first forward. The calls below without a set use these.
 void gpt_alloc_acts(Gpt *m);
 
 // The batch: x, y (B, T) host tokens; step and row0 key the dropout masks;
@@ -148,6 +160,22 @@ void gpt_unit_backward(Gpt *m, int u, const float *params, float *grads);
 
 // The mean loss over this batch's B T tokens (after the head's forward).
 double gpt_loss(const Gpt *m);
+
+// ---- activation sets of a range of units (pipeline stages) ----
+// The scratch every set shares (ACTS), once per model: gpt_alloc_acts makes
+// it; a program of sets alone calls this first.
+void gpt_alloc_scratch(Gpt *m);
+// A set for units [u0, u1) (ACTS), zero-filled; free it. (x, y) and the
+// rest as gpt_set_batch; the unit calls as above, on set a.
+GptActs *gpt_acts_create(const Gpt *m, int u0, int u1);
+void gpt_acts_free(const Gpt *m, GptActs *a);
+void gpt_acts_set_batch(const Gpt *m, GptActs *a, const int *x, const int *y, int step, int row0,
+                        float loss_scale);
+void gpt_acts_forward(Gpt *m, GptActs *a, int u, const float *params);
+void gpt_acts_backward(Gpt *m, GptActs *a, int u, const float *params, float *grads);
+double gpt_acts_loss(const Gpt *m, const GptActs *a);   // after the head's forward
+// The bytes of one set for [u0, u1) (what gpt_acts_create allocates).
+double gpt_acts_bytes(const Gpt *m, int u0, int u1);
 
 // All units in order, then all units in reverse.
 double gpt_forward(Gpt *m, float **params);

@@ -133,7 +133,7 @@ const char *diagnose_hang(const char *output, char *buf, size_t len) {
             if (peer_of(&w[i]) == w[j].rank && peer_of(&w[j]) == w[i].rank && strcmp(oi, oj) == 0 &&
                 (strcmp(oi, "recv") == 0 || strcmp(oi, "send") == 0)) {
                 m += (size_t)snprintf(buf + m, len - m,
-                                      "ranks %d and %d both wait to %s %s each other: both %s first. "
+                                      "ranks %d and %d both wait to %s %s each other, a deadlock: both %s first. "
                                       "Order the two calls differently on the two ranks, or use comm_sendrecv. ",
                                       w[i].rank, w[j].rank, oi, strcmp(oi, "recv") == 0 ? "from" : "to",
                                       strcmp(oi, "recv") == 0 ? "receive" : "send (a large message is not buffered)");

@@ -165,6 +165,9 @@ double dump_scalar(const DumpFile *f, const char *name, double missing);
 // The reference flags of a lab run: its flags without the lab's own (listed
 // in `drop`, each with its value), plus the run's seed.
 const char *without_flags(const Run *run, const char *const *drop, char *buf, size_t len);
+// A number of the run's configuration (the dump's meta/config: "batch",
+// "seq", "dim", ...), or `missing`.
+double config_value(const DumpFile *d, const char *key, double missing);
 // Parameters in a dump (the sum of the param/final/ tensors' sizes).
 double count_params(const DumpFile *f);
 // The student's hooks that still call lab_todo ("check/unfinished/<name>").

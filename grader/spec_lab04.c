@@ -54,15 +54,6 @@ static double psi_replicated(const DumpFile *d, bool naive) {
 static double ar(double n, double k) { return 2 * (k - 1) / k * 4 * n; }
 static double ag(double n, double k) { return (k - 1) / k * 4 * n; }
 
-static double config_value(const DumpFile *d, const char *key, double missing) {
-    const DumpArray *config = dump_find(d, "meta/config");
-    if (!config || config->type != DUMP_TEXT) return missing;
-    char k[40];
-    snprintf(k, sizeof k, "\n%s ", key);
-    const char *at = strstr((const char *)config->data, k);
-    return at ? atof(at + strlen(k)) : missing;
-}
-
 // The student's layers on their own (the harness's probe, before training):
 // each failure names the operator at fault.
 static void check_probe(Grader *g, const Run *run, int t) {

@@ -1,0 +1,260 @@
+// spec_lab05.c: what the grader runs and checks for lab05 (pipeline parallelism).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "grade.h"
+#include "mem.h"
+#include "pp_schedule.h"
+#include "spec_train.h"
+
+// The course's default shape (4 blocks), three steps. p = 3 cuts 4 blocks
+// unevenly; m runs from 1 (no pipelining at all) to 8 (one row each);
+// np4-dp2-pp2 is the grid. The quick subset holds a run of each kind of
+// bug: p = 2 (scaling, accumulation), p = 3 (a deadlock needs three
+// stages; 1F1B's memory bound), p = 4 with m = 8 and the grid.
+static const RunSpec LAB05_RUNS[] = {
+    {"np1-gpipe-m2", 1, "--steps 3 --schedule gpipe --micro 2", false},
+    {"np2-1f1b-m4", 2, "--steps 3 --schedule 1f1b --micro 4", true},
+    {"np2-gpipe-m1", 2, "--steps 3 --schedule gpipe --micro 1", false},
+    {"np3-1f1b-m8", 3, "--steps 3 --schedule 1f1b --micro 8", true},
+    {"np3-gpipe-m4", 3, "--steps 3 --schedule gpipe --micro 4", false},
+    {"np4-gpipe-m8", 4, "--steps 3 --schedule gpipe --micro 8", false},
+    {"np4-1f1b-m8", 4, "--steps 3 --schedule 1f1b --micro 8", true},
+    {"np4-dp2-pp2", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2", true},
+};
+
+static const char *lab05_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
+    (void)lab;
+    static const char *const drop[] = {"schedule", "micro", "pp", NULL};
+    return without_flags(run, drop, buf, len);
+}
+
+// The size of unit u in floats, from the dump's tensor names ("embed.wte",
+// "block3.attn.wq", "head.lm_head"): units are embed, block0.., head.
+static double unit_floats(const DumpFile *d, int u, int nunits) {
+    char unit[32];
+    if (u == 0) snprintf(unit, sizeof unit, "embed.");
+    else if (u == nunits - 1) snprintf(unit, sizeof unit, "head.");
+    else snprintf(unit, sizeof unit, "block%d.", u - 1);
+    double n = 0;
+    for (int i = 0; i < d->count; i++)
+        if (strncmp(d->arrays[i].name, "param/final/", 12) == 0 &&
+            strncmp(d->arrays[i].name + 12, unit, strlen(unit)) == 0)
+            n += (double)d->arrays[i].count;
+    return n;
+}
+
+// The median over tensors of ||grad/first (lab)|| / ||grad/first (ref)||.
+static double grad_ratio(const Run *run) {
+    double ratios[512];
+    int n = 0;
+    for (int i = 0; run->ref && i < run->dump->count && n < 512; i++) {
+        const DumpArray *a = &run->dump->arrays[i];
+        if (strncmp(a->name, "grad/first/", 11) != 0) continue;
+        const DumpArray *b = dump_find(run->ref, a->name);
+        if (!b || b->count != a->count) continue;
+        double x = 0, y = 0;
+        for (uint64_t e = 0; e < a->count; e++) x += dump_get(a, e) * dump_get(a, e), y += dump_get(b, e) * dump_get(b, e);
+        if (y > 0) ratios[n++] = sqrt(x / y);
+    }
+    if (!n) return NAN;
+    for (int i = 1; i < n; i++)   // insertion sort: a few dozen tensors
+        for (int j = i; j > 0 && ratios[j] < ratios[j - 1]; j--) {
+            double t = ratios[j];
+            ratios[j] = ratios[j - 1], ratios[j - 1] = t;
+        }
+    return ratios[n / 2];
+}
+
+// The last step's schedule of pipeline 0, replayed again here from the
+// order of events the harness recorded (pp/events), with equal stages.
+static double replayed_bubble(const DumpFile *d, int p) {
+    const DumpArray *ev = dump_find(d, "pp/events");
+    if (!ev || ev->ndim != 3 || (int)ev->shape[0] != p) return -1;
+    int most = (int)ev->shape[1];
+    PpEvent *all = calloc((size_t)p * most, sizeof *all), *rows[64];
+    int n[64];
+    for (int s = 0; s < p && s < 64; s++) {
+        rows[s] = all + (size_t)s * most;
+        n[s] = 0;
+        for (int k = 0; k < most; k++) {
+            int kind = (int)dump_get(ev, 2 * ((uint64_t)s * most + k)), mb = (int)dump_get(ev, 2 * ((uint64_t)s * most + k) + 1);
+            if (kind < 0) break;
+            rows[s][n[s]++] = (PpEvent){kind, mb, 0, 0, 0};
+        }
+    }
+    double span, bubble = pp_replay(p, rows, n, true, &span);
+    free(all);
+    return bubble;
+}
+
+static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
+    (void)lab;
+    if (!check_ran(g, run, false)) return;
+    check_hooks_written(g, run);
+    const DumpFile *d = run->dump;
+    int N = (int)dump_scalar(d, "meta/world_size", 0), p = (int)dump_scalar(d, "pp/p", 1);
+    int m = (int)dump_scalar(d, "pp/m", 1), dp = (int)dump_scalar(d, "pp/dp", 1);
+    bool gpipe = dump_scalar(d, "pp/gpipe", 0) != 0;
+    const DumpArray *per = dump_find(d, "pp/rank_stage");
+    if (!per || per->ndim != 2 || per->shape[1] != 7 || (int)per->shape[0] != N) {
+        grade_check(g, run, "the harness's record", false, "no pp/rank_stage", "one row per rank",
+                    "the dump was not written by lab05's harness");
+        return;
+    }
+    char fig[200], bound[200], diag[800];
+
+    // The partition: blocks as even as possible.
+    int most = 0, least = 1 << 30, nunits = 0;
+    for (int q = 0; q < p; q++) {
+        int u0 = (int)dump_get(per, 7 * (uint64_t)q + 1), u1 = (int)dump_get(per, 7 * (uint64_t)q + 2);
+        nunits = u1 > nunits ? u1 : nunits;
+        int blocks = u1 - u0 - (u0 == 0) - (q == p - 1);
+        most = blocks > most ? blocks : most;
+        least = blocks < least ? blocks : least;
+    }
+    int L = nunits - 2;
+    snprintf(fig, sizeof fig, "%d to %d blocks a stage", least, most);
+    grade_check(g, run, "stages balanced", p > L || most - least <= 1, fig, "differing by one at most",
+                "the stages hold unequal numbers of blocks: the slowest stage sets the pace of the whole pipeline, "
+                "so pp_partition must share the blocks as evenly as it can");
+
+    check_equivalence(g, run, N);
+
+    // The gradient of one step: m micro-batches added, each scaled by the
+    // step's tokens.
+    double ratio = grad_ratio(run);
+    if (!isnan(ratio)) {
+        snprintf(fig, sizeof fig, "x%.3f the reference's (median over tensors)", ratio);
+        if (fabs(ratio - m) < 0.02 * m && m > 1)
+            snprintf(diag, sizeof diag, "the first step's gradients are m = %d times the reference's: each "
+                     "micro-batch's loss was scaled by 1 / (its own tokens) instead of 1 / (the step's tokens), so "
+                     "the %d micro-batches add up to %d times the mean", m, m, m);
+        else
+            snprintf(diag, sizeof diag, "the first step's gradients are %.3f times the reference's: the "
+                     "micro-batches must add up to the full batch's gradient (each scaled by 1 / the step's "
+                     "tokens, none lost, none counted twice)", ratio);
+        grade_check(g, run, "gradients of the step's micro-batches add up", fabs(ratio - 1) < 0.01, fig, "x1.000",
+                    diag);
+    }
+    int zeroed = (int)dump_scalar(d, "pp/zeroed_between", 0);
+    snprintf(fig, sizeof fig, "%d backward pass%s found them zeroed", zeroed, zeroed == 1 ? "" : "es");
+    snprintf(diag, sizeof diag, "the gradients were zeroed after an earlier micro-batch's backward pass, so each "
+             "micro-batch overwrites the one before instead of adding to it: zero them once a step, before the first "
+             "backward pass");
+    grade_check(g, run, "gradients accumulated over micro-batches", zeroed == 0, fig, "none", diag);
+
+    // Memory: each stage's activations against the schedule's bound.
+    int unfreed = (int)dump_scalar(d, "pp/unfreed", 0), unwaited = (int)dump_scalar(d, "pp/unwaited", 0);
+    snprintf(fig, sizeof fig, "%d never freed, %d sends never waited on", unfreed, unwaited);
+    grade_check(g, run, "every micro-batch ended", !unfreed && !unwaited, fig, "none",
+                unfreed ? "micro-batches were still alive at the end of the step: end each one (pp_end_micro) once "
+                          "its backward pass is done and its sends have finished"
+                        : "sends were never waited on: wait on each (comm_wait) before its micro-batch ends");
+    int worst_q = -1;
+    double worst_over = 0;
+    for (int q = 0; q < N; q++) {
+        int s = (int)dump_get(per, 7 * (uint64_t)q), live = (int)dump_get(per, 7 * (uint64_t)q + 3);
+        int k = gpipe ? m : (p - s < m ? p - s : m);
+        if (live - k > worst_over) worst_over = live - k, worst_q = q;
+    }
+    if (worst_q >= 0) {
+        int s = (int)dump_get(per, 7 * (uint64_t)worst_q), live = (int)dump_get(per, 7 * (uint64_t)worst_q + 3);
+        snprintf(fig, sizeof fig, "stage %d: %d alive at once", s, live);
+        snprintf(diag, sizeof diag, "stage %d held %d micro-batches' activations at once; %s keeps at most %d there "
+                 "(%s): %s", s, live, gpipe ? "GPipe" : "1F1B", gpipe ? m : (p - s < m ? p - s : m),
+                 gpipe ? "m" : "min(m, p - s)",
+                 gpipe ? "a micro-batch begun twice?" : "after p - s - 1 forwards, one forward and one backward in "
+                 "turn, each micro-batch ended as soon as its backward pass is done; holding every micro-batch is "
+                 "GPipe's memory");
+    } else {
+        snprintf(fig, sizeof fig, "within the bound on every stage");
+    }
+    grade_check(g, run, "micro-batches alive per stage", worst_q < 0, fig,
+                gpipe ? "m (GPipe)" : "min(m, p - s) (1F1B)", diag);
+    const DumpArray *peak = dump_find(d, "mem/peak");
+    if (peak && peak->ndim == 2 && (int)peak->shape[0] == N) {
+        int at = -1;
+        double over = 0, acts_at = 0, bound_at = 0;
+        for (int q = 0; q < N; q++) {
+            int s = (int)dump_get(per, 7 * (uint64_t)q);
+            int k = gpipe ? m : (p - s < m ? p - s : m);
+            double bound = dump_get(per, 7 * (uint64_t)q + 4) + k * dump_get(per, 7 * (uint64_t)q + 5) + 65536;
+            double acts = dump_get(peak, (uint64_t)q * peak->shape[1] + MEM_ACTS);
+            if (acts - bound > over || at < 0) over = acts - bound, at = q, acts_at = acts, bound_at = bound;
+        }
+        char b1[32], b2[32];
+        snprintf(fig, sizeof fig, "%s (rank %d)", core_fmt_bytes(acts_at, b1, sizeof b1), at);
+        snprintf(bound, sizeof bound, "<= %s: scratch + %s x one micro-batch's activations of its units + 64 KiB",
+                 core_fmt_bytes(bound_at, b2, sizeof b2), gpipe ? "m" : "min(m, p - s)");
+        snprintf(diag, sizeof diag, "rank %d's peak ACTS is %s, above %s: more micro-batches' activations were alive "
+                 "at once than the schedule needs, or activations allocated outside pp_begin_micro", at,
+                 core_fmt_bytes(acts_at, b1, sizeof b1), core_fmt_bytes(bound_at, b2, sizeof b2));
+        grade_check(g, run, "memory ACTS per rank", over <= 0, fig, bound, diag);
+    }
+    // Parameters: a stage holds its units whole, nothing else.
+    // Parameters: a stage holds its units whole, nothing else. Bytes: per
+    // micro-batch, its activations to the next stage and their gradients
+    // back, each counted where it is sent and where it is received, and the
+    // data-parallel all-reduce of the stage's gradients; rank by rank.
+    const DumpArray *bus = dump_find(d, "comm/bus_bytes");
+    const DumpArray *loss = dump_find(d, "loss");
+    double steps = loss ? (double)loss->count : 0;
+    double message = config_value(d, "batch", 0) / dp / m * config_value(d, "seq", 0) * config_value(d, "dim", 0) * 4;
+    double stage_max = 0, acts_bound = 0, worst_ratio = 1, worst_sent = 0, worst_want = 0;
+    int worst_rank = 0;
+    for (int q = 0; q < N; q++) {
+        int s = (int)dump_get(per, 7 * (uint64_t)q), u0 = (int)dump_get(per, 7 * (uint64_t)q + 1),
+            u1 = (int)dump_get(per, 7 * (uint64_t)q + 2), k = gpipe ? m : (p - s < m ? p - s : m);
+        double params = 0;
+        for (int u = u0; u < u1; u++) params += unit_floats(d, u, nunits);
+        stage_max = fmax(stage_max, params);
+        acts_bound = fmax(acts_bound, dump_get(per, 7 * (uint64_t)q + 4) + k * dump_get(per, 7 * (uint64_t)q + 5));
+        double want = steps * (m * message * 2 * ((s > 0) + (s < p - 1)) + 2.0 * (dp - 1) / dp * 4 * params), sent = 0;
+        for (uint64_t j = 0; bus && bus->ndim == 2 && (int)bus->shape[0] == N && j < bus->shape[1]; j++)
+            sent += dump_get(bus, (uint64_t)q * bus->shape[1] + j);
+        double ratio = want > 0 ? sent / want : (sent > 0 ? INFINITY : 1);
+        if (fabs(ratio - 1) > fabs(worst_ratio - 1)) worst_ratio = ratio, worst_rank = q, worst_sent = sent, worst_want = want;
+    }
+    char b1[32], b2[32];
+    snprintf(fig, sizeof fig, "rank %d: %s, x%.3f", worst_rank, core_fmt_bytes(worst_sent, b1, sizeof b1), worst_ratio);
+    snprintf(diag, sizeof diag, "rank %d moved %s where its stage's messages make %s: %s", worst_rank,
+             core_fmt_bytes(worst_sent, b1, sizeof b1), core_fmt_bytes(worst_want, b2, sizeof b2),
+             worst_ratio > 1 ? "a micro-batch's activations or gradients are sent more than once, or to stages that "
+                               "are not neighbours"
+                             : "some micro-batches' activations or gradients were never sent");
+    grade_check(g, run, "bytes communicated per rank", bus && fabs(worst_ratio - 1) <= 0.005, fig,
+                "steps x (m micro-batches x (B/m) T C floats, each way, per neighbour, sent and received + the "
+                "data-parallel all-reduce), each rank within 0.5%", diag);
+    check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * stage_max, "4 bytes per parameter of the largest stage's units",
+               "a stage holds parameters beyond its own units");
+    check_peak(g, run, PEAK_HEAP, "heap (independent measure)",
+               16 * stage_max + acts_bound + 65536 + 4 * largest_unit_floats(d) + (1 << 20),
+               "16 bytes per parameter of a stage + the schedule's activations + one unit (gathered for the dump) "
+               "+ 1 MiB",
+               "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate through "
+               "mem_alloc, and free what you allocate");
+
+    // The bubble: the schedule's order of events replayed with equal stages
+    // must leave exactly (p - 1) / (m + p - 1) idle.
+    double formula = pp_bubble_formula(p, m), replay = replayed_bubble(d, p);
+    snprintf(fig, sizeof fig, "%.1f%%", 100 * replay);
+    snprintf(bound, sizeof bound, "(p - 1) / (m + p - 1) = %.1f%% (+- 0.5%%)", 100 * formula);
+    if (replay < 0)
+        snprintf(diag, sizeof diag, "the schedule cannot be replayed: a stage's pass waits for a pass its neighbour "
+                 "never ran (every stage must run F and B of every micro-batch)");
+    else
+        snprintf(diag, sizeof diag, "replayed with equal stages, the schedule leaves %.1f%% idle where %s leaves "
+                 "%.1f%%: a stage waits for work it could have done earlier (a forward held back, or a backward "
+                 "waiting for a later micro-batch)", 100 * replay, gpipe ? "GPipe" : "1F1B", 100 * formula);
+    grade_check(g, run, "the schedule's bubble", replay >= 0 && fabs(replay - formula) <= 0.005, fig, bound, diag);
+}
+
+const LabSpec LAB05 = {
+    .id = "lab05", .dir = "lab05_pipeline", .student_file = "pipeline.c", .program = "lab05",
+    .solution = "lab05_solution", .runs = LAB05_RUNS, .nruns = sizeof LAB05_RUNS / sizeof LAB05_RUNS[0],
+    .ref_flags = lab05_ref_flags, .check = lab05_check,
+};

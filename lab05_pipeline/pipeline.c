@@ -1,0 +1,84 @@
+// pipeline.c: YOUR FILE. Pipeline parallelism. See pipeline.h for the
+// hooks, README.md for the pictures, and run
+//     make lab05 && mpirun -np 4 build/lab05 --schedule 1f1b
+// to see the loss beside single-device training's, each stage's memory
+// beside the schedule's bound, the bubble and the schedule drawn.
+//
+// As given, the partition is lopsided, nothing moves between the stages
+// and the schedules run nothing, so the program runs from the start (and
+// learns nothing). Do the TODOs in order; delete a function's
+// lab_todo(...) line once it is done.
+//
+// Tools: comm_send_async(c, buf, n, peer) (keep the handle: pp->send_act[mb]
+// or pp->send_grad[mb]), comm_recv(c, buf, n, peer), comm_wait(handle); the
+// buffers pp_act_in/out(pp, mb), pp_grad_in/out(pp, mb), pp_message_floats(pp)
+// floats each. The harness's work: pp_zero_grads, pp_begin_micro,
+// pp_forward_compute, pp_backward_compute, pp_end_micro (pipeline.h).
+#include "pipeline.h"
+
+#include "comm.h"
+#include "core.h"
+
+// ---- 1. the partition -------------------------------------------------------------
+
+void pp_partition(int nunits, int p, int s, int *u0, int *u1) {
+    lab_todo(__func__);
+    // TODO(lab05): the units of stage s, contiguous, in order, none empty,
+    // as even as possible (3 stages of a model of 6 units: 2, 2 and 2; of 5
+    // units: 1, 2, 2 or 2, 2, 1). As given: one unit on each stage but the
+    // last, which takes the rest.
+    *u0 = s;
+    *u1 = s < p - 1 ? s + 1 : nunits;
+}
+
+// ---- 2. moving a micro-batch ------------------------------------------------------
+
+void pp_send_activations(Pp *pp, int mb) {
+    lab_todo(__func__);
+    // TODO(lab05): send pp_act_out(pp, mb) to stage s + 1 without waiting for
+    // it to arrive (comm_send_async; keep the handle in pp->send_act[mb]).
+    (void)pp, (void)mb;
+}
+
+void pp_recv_activations(Pp *pp, int mb) {
+    lab_todo(__func__);
+    // TODO(lab05): receive pp_act_in(pp, mb) from stage s - 1.
+    (void)pp, (void)mb;
+}
+
+void pp_send_gradients(Pp *pp, int mb) {
+    lab_todo(__func__);
+    // TODO(lab05): send pp_grad_out(pp, mb) to stage s - 1 (pp->send_grad[mb]).
+    (void)pp, (void)mb;
+}
+
+void pp_recv_gradients(Pp *pp, int mb) {
+    lab_todo(__func__);
+    // TODO(lab05): receive pp_grad_in(pp, mb) from stage s + 1.
+    (void)pp, (void)mb;
+}
+
+// ---- 3. GPipe ---------------------------------------------------------------------
+
+void pp_gpipe(Pp *pp) {
+    lab_todo(__func__);
+    // TODO(lab05): zero the gradients once; then for every micro-batch:
+    // begin it (its loss scaled by 1 / the tokens of the whole step, so that
+    // the m micro-batches' gradients add up to the full batch's), receive its
+    // activations (not on the first stage), compute forward, send them on
+    // (not on the last). Then for every micro-batch: receive its gradients
+    // (not on the last stage), compute backward, send them back (not on the
+    // first), and, its sends finished, end it (5: free its activations).
+    (void)pp;
+}
+
+// ---- 4. 1F1B ----------------------------------------------------------------------
+
+void pp_1f1b(Pp *pp) {
+    lab_todo(__func__);
+    // TODO(lab05): the same passes in another order: p - s - 1 forwards (at
+    // most m), then one forward and one backward in turn until every
+    // micro-batch has gone forward, then the backwards left. At most p - s
+    // micro-batches are alive on stage s at once.
+    (void)pp;
+}

@@ -1,0 +1,93 @@
+// pipeline.h: pipeline parallelism, the interface between the harness
+// (main.c, schedule_given.c) and the student's file (pipeline.c).
+//
+// The p ranks of a pipeline group hold one model between them, cut by
+// depth: stage s holds the units [u0, u1) (the embeddings on the first
+// stage, the head on the last). A step's batch is cut into m micro-batches;
+// each stage runs its units forward on a micro-batch and sends the result
+// (B/m rows x T x C activations) to the next stage, and the gradients of
+// those activations come back the other way. The student's code orders the
+// work (the schedule) and moves the data; the harness computes a
+// micro-batch's pass over the stage's units when asked, and records every
+// event for the bubble and the picture.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "comm.h"
+#include "gpt.h"
+
+enum { PP_MAX_MICRO = 256 };
+
+typedef struct {
+    Comm *group;        // the pipeline group: p consecutive ranks; stage s is rank s of it
+    int p, s;           // stages, and this rank's
+    int m;              // micro-batches per step
+    int rows;           // the rows of the batch this pipeline runs in one step (all m micro-batches)
+    int micro_rows;     // rows per micro-batch: rows / m
+    int T, C;           // tokens per row, channels
+    int u0, u1;         // this stage's units [u0, u1), from pp_partition
+    // Asynchronous sends of micro-batch mb in flight, for the student's code
+    // to start and wait on: its activations to the next stage, its
+    // gradients to the previous one. A micro-batch's buffers cannot be
+    // freed (pp_end_micro) while a send from them is in flight.
+    CommHandle *send_act[PP_MAX_MICRO], *send_grad[PP_MAX_MICRO];
+    struct PpRun *run;  // the harness's own state
+} Pp;
+
+// ---- given: the harness's work on one micro-batch (main.c) -------------------
+
+// Zero this stage's gradients (once a step: the micro-batches add into them).
+void pp_zero_grads(Pp *pp);
+// Micro-batch mb's activations for this stage's units are allocated (ACTS)
+// and its rows of the batch loaded. loss_scale: the gradient of each
+// token's loss is scaled by it (1 / the tokens the loss averages over).
+void pp_begin_micro(Pp *pp, int mb, float loss_scale);
+// This stage's units forward on mb (its input must have arrived).
+void pp_forward_compute(Pp *pp, int mb);
+// This stage's units backward on mb (the gradient of its output must have
+// arrived), ADDING into this stage's gradients.
+void pp_backward_compute(Pp *pp, int mb);
+// mb's activations are freed (its sends must have finished).
+void pp_end_micro(Pp *pp, int mb);
+// The buffers of mb to move, (micro_rows, T, C) each, pp_message_floats(pp)
+// floats: the input this stage receives from stage s - 1 and the output it
+// sends to s + 1; the gradient of its output, received from s + 1, and of
+// its input, sent to s - 1. NULL where there is no such neighbour.
+float *pp_act_in(Pp *pp, int mb);
+float *pp_act_out(Pp *pp, int mb);
+float *pp_grad_in(Pp *pp, int mb);
+float *pp_grad_out(Pp *pp, int mb);
+size_t pp_message_floats(const Pp *pp);
+
+// ---- the student's functions (pipeline.c), in the order of the TODOs ---------
+
+// 1. The units [*u0, *u1) of stage s of p, for a model of nunits units
+//    (embed, L blocks, head): contiguous, in order, none empty, as even as
+//    possible.
+void pp_partition(int nunits, int p, int s, int *u0, int *u1);
+
+// 2. Move micro-batch mb's data between neighbouring stages (pp->group):
+//    activations forward to stage s + 1, their gradients back to s - 1.
+//    A receive returns when the data is here; a send may return at once
+//    (comm_send_async into pp->send_act[mb] or send_grad[mb]).
+void pp_send_activations(Pp *pp, int mb);
+void pp_recv_activations(Pp *pp, int mb);
+void pp_send_gradients(Pp *pp, int mb);
+void pp_recv_gradients(Pp *pp, int mb);
+
+// 3. One training step, GPipe: every micro-batch forward, then every one
+//    backward, the gradients added up so that the step equals one
+//    full-batch step. Every send is finished when it returns.
+void pp_gpipe(Pp *pp);
+
+// 4. One training step, 1F1B: p - s - 1 forwards to warm up, then one
+//    forward and one backward in turn, then the remaining backwards; at
+//    most p - s micro-batches alive on stage s at once, whatever m is.
+//    5. In both: free a micro-batch's activations as soon as its backward
+//    pass is done (and its sends have finished).
+void pp_1f1b(Pp *pp);
+
+// A function the student has not written yet says so by calling this first.
+void lab_todo(const char *function);

@@ -1,0 +1,66 @@
+// schedule_given.c: the schedule drawn, in the terminal and as SVG (given;
+// the student does not edit it).
+#include "schedule_given.h"
+
+#include <stdio.h>
+
+#include "core.h"
+
+void pp_draw_ascii(int p, PpEvent **ev, const int *n, double makespan) {
+    // One time unit (F takes 1, B 2 in the replay with equal stages) is two
+    // characters: "F3" is micro-batch 3's forward pass, "B3B3" its backward.
+    int width = (int)(makespan + 0.5);
+    char row[2 * 1024 + 1];
+    if (width > 1024) {
+        print0("(the schedule is %d units long: too long to draw here)\n", width);
+        return;
+    }
+    for (int s = 0; s < p; s++) {
+        for (int x = 0; x < 2 * width; x++) row[x] = '.';
+        row[2 * width] = 0;
+        for (int k = 0; k < n[s]; k++) {
+            const PpEvent *e = &ev[s][k];
+            for (int t = (int)(e->start + 0.5); t < (int)(e->end + 0.5) && t < width; t++) {
+                row[2 * t] = e->kind == 0 ? 'F' : 'B';
+                row[2 * t + 1] = (char)('0' + e->mb % 10);
+            }
+        }
+        print0("  stage %d |%s|\n", s, row);
+    }
+}
+
+// One panel: a row per stage, a box per event, its label inside.
+static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double y0, const char *title) {
+    const double x0 = 70, w = 860, h = 28;
+    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">%s</text>\n", x0, y0 - 8, title);
+    for (int s = 0; s < p; s++) {
+        double y = y0 + s * (h + 6);
+        fprintf(f, "<text x=\"8\" y=\"%g\">stage %d</text>\n", y + h * 0.65, s);
+        fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"#eeeeee\"/>\n", x0, y, w, h);
+        for (int k = 0; k < n[s]; k++) {
+            const PpEvent *e = &ev[s][k];
+            double a = x0 + w * e->start / makespan, b = x0 + w * e->end / makespan;
+            fprintf(f, "<rect x=\"%.1f\" y=\"%g\" width=\"%.1f\" height=\"%g\" fill=\"%s\" stroke=\"white\">"
+                       "<title>%s %d</title></rect>\n",
+                    a, y, b - a, h, e->kind == 0 ? "#4e79a7" : "#f28e2b", e->kind == 0 ? "forward" : "backward",
+                    e->mb);
+            if (b - a > 14)
+                fprintf(f, "<text x=\"%.1f\" y=\"%g\" fill=\"white\">%c%d</text>\n", a + 3, y + h * 0.65,
+                        e->kind == 0 ? 'F' : 'B', e->mb);
+        }
+    }
+}
+
+void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, const int *n, double ideal_span,
+                 double measured_span, const char *caption) {
+    FILE *f = fopen(path, "w");
+    CHECK(f, "cannot write the figure to %s", path);
+    double H = 2 * (p * 34 + 60) + 40;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"950\" height=\"%g\" font-family=\"sans-serif\" "
+               "font-size=\"12\">\n<text x=\"8\" y=\"20\" font-size=\"14\">%s</text>\n", H, caption);
+    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2): the schedule's own bubble");
+    panel(f, p, measured, n, measured_span, 60 + p * 34 + 70,
+          "replayed with the measured durations, one core per stage");
+    fprintf(f, "</svg>\n");
+    CHECK(fclose(f) == 0, "writing %s failed", path);
+}
