@@ -217,7 +217,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
         for (uint64_t j = 0; bus && bus->ndim == 2 && (int)bus->shape[0] == N && j < bus->shape[1]; j++)
             sent += dump_get(bus, (uint64_t)q * bus->shape[1] + j);
         double ratio = want > 0 ? sent / want : (sent > 0 ? INFINITY : 1);
-        if (fabs(ratio - 1) > fabs(worst_ratio - 1)) worst_ratio = ratio, worst_rank = q, worst_sent = sent, worst_want = want;
+        if (q == 0 || fabs(ratio - 1) > fabs(worst_ratio - 1)) worst_ratio = ratio, worst_rank = q, worst_sent = sent, worst_want = want;
     }
     char b1[32], b2[32];
     snprintf(fig, sizeof fig, "rank %d: %s, x%.3f", worst_rank, core_fmt_bytes(worst_sent, b1, sizeof b1), worst_ratio);

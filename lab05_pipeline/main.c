@@ -276,9 +276,10 @@ int main(int argc, char **argv) {
     double acts_set = gpt_acts_bytes(model, pp.u0, pp.u1);
     int bound_k = gpipe ? micro : (p - pp.s < micro ? p - pp.s : micro);
     char desc[96];
-    print0("[lab05] %d rank%s · %s · %s · %s · %s, %d micro-batch%s of %d rows · %d stages x %d data-parallel\n",
+    print0("[lab05] %d rank%s · %s · %s · %s · %s, %d micro-batch%s of %d row%s · %d stages x %d data-parallel\n",
            N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc),
-           gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", pp.micro_rows, p, dp);
+           gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", pp.micro_rows, pp.micro_rows == 1 ? "" : "s", p,
+           dp);
 
     // This stage's parameters, gradients and moments: its units whole.
     run.params = calloc((size_t)nunits, sizeof *run.params);
@@ -486,9 +487,11 @@ int main(int argc, char **argv) {
             ev[2 * ((size_t)q * most_events + k)] = ideal_rows[q][k].kind;
             ev[2 * ((size_t)q * most_events + k) + 1] = ideal_rows[q][k].mb;
         }
+    // A stage with fewer events is padded with kind -1 (also when none ran any).
+    int width = most_events ? most_events : 1;
     for (int q = 0; q < p; q++)
-        for (int k = counts[q]; k < most_events; k++) ev[2 * ((size_t)q * most_events + k)] = -1;
-    uint64_t eshape[3] = {(uint64_t)p, (uint64_t)(most_events ? most_events : 1), 2};
+        for (int k = counts[q]; k < width; k++) ev[2 * ((size_t)q * width + k)] = -1;
+    uint64_t eshape[3] = {(uint64_t)p, (uint64_t)width, 2};
     dump_i64(dw, "pp/events", ev, 3, eshape);
     dump_scalar_f64(dw, "pp/stage_params", comm_max_double(c, stage_params));
     harness_dump_unfinished(dw);

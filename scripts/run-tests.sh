@@ -109,7 +109,7 @@ run "test_watchdog" 180 build/tests/test_watchdog
 # be made, a vocabulary the synthetic data cannot use, a model larger than
 # the machine, a flag the program does not take.
 bad=$(mktemp -d) && : > "$bad/empty" && printf x > "$bad/one-byte"
-for lab in build/lab02 build/lab03 build/lab04; do
+for lab in build/lab02 build/lab03 build/lab04 build/lab05; do
     run_refused "$lab --data missing np=2" "cannot open --data file" "${MPIRUN[@]}" -np 2 $lab --data /missing/file
     run_refused "$lab --data empty np=2" "has 0 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/empty"
     run_refused "$lab --data 1 byte np=2" "has 1 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/one-byte"
@@ -123,6 +123,10 @@ run_refused "lab02 --accum not dividing the rows np=2 (after MPI starts)" "which
 run_refused "lab04 np=3 with 4 heads (after MPI starts)" "3 ranks cannot split 4 heads" "${MPIRUN[@]}" -np 3 build/lab04
 run_refused "lab04 --tp 3 np=4" "--tp 3 does not divide 4 ranks" "${MPIRUN[@]}" -np 4 build/lab04 --tp 3
 run_refused "lab04 --vocab 255 np=2" "cannot split 255 tokens" "${MPIRUN[@]}" -np 2 build/lab04 --vocab 255
+run_refused "lab05 --micro 3 np=2" "--micro 3 does not divide" "${MPIRUN[@]}" -np 2 build/lab05 --micro 3
+run_refused "lab05 --pp 3 np=4" "--pp 3 does not divide 4 ranks" "${MPIRUN[@]}" -np 4 build/lab05 --pp 3
+run_refused "lab05 np=7 stages for 6 units" "7 stages for 6 units" "${MPIRUN[@]}" -np 7 build/lab05
+run_refused "lab05 --figure in a missing directory np=2" "cannot create --figure file" "${MPIRUN[@]}" -np 2 build/lab05 --figure /missing/s.svg
 run_refused "lab01 --data (a flag it does not take)" "--data is not a flag of this program" build/lab01 --data README.md
 run_refused "hello --data (a flag it does not take)" "--data is not a flag of this program" build/hello --data /missing
 [ -z "$(ls "$bad" | grep -v -x -e empty -e one-byte)" ] || echo "(files left behind in $bad)"
@@ -174,6 +178,14 @@ run_failing "lab03 student np=2 stage 3" 300 "not written yet" "${MPIRUN[@]}" -n
 # MLP); the student file, as given, says what is missing.
 run "lab04_solution np=4" 300 "${MPIRUN[@]}" -np 4 build/lab04_solution --steps 3
 run_failing "lab04 student np=2" 300 "not written yet" "${MPIRUN[@]}" -np 2 build/lab04 --steps 2
+
+# lab05: 1F1B on the default shape at p = 4 matches single-device training
+# and draws its schedule (the grader's runs cover p = 1 to 4, m = 1 to 8,
+# GPipe and the grid); the student file, as given, says what is missing.
+run "lab05_solution np=4 1f1b --figure" 300 bash -c \
+    "${MPIRUN[*]} -np 4 build/lab05_solution --steps 3 --schedule 1f1b --micro 8 --figure build/lab05-schedule.svg &&
+     /usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert len(r.findall(\".//{http://www.w3.org/2000/svg}rect\")) >= 2 * 4 * 16' build/lab05-schedule.svg"
+run_failing "lab05 student np=4 1f1b" 300 "not written yet" "${MPIRUN[@]}" -np 4 build/lab05 --steps 2 --schedule 1f1b
 
 # The grader. The reference solutions pass, with valid reports for Gradescope
 # and JUnit (hidden runs included); the unfinished student files fail.

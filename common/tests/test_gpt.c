@@ -1,6 +1,7 @@
 // test_gpt.c: the whole model. Its gradient against finite differences, init
-// slices against the whole, units one at a time against the whole model, and
-// micro-batch accumulation against the full batch.
+// slices against the whole, units one at a time against the whole model,
+// micro-batch accumulation against the full batch, and a model cut into
+// stages (activation sets of unit ranges) against the whole.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,6 +287,63 @@ START_TEST(training_steps_with_micro_batches_stay_together) {
 }
 END_TEST
 
+START_TEST(stage_sets_equal_the_whole_model) {
+    // A pipeline's view: the units cut into two stages, each with its own
+    // activation set, the stream between them copied across, must give the
+    // whole model's loss and gradients to the bit (the same operations in
+    // the same order), dropout included.
+    GptConfig c = tiny(0.1f);
+    int x[10], y[10];
+    tiny_batch(&c, x, y);
+    Gpt *whole = gpt_create(&c), *cut = gpt_create(&c);
+    float **params = gpt_alloc_units(whole, MEM_PARAMS, "params");
+    float **g1 = gpt_alloc_units(whole, MEM_GRADS, "grads"), **g2 = gpt_alloc_units(whole, MEM_GRADS, "grads");
+    big_params(whole, params);
+    gpt_alloc_acts(whole);
+    gpt_set_batch(whole, x, y, 3, 0, 0.1f);
+    double l1 = gpt_forward(whole, params);
+    gpt_backward(whole, params, g1);
+
+    gpt_alloc_scratch(cut);
+    int k = 2;   // units [0, 2) and [2, 4)
+    GptActs *a = gpt_acts_create(cut, 0, k), *b = gpt_acts_create(cut, k, cut->nunits);
+    ck_assert_ptr_null(a->targets);
+    ck_assert_ptr_null(b->tokens);
+    ck_assert_ptr_null(a->stream[k + 1]);
+    gpt_acts_set_batch(cut, a, x, y, 3, 0, 0.1f);
+    gpt_acts_set_batch(cut, b, x, y, 3, 0, 0.1f);
+    size_t BTC = (size_t)c.B * c.T * c.C;
+    for (int u = 0; u < k; u++) gpt_acts_forward(cut, a, u, params[u]);
+    mem_copy(b->stream[k], a->stream[k], BTC * sizeof(float));   // stage 0 sends, stage 1 receives
+    for (int u = k; u < cut->nunits; u++) gpt_acts_forward(cut, b, u, params[u]);
+    double l2 = gpt_acts_loss(cut, b);
+    ck_assert_msg(l1 == l2, "the loss differs: %.9g and %.9g", l1, l2);
+    for (int u = cut->nunits - 1; u >= k; u--) gpt_acts_backward(cut, b, u, params[u], g2[u]);
+    mem_copy(a->dstream[k], b->dstream[k], BTC * sizeof(float));   // and the gradient comes back
+    for (int u = k - 1; u >= 0; u--) gpt_acts_backward(cut, a, u, params[u], g2[u]);
+    for (int u = 0; u < whole->nunits; u++)
+        ck_assert_msg(memcmp(g1[u], g2[u], whole->units[u].size * sizeof(float)) == 0, "unit %d's gradient differs", u);
+    // The two sets hold what the whole set holds, and the stream between
+    // them and its gradient twice (stage 0's output is stage 1's input).
+    double whole_set = gpt_acts_bytes(cut, 0, cut->nunits);
+    double two = gpt_acts_bytes(cut, 0, k) + gpt_acts_bytes(cut, k, cut->nunits);
+    ck_assert_msg(fabs(two - whole_set - 2.0 * BTC * sizeof(float)) < 1, "sets of %g and %g bytes", two, whole_set);
+    // Negative control: the gradient that did not come back leaves stage 0's
+    // units with a different gradient.
+    for (int u = 0; u < k; u++) mem_zero(g2[u], whole->units[u].size * sizeof(float));
+    mem_zero(a->dstream[k], BTC * sizeof(float));
+    for (int u = k - 1; u >= 0; u--) gpt_acts_backward(cut, a, u, params[u], g2[u]);
+    ck_assert(memcmp(g1[1], g2[1], whole->units[1].size * sizeof(float)) != 0);
+    gpt_acts_free(cut, a);
+    gpt_acts_free(cut, b);
+    gpt_free_units(whole, params);
+    gpt_free_units(whole, g1);
+    gpt_free_units(whole, g2);
+    gpt_free(whole);
+    gpt_free(cut);
+}
+END_TEST
+
 static Suite *gpt_suite(void) {
     Suite *s = suite_create("gpt");
     TCase *tc = tcase_create("gpt");
@@ -297,6 +355,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, parameter_count_matches_the_formula);
     tcase_add_test(tc, micro_batches_add_up_to_the_full_batch);
     tcase_add_test(tc, training_steps_with_micro_batches_stay_together);
+    tcase_add_test(tc, stage_sets_equal_the_whole_model);
     suite_add_tcase(s, tc);
     return s;
 }
