@@ -158,9 +158,9 @@ int main(int argc, char **argv) {
            "groups x %d rows\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
            gpt_describe(model, desc, sizeof desc), naive ? "naive" : "Megatron", t, dp, a.batch, dp, rows);
 
-    float **params = tpm_alloc_units(&tm, MEM_PARAMS, "params"), **grads = tpm_alloc_units(&tm, MEM_GRADS, "grads");
-    float **mom_m = tpm_alloc_units(&tm, MEM_OPTIM, "adam m"), **mom_v = tpm_alloc_units(&tm, MEM_OPTIM, "adam v");
-    tpm_init(&tm, params);
+    float **params = tp_layout_alloc(&tm.L, MEM_PARAMS, "params"), **grads = tp_layout_alloc(&tm.L, MEM_GRADS, "grads");
+    float **mom_m = tp_layout_alloc(&tm.L, MEM_OPTIM, "adam m"), **mom_v = tp_layout_alloc(&tm.L, MEM_OPTIM, "adam v");
+    tp_layout_init(&tm.L, params);
 
     // The student's layers on their own first, for the diagnoses.
     TpProbe probe = tpm_probe(&tm);
@@ -186,7 +186,7 @@ int main(int argc, char **argv) {
         double t0 = core_now();
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
         tpm_set_batch(&tm, x, y, s, row0, scale);
-        for (int u = 0; u < tm.nunits; u++) mem_zero(grads[u], tm.size[u] * sizeof(float));
+        for (int u = 0; u < tm.nunits; u++) mem_zero(grads[u], tm.L.size[u] * sizeof(float));
         for (int u = 0; u < tm.nunits; u++) {
             trace_begin(model->units[u].name, "forward");
             tpm_unit_forward(&tm, u, params[u]);
@@ -201,11 +201,11 @@ int main(int argc, char **argv) {
         // Data parallelism across the groups: the same part of the model on
         // ranks t apart, summed (each group's gradient is already its share
         // of the global mean).
-        for (int u = 0; dp > 1 && u < tm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], tm.size[u]);
+        for (int u = 0; dp > 1 && u < tm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], tm.L.size[u]);
         // The first gradient, whole, for the grader (a unit at a time).
-        if (s == 0) tpm_dump_whole(&tm, grads, dw, "grad/first");
+        if (s == 0) tp_layout_dump(&tm.L, grads, dw, "grad/first");
         trace_begin("optimizer", "compute");
-        for (int u = 0; u < tm.nunits; u++) optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], tm.size[u]);
+        for (int u = 0; u < tm.nunits; u++) optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], tm.L.size[u]);
         trace_end();
         double dt = comm_max_double(c, core_now() - t0);
         CommStats after = comm_stats();
@@ -227,7 +227,7 @@ int main(int argc, char **argv) {
     double peak[MEM_NCAT] = {0};
     for (int q = 0; q < N; q++)
         for (int k = 0; k < MEM_NCAT; k++) peak[k] = fmax(peak[k], all[q].peak[k]);
-    double psi = (double)model->nparams, rep = (double)tm.replicated, local = (double)tm.local;
+    double psi = (double)model->nparams, rep = (double)tm.L.replicated, local = (double)tm.L.local;
     double M = (double)rows * a.seq;
     char b1[32], b2[32], b3[32];
     if (a.steps > 1)
@@ -254,12 +254,12 @@ int main(int argc, char **argv) {
 
     // Afterwards, not measured: the whole model gathered, the replicas compared.
     double rep_sumsq, split_sumsq, *rep_all = malloc((size_t)N * sizeof *rep_all);
-    tpm_sumsq(&tm, params, &rep_sumsq, &split_sumsq);
+    tp_layout_sumsq(&tm.L, params, &rep_sumsq, &split_sumsq);
     comm_all_gather_host(c, &rep_sumsq, sizeof rep_sumsq, rep_all);
     bool rep_equal = true;
     for (int q = 1; q < N; q++) rep_equal &= rep_all[q] == rep_all[0];
-    float **whole = tpm_gather_whole(&tm, params), **whole_m = tpm_gather_whole(&tm, mom_m),
-          **whole_v = tpm_gather_whole(&tm, mom_v);
+    float **whole = tp_layout_gather(&tm.L, params), **whole_m = tp_layout_gather(&tm.L, mom_m),
+          **whole_v = tp_layout_gather(&tm.L, mom_v);
     double loss_err = 0;
     for (int s = 0; ref.on && s < a.steps; s++) loss_err = fmax(loss_err, fabs(losses[s] - ref.loss[s]));
     char worst[96] = "-";
@@ -330,11 +330,11 @@ int main(int argc, char **argv) {
     free(y);
     free(losses);
     data_close(&data);
-    tpm_free_units(&tm, params);
-    tpm_free_units(&tm, grads);
-    tpm_free_units(&tm, mom_m);
-    tpm_free_units(&tm, mom_v);
-    tpm_free_acts(&tm);
+    tp_layout_free_units(&tm.L, params);
+    tp_layout_free_units(&tm.L, grads);
+    tp_layout_free_units(&tm.L, mom_m);
+    tp_layout_free_units(&tm.L, mom_v);
+    tpm_free(&tm);
     gpt_free(model);
     comm_free(tpc);
     comm_free(dpc);

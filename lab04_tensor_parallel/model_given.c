@@ -15,31 +15,8 @@
 
 // ---- the layout ---------------------------------------------------------------
 
-static const char *kind_name(TpSplitKind k) {
-    return k == TP_ROWS ? "rows" : k == TP_COLUMNS ? "columns" : "replicated";
-}
-
-// The whole extent a split cuts: rows, or columns, of the tensor.
-static int extent(const GptTensor *t, TpSplitKind k) { return k == TP_COLUMNS ? t->shape[1] : t->shape[0]; }
-
-static int find_tensor(const Gpt *m, int u, const char *name) {
-    for (int k = 0; k < m->units[u].ntensors; k++)
-        if (strcmp(m->units[u].tensors[k].name, name) == 0) return k;
-    return -1;
-}
-
-// Two tensors of block unit u cut alike: a's `ka` part and b's `kb` part
-// hold the same indices. (Megatron pairs a column-parallel layer's columns
-// with the next row-parallel layer's rows.)
-static void check_pair(const TpModel *tm, int u, const char *a, TpSplitKind ka, const char *b, TpSplitKind kb,
-                       const char *why) {
-    int i = find_tensor(tm->m, u, a), j = find_tensor(tm->m, u, b);
-    TpSplit sa = tm->part[u][i].split, sb = tm->part[u][j].split;
-    if (sa.kind == TP_REPLICATED && sb.kind == TP_REPLICATED) return;
-    CHECK(sa.kind == ka && sb.kind == kb && sa.first == sb.first && sa.count == sb.count,
-          "tp_split: rank %d holds %s of %s [%d, %d) but %s of %s [%d, %d): %s (fix tp_split in tp.c)",
-          tm->tp->r, kind_name(sa.kind), a, sa.first, sa.first + sa.count, kind_name(sb.kind), b, sb.first,
-          sb.first + sb.count, why);
+static TpSplit student_split(const void *ctx, GptUnitKind unit, const GptTensor *t) {
+    return tp_split((const Tp *)ctx, unit, t);
 }
 
 void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp) {
@@ -47,225 +24,43 @@ void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp) {
     tm->m = m;
     tm->tp = tp;
     tm->nunits = m->nunits;
-    tm->part = calloc((size_t)m->nunits, sizeof *tm->part);
-    tm->all = calloc((size_t)m->nunits * tp->t, sizeof *tm->all);
-    tm->size = calloc((size_t)m->nunits, sizeof *tm->size);
-    CHECK(tm->part && tm->all && tm->size, "out of memory");
-    for (int u = 0; u < m->nunits; u++) {
-        const GptUnit *unit = &m->units[u];
-        for (int k = 0; k < unit->ntensors; k++) {
-            const GptTensor *t = &unit->tensors[k];
-            TpSplit s = tp_split(tp, unit->kind, t);
-            if (s.kind == TP_REPLICATED) s.first = 0, s.count = extent(t, TP_ROWS);
-            CHECK(s.kind == TP_REPLICATED || s.kind == TP_ROWS || (s.kind == TP_COLUMNS && t->ndim == 2),
-                  "tp_split: %s.%s is %d-D and cannot be split by %s (fix tp_split in tp.c)", unit->name, t->name,
-                  t->ndim, kind_name(s.kind));
-            int whole = extent(t, s.kind);
-            CHECK(s.count > 0 && s.first >= 0 && s.first + s.count <= whole,
-                  "tp_split: rank %d's %s [%d, %d) of %s.%s are not inside its %d %s (fix tp_split in tp.c)", tp->r,
-                  kind_name(s.kind), s.first, s.first + s.count, unit->name, t->name, whole, kind_name(s.kind));
-            TpPart *p = &tm->part[u][k];
-            p->split = s;
-            p->rows = s.kind == TP_ROWS ? s.count : t->shape[0];
-            p->cols = s.kind == TP_COLUMNS ? s.count : t->shape[1];
-            p->offset = tm->size[u];
-            p->count = (size_t)p->rows * p->cols;
-            tm->size[u] += p->count;
-            if (s.kind == TP_REPLICATED) tm->replicated += p->count;
-        }
-        tm->local += tm->size[u];
-    }
-    // Every rank's parts: together they must make each tensor exactly once.
-    TpSplit *mine = malloc((size_t)m->nunits * GPT_MAX_TENSORS * sizeof *mine);
-    for (int u = 0; u < m->nunits; u++)
-        for (int k = 0; k < GPT_MAX_TENSORS; k++) mine[u * GPT_MAX_TENSORS + k] = tm->part[u][k].split;
-    comm_all_gather_host(tp->group, mine, (size_t)m->nunits * GPT_MAX_TENSORS * sizeof *mine, tm->all);
-    free(mine);
-    for (int u = 0; u < m->nunits; u++)
-        for (int k = 0; k < m->units[u].ntensors; k++) {
-            const GptTensor *t = &m->units[u].tensors[k];
-            TpSplitKind kind = tm->part[u][k].split.kind;
-            int whole = extent(t, kind), covered = 0;
-            for (int q = 0; q < tp->t; q++) {
-                TpSplit s = tm->all[q * m->nunits + u][k];
-                CHECK(s.kind == kind, "tp_split: rank %d holds %s of %s.%s, rank %d %s: every rank must cut a "
-                      "tensor the same way (fix tp_split in tp.c)", 0, kind_name(tm->all[u][k].kind),
-                      m->units[u].name, t->name, q, kind_name(s.kind));
-                if (kind == TP_REPLICATED) continue;
-                covered += s.count;
-                for (int o = 0; o < q; o++) {
-                    TpSplit x = tm->all[o * m->nunits + u][k];
-                    CHECK(x.first + x.count <= s.first || s.first + s.count <= x.first,
-                          "tp_split: ranks %d and %d both hold %s [%d, %d) and [%d, %d) of %s.%s: the parts of a "
-                          "split tensor must not overlap (fix tp_split in tp.c)", o, q, kind_name(kind), x.first,
-                          x.first + x.count, s.first, s.first + s.count, m->units[u].name, t->name);
-                }
-            }
-            CHECK(kind == TP_REPLICATED || covered == whole,
-                  "tp_split: the %d ranks hold %d of the %d %s of %s.%s: together they must hold all of them "
-                  "(fix tp_split in tp.c)", tp->t, covered, whole, kind_name(kind), m->units[u].name, t->name);
-        }
-    // The pairs Megatron cuts alike, and whole heads.
-    const int hs = tp->C / tp->NH;
-    for (int u = 1; u <= m->cfg.L; u++) {
-        static const char *const qkv[] = {"attn.wk", "attn.wv"}, *const bias[] = {"attn.bq", "attn.bk", "attn.bv"};
-        const char *heads = "a rank's heads need their own q, k, v columns, biases and rows of attn.wo";
-        for (int i = 0; i < 2; i++) check_pair(tm, u, "attn.wq", TP_COLUMNS, qkv[i], TP_COLUMNS, heads);
-        for (int i = 0; i < 3; i++) check_pair(tm, u, "attn.wq", TP_COLUMNS, bias[i], TP_ROWS, heads);
-        check_pair(tm, u, "attn.wq", TP_COLUMNS, "attn.wo", TP_ROWS,
-                   "a head's output must meet its own rows of attn.wo (slice wq, wk, wv and wo by the same heads)");
-        TpSplit q = tm->part[u][find_tensor(m, u, "attn.wq")].split;
-        CHECK(q.kind == TP_REPLICATED || (q.first % hs == 0 && q.count % hs == 0),
-              "tp_split: rank %d's columns [%d, %d) of attn.wq are not whole heads of %d channels: attention "
-              "runs a head on one rank (fix tp_split in tp.c)", tp->r, q.first, q.first + q.count, hs);
-        check_pair(tm, u, "mlp.w1", TP_COLUMNS, "mlp.b1", TP_ROWS, "b1 belongs to w1's columns");
-        if (tp->naive) check_pair(tm, u, "mlp.w2", TP_COLUMNS, "mlp.b2", TP_ROWS, "b2 belongs to w2's columns");
-        else check_pair(tm, u, "mlp.w1", TP_COLUMNS, "mlp.w2", TP_ROWS,
-                        "the hidden columns a rank computes are the rows of w2 it multiplies");
-    }
+    tp_layout_make(&tm->L, m, tp->group, student_split, tp, tp->naive, "fix tp_split in tp.c");
     // The sizes the student's functions use.
-    TpSplit q = tm->part[m->nunits > 2 ? 1 : 0][m->nunits > 2 ? find_tensor(m, 1, "attn.wq") : 0].split;
-    TpSplit w1 = m->nunits > 2 ? tm->part[1][find_tensor(m, 1, "mlp.w1")].split : q;
-    TpSplit w2 = m->nunits > 2 ? tm->part[1][find_tensor(m, 1, "mlp.w2")].split : q;
-    TpSplit wte = tm->part[0][find_tensor(m, 0, "wte")].split;
-    TpSplit lm = tm->part[m->nunits - 1][find_tensor(m, m->nunits - 1, "lm_head")].split;
+    const TpLayout *L = &tm->L;
+    int blk = m->cfg.L > 0 ? 1 : 0, head = m->nunits - 1;
+    TpSplit q = blk ? tp_layout_split(L, blk, "attn.wq") : (TpSplit){TP_REPLICATED, 0, tp->C};
+    TpSplit w1 = blk ? tp_layout_split(L, blk, "mlp.w1") : (TpSplit){TP_REPLICATED, 0, 4 * tp->C};
+    TpSplit w2 = blk ? tp_layout_split(L, blk, "mlp.w2") : (TpSplit){TP_REPLICATED, 0, tp->C};
+    TpSplit wte = tp_layout_split(L, 0, "wte"), lm = tp_layout_split(L, head, "lm_head");
+    if (q.kind == TP_REPLICATED) q.count = tp->C;
+    if (w1.kind == TP_REPLICATED) w1.count = 4 * tp->C;
+    if (lm.kind == TP_REPLICATED) lm.first = 0, lm.count = tp->V;
     tp->Ct = q.count;
-    tp->NHt = q.count / hs;
+    tp->NHt = q.count / (tp->C / tp->NH);
     tp->Ht = w1.count;
     tp->Cw = w2.kind == TP_COLUMNS ? w2.count : tp->C;
     tp->v0 = wte.first, tp->nv = wte.count;
     tp->h0 = lm.first, tp->nh = lm.count;
 }
 
-float **tpm_alloc_units(const TpModel *tm, int cat, const char *what) {
-    float **units = calloc((size_t)tm->nunits, sizeof *units);
-    CHECK(units, "out of memory");
-    for (int u = 0; u < tm->nunits; u++) {
-        char name[64];
-        snprintf(name, sizeof name, "%s %s", tm->m->units[u].name, what);
-        units[u] = mem_alloc_floats(tm->size[u], (MemCategory)cat, name);
-    }
-    return units;
-}
-
-void tpm_free_units(const TpModel *tm, float **units) {
-    if (!units) return;
-    for (int u = 0; u < tm->nunits; u++) mem_free(units[u]);
-    free(units);
-}
-
-// Where this rank's part of tensor k of unit u comes from in the whole unit:
-// `rows` runs of `len` floats, run i from whole offset `from + i * stride`.
-typedef struct {
-    size_t from, stride;
-    int rows, len;
-} Runs;
-
-static Runs runs_of(const GptTensor *t, TpSplit s) {
-    size_t cols = (size_t)t->shape[1];
-    if (s.kind == TP_COLUMNS) return (Runs){t->offset + (size_t)s.first, cols, t->shape[0], s.count};
-    if (s.kind == TP_ROWS) return (Runs){t->offset + (size_t)s.first * cols, 0, 1, (int)((size_t)s.count * cols)};
-    return (Runs){t->offset, 0, 1, (int)t->count};
-}
-
-void tpm_init(const TpModel *tm, float **params) {
-    for (int u = 0; u < tm->nunits; u++)
-        for (int k = 0; k < tm->m->units[u].ntensors; k++) {
-            const TpPart *p = &tm->part[u][k];
-            Runs r = runs_of(&tm->m->units[u].tensors[k], p->split);
-            for (int i = 0; i < r.rows; i++)
-                gpt_init_slice(tm->m, u, params[u] + p->offset + (size_t)i * r.len, r.from + i * r.stride,
-                               (size_t)r.len);
-        }
-}
-
-// This rank's parts of unit u from a whole unit on the host.
-static void parts_from_whole(const TpModel *tm, int u, float *local, const float *whole) {
-    for (int k = 0; k < tm->m->units[u].ntensors; k++) {
-        const TpPart *p = &tm->part[u][k];
-        Runs r = runs_of(&tm->m->units[u].tensors[k], p->split);
-        for (int i = 0; i < r.rows; i++)
-            mem_from_host(local + p->offset + (size_t)i * r.len, whole + r.from + i * r.stride,
-                          (size_t)r.len * sizeof(float));
-    }
-}
-
-// Unit u whole on the host of the group's rank 0 (NULL elsewhere).
-static float *gather_unit(const TpModel *tm, int u, const float *unit_dev) {
-    const Tp *tp = tm->tp;
-    const GptUnit *unit = &tm->m->units[u];
-    float *mine = malloc(tm->size[u] * sizeof(float));
-    CHECK(mine, "out of memory");
-    mem_to_host(mine, unit_dev, tm->size[u] * sizeof(float));
-    size_t lens[64];
-    CHECK(tp->t <= 64, "at most 64 tensor-parallel ranks");
-    float *parts = comm_gather_host(tp->group, mine, tm->size[u] * sizeof(float), 0, lens);
-    free(mine);
-    if (tp->r != 0) return NULL;
-    float *out = malloc(unit->size * sizeof(float));
-    CHECK(out, "out of memory");
-    size_t base = 0;   // rank q's part of the unit in parts
-    for (int q = 0; q < tp->t; base += lens[q] / sizeof(float), q++) {
-        size_t at = 0;   // its tensors one after another, as tpm_layout laid them out
-        for (int k = 0; k < unit->ntensors; k++) {
-            TpSplit s = tm->all[q * tm->nunits + u][k];
-            Runs r = runs_of(&unit->tensors[k], s);
-            for (int i = 0; i < r.rows; i++, at += (size_t)r.len)
-                if (s.kind != TP_REPLICATED || q == 0)
-                    memcpy(out + r.from + i * r.stride, parts + base + at, (size_t)r.len * sizeof(float));
-        }
-    }
-    free(parts);
-    return out;
-}
-
-float **tpm_gather_whole(const TpModel *tm, float **units) {
-    float **out = tm->tp->r == 0 ? calloc((size_t)tm->nunits, sizeof *out) : NULL;
-    for (int u = 0; u < tm->nunits; u++) {
-        float *whole = gather_unit(tm, u, units[u]);
-        if (out) out[u] = whole;
-    }
-    return out;
-}
-
-void tpm_dump_whole(const TpModel *tm, float **units, DumpWriter *w, const char *prefix) {
-    for (int u = 0; u < tm->nunits; u++) {
-        float *whole = gather_unit(tm, u, units[u]);
-        if (whole) gpt_dump_host_unit(tm->m, w, prefix, u, whole);
-        free(whole);
-    }
-}
-
-void tpm_sumsq(const TpModel *tm, float **units, double *replicated, double *split) {
-    *replicated = *split = 0;
-    for (int u = 0; u < tm->nunits; u++)
-        for (int k = 0; k < tm->m->units[u].ntensors; k++) {
-            const TpPart *p = &tm->part[u][k];
-            double s = ops_sumsq(units[u] + p->offset, p->count);
-            if (p->split.kind == TP_REPLICATED) *replicated += s;
-            else *split += s;
-        }
-}
-
 // ---- views ----------------------------------------------------------------------
-
-static float *tensor(const TpModel *tm, int u, int k, float *unit) { return unit + tm->part[u][k].offset; }
 
 TpBlockView tpm_block_view(const TpModel *tm, int u, float *unit) {
     float *t[16];
-    for (int k = 0; k < 16; k++) t[k] = tensor(tm, u, k, unit);
+    for (int k = 0; k < 16; k++) t[k] = tp_layout_tensor(&tm->L, u, k, unit);
     TpBlockView v = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
     return v;
 }
 
 TpEmbedView tpm_embed_view(const TpModel *tm, float *unit) {
-    TpEmbedView v = {tensor(tm, 0, 0, unit), tensor(tm, 0, 1, unit)};
+    TpEmbedView v = {tp_layout_tensor(&tm->L, 0, 0, unit), tp_layout_tensor(&tm->L, 0, 1, unit)};
     return v;
 }
 
 TpHeadView tpm_head_view(const TpModel *tm, float *unit) {
     int u = tm->nunits - 1;
-    TpHeadView v = {tensor(tm, u, 0, unit), tensor(tm, u, 1, unit), tensor(tm, u, 2, unit)};
+    TpHeadView v = {tp_layout_tensor(&tm->L, u, 0, unit), tp_layout_tensor(&tm->L, u, 1, unit),
+                    tp_layout_tensor(&tm->L, u, 2, unit)};
     return v;
 }
 
@@ -331,7 +126,7 @@ void tpm_alloc_acts(TpModel *tm, int B, int T) {
     s->ids = mem_alloc(M * sizeof(int), MEM_ACTS, "scratch ids");
 }
 
-void tpm_free_acts(TpModel *tm) {
+void tpm_free(TpModel *tm) {
     Tp *tp = tm->tp;
     mem_free(tm->tokens);
     mem_free(tm->targets);
@@ -352,9 +147,7 @@ void tpm_free_acts(TpModel *tm) {
     free(tm->ln1), free(tm->ln1_mean), free(tm->ln1_rstd), free(tm->mid), free(tm->ln2), free(tm->ln2_mean),
         free(tm->ln2_rstd);
     free(tm->acts);
-    free(tm->part);
-    free(tm->all);
-    free(tm->size);
+    tp_layout_free(&tm->L);
 }
 
 void tpm_set_batch(TpModel *tm, const int *x, const int *y, int step, int row0, float loss_scale) {
@@ -587,9 +380,9 @@ TpProbe tpm_probe(TpModel *tm) {
     // Blocks: unit 1's parts of a random whole unit (every tensor non-zero).
     if (m->cfg.L > 0) {
         float *whole = random_host(m->units[1].size, 3, 0.3f);
-        float *params = mem_alloc_floats(tm->size[1], MEM_OTHER, "probe params");
-        float *grads = mem_alloc_floats(tm->size[1], MEM_OTHER, "probe grads");
-        parts_from_whole(tm, 1, params, whole);
+        float *params = mem_alloc_floats(tm->L.size[1], MEM_OTHER, "probe params");
+        float *grads = mem_alloc_floats(tm->L.size[1], MEM_OTHER, "probe grads");
+        tp_layout_parts_from_whole(&tm->L, 1, params, whole);
         probe_layer(tm, params, grads, x, dout, false, &pr.attn_bias, &pr.attn_out_agree, &pr.attn_dx_agree);
         probe_layer(tm, params, grads, x, dout, true, &pr.mlp_bias, &pr.mlp_out_agree, &pr.mlp_dx_agree);
         mem_free(params);
@@ -601,9 +394,9 @@ TpProbe tpm_probe(TpModel *tm) {
     // double, from the whole lm_head.
     int u = m->nunits - 1;
     float *whole = random_host(m->units[u].size, 5, 3.0f / sqrtf((float)C));
-    float *params = mem_alloc_floats(tm->size[u], MEM_OTHER, "probe params");
-    float *grads = mem_alloc_floats(tm->size[u], MEM_OTHER, "probe grads");
-    parts_from_whole(tm, u, params, whole);
+    float *params = mem_alloc_floats(tm->L.size[u], MEM_OTHER, "probe params");
+    float *grads = mem_alloc_floats(tm->L.size[u], MEM_OTHER, "probe grads");
+    tp_layout_parts_from_whole(&tm->L, u, params, whole);
     int *ht = malloc((size_t)M * sizeof *ht);
     for (int i = 0; i < M; i++) ht[i] = (int)(rng_u32(0x7e57ull, rng_stream(RNG_TEST, 4006, 0), (uint64_t)i) % (uint32_t)V);
     mem_from_host(tm->targets, ht, (size_t)M * sizeof(int));
@@ -640,8 +433,8 @@ TpProbe tpm_probe(TpModel *tm) {
     free(hl);
     // The embedding: exactly wte[token] + wpe[t] (one row of each is added).
     whole = random_host(m->units[0].size, 7, 1.0f);
-    params = mem_alloc_floats(tm->size[0], MEM_OTHER, "probe params");
-    parts_from_whole(tm, 0, params, whole);
+    params = mem_alloc_floats(tm->L.size[0], MEM_OTHER, "probe params");
+    tp_layout_parts_from_whole(&tm->L, 0, params, whole);
     mem_from_host(tm->tokens, ht, (size_t)M * sizeof(int));
     TpEmbedView e = tpm_embed_view(tm, params);
     ops_fill(tm->branch, 0, MC);

@@ -14,20 +14,10 @@
 #include "tp.h"
 
 typedef struct {
-    TpSplit split;
-    int rows, cols;        // this rank's shape of the tensor
-    size_t offset, count;  // where it lies in this rank's unit buffer, and its floats
-} TpPart;
-
-typedef struct {
     const Gpt *m;          // the whole model: shapes, initialisation, dropout seed
     Tp *tp;
+    TpLayout L;            // this rank's parts of every unit (common/tp_layout.h)
     int nunits;
-    TpPart (*part)[GPT_MAX_TENSORS];     // [unit][tensor] this rank's
-    TpSplit (*all)[GPT_MAX_TENSORS];     // [rank of group * nunits + unit][tensor] every rank's
-    size_t *size;          // (nunits) floats of this rank's part of each unit
-    size_t local;          // their sum: the parameters this rank holds
-    size_t replicated;     // of which replicated
     // Activations: the harness's own, and the student's (tp.h).
     int *tokens, *targets;           // (M) on the device
     float **stream, **dstream;       // (nunits + 1) of (M, C)
@@ -40,19 +30,13 @@ typedef struct {
     float dropout;
 } TpModel;
 
-// Ask tp_split for every tensor, check that the parts make whole tensors
-// (every rank's parts, gathered: disjoint, covering, heads whole, the pairs
-// of layers cut alike) and fill tp's sizes. Collective over tp->group.
+// Lay this rank's parts out as tp_split says (checked over the group:
+// tp_layout.h) and fill tp's sizes. Collective over tp->group. The parts
+// are then allocated, initialised and gathered with tp_layout_*(&tm->L).
 void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp);
-// This rank's parts of every unit, zero-filled (category cat); free them.
-float **tpm_alloc_units(const TpModel *tm, int cat, const char *what);
-void tpm_free_units(const TpModel *tm, float **units);
-// Initialise this rank's parts as the same slices of the single-device
-// model's initial parameters (gpt_init_slice, row by row for columns).
-void tpm_init(const TpModel *tm, float **params);
-// Activations for B rows of T tokens (ACTS); free them.
+// Activations for B rows of T tokens (ACTS); free them and the layout.
 void tpm_alloc_acts(TpModel *tm, int B, int T);
-void tpm_free_acts(TpModel *tm);
+void tpm_free(TpModel *tm);
 
 // Named views of this rank's unit buffers.
 TpBlockView tpm_block_view(const TpModel *tm, int u, float *unit);
@@ -64,16 +48,6 @@ void tpm_set_batch(TpModel *tm, const int *x, const int *y, int step, int row0, 
 void tpm_unit_forward(TpModel *tm, int u, float *params);
 void tpm_unit_backward(TpModel *tm, int u, float *params, float *grads);
 double tpm_loss(const TpModel *tm);   // the mean loss over this rank's B T tokens
-
-// Whole units on the host of the group's rank 0 (NULL elsewhere), from
-// every rank's parts (bookkeeping: not counted as communication).
-float **tpm_gather_whole(const TpModel *tm, float **units);
-// The same one unit at a time, each written to w (on the world's rank 0)
-// as "<prefix>/<unit>.<tensor>" and freed: one whole unit on the host at a time.
-typedef struct DumpWriter DumpWriter;
-void tpm_dump_whole(const TpModel *tm, float **units, DumpWriter *w, const char *prefix);
-// Sums of squares of this rank's replicated and split parameters.
-void tpm_sumsq(const TpModel *tm, float **units, double *replicated, double *split);
 
 // The student's layers on their own, before training, on random parameters
 // (biases and all, non-zero) and random inputs, the same on every rank of

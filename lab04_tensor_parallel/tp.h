@@ -19,19 +19,11 @@
 
 #include "comm.h"
 #include "gpt.h"
+#include "tp_layout.h"
 
-// ---- how a tensor is cut over the t ranks of the group ----------------------
-
-typedef enum {
-    TP_REPLICATED,   // every rank holds all of it
-    TP_ROWS,         // rank holds rows [first, first + count) (a 1-D tensor: elements)
-    TP_COLUMNS,      // rank holds columns [first, first + count) of every row
-} TpSplitKind;
-
-typedef struct {
-    TpSplitKind kind;
-    int first, count;   // rows or columns of the whole tensor (unused when replicated)
-} TpSplit;
+// How a tensor is cut over the t ranks of the group: TpSplit, in
+// common/tp_layout.h (TP_REPLICATED, or TP_ROWS / TP_COLUMNS with the first
+// row or column this rank holds and how many).
 
 // Scratch the harness allocates for the student's functions (contents are
 // undefined between calls; every buffer a function needs is here, so a

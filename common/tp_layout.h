@@ -1,0 +1,84 @@
+// tp_layout.h: a model cut by width over the t ranks of a tensor-parallel
+// group (labs 04 and 06).
+//
+// Each tensor of each unit is replicated on every rank, or split by rows or
+// by columns into one part per rank, as a split function says. A rank's
+// unit buffer holds its parts one after another, in the unit's tensor
+// order (gpt.h); this file lays them out, checks that the ranks' parts
+// make whole tensors, initialises them as the same slices of the
+// single-device model, and gathers them back into whole units.
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "comm.h"
+#include "gpt.h"
+
+typedef struct DumpWriter DumpWriter;
+
+typedef enum {
+    TP_REPLICATED,   // every rank holds all of it
+    TP_ROWS,         // rank holds rows [first, first + count) (a 1-D tensor: elements)
+    TP_COLUMNS,      // rank holds columns [first, first + count) of every row
+} TpSplitKind;
+
+typedef struct {
+    TpSplitKind kind;
+    int first, count;   // rows or columns of the whole tensor (unused when replicated)
+} TpSplit;
+
+typedef struct {
+    TpSplit split;
+    int rows, cols;        // this rank's shape of the tensor
+    size_t offset, count;  // where it lies in this rank's unit buffer, and its floats
+} TpPart;
+
+typedef struct {
+    const Gpt *m;          // the whole model: shapes, initialisation
+    Comm *group;           // the tensor-parallel group
+    int t, r;              // its size, this rank's place in it
+    int nunits;
+    TpPart (*part)[GPT_MAX_TENSORS];     // [unit][tensor] this rank's
+    TpSplit (*all)[GPT_MAX_TENSORS];     // [rank of group * nunits + unit][tensor] every rank's
+    size_t *size;          // (nunits) floats of this rank's part of each unit
+    size_t local;          // their sum: the parameters this rank holds
+    size_t replicated;     // of which replicated
+} TpLayout;
+
+// A rank's parts of each tensor: split(ctx, unit kind, tensor) for this rank.
+typedef TpSplit (*TpSplitFn)(const void *ctx, GptUnitKind unit, const GptTensor *t);
+
+// Ask split for every tensor of every unit and lay this rank's parts out;
+// then check over the group that the parts make whole tensors (disjoint,
+// covering), that attention is cut by whole heads, and that the pairs of
+// layers Megatron cuts alike are (q, k, v and their biases by the columns
+// of attn.wo's rows; mlp.w1's columns with mlp.b1 and, naive_mlp false,
+// mlp.w2's rows; naive_mlp true, mlp.w2's columns with mlp.b2). A failure
+// stops the run naming the tensors and ending with `fix` ("fix tp_split in
+// tp.c"). Collective over group.
+void tp_layout_make(TpLayout *L, const Gpt *m, Comm *group, TpSplitFn split, const void *ctx, bool naive_mlp,
+                    const char *fix);
+void tp_layout_free(TpLayout *L);
+// The part of tensor `name` of unit u this rank holds.
+TpSplit tp_layout_split(const TpLayout *L, int u, const char *name);
+// Tensor k of unit u in this rank's unit buffer.
+float *tp_layout_tensor(const TpLayout *L, int u, int k, float *unit);
+
+// This rank's parts of every unit, zero-filled (category cat); free them.
+float **tp_layout_alloc(const TpLayout *L, MemCategory cat, const char *what);
+void tp_layout_free_units(const TpLayout *L, float **units);
+// Initialise this rank's parts as the same slices of the single-device
+// model's initial parameters (gpt_init_slice, row by row for columns).
+void tp_layout_init(const TpLayout *L, float **params);
+// This rank's parts of unit u (device) from the whole unit on the host.
+void tp_layout_parts_from_whole(const TpLayout *L, int u, float *local, const float *whole);
+// Whole units on the host of the group's rank 0 (NULL elsewhere), from
+// every rank's parts (bookkeeping: not counted as communication).
+float *tp_layout_gather_unit(const TpLayout *L, int u, const float *unit);
+float **tp_layout_gather(const TpLayout *L, float **units);
+// The same a unit at a time, each written to w (by the world's rank 0) as
+// "<prefix>/<unit>.<tensor>" and freed: one whole unit on the host at once.
+void tp_layout_dump(const TpLayout *L, float **units, DumpWriter *w, const char *prefix);
+// Sums of squares of this rank's replicated and split parameters.
+void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, double *split);
