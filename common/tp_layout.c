@@ -251,3 +251,49 @@ void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, doubl
         }
 }
 
+
+// ---- shapes and bytes ----------------------------------------------------------------
+
+// The smallest multiple of t at or above x.
+static int up_to(int x, int t) { return (x + t - 1) / t * t; }
+
+void tp_check_shape(const Args *a, int t, int N, bool sequence) {
+    // A shape t divides: heads a multiple of t, channels a multiple of the
+    // heads, a vocabulary (and tokens) a multiple of t.
+    int heads = up_to(a->heads, t), dim = up_to(a->dim, heads);
+    char shape[128];
+    int n = snprintf(shape, sizeof shape, "--heads %d --dim %d", heads, dim);
+    if (a->vocab % t) n += snprintf(shape + n, sizeof shape - (size_t)n, " --vocab %d", up_to(a->vocab, t));
+    if (sequence && a->seq % t) snprintf(shape + n, sizeof shape - (size_t)n, " --seq %d", up_to(a->seq, t));
+    if (N % t)
+        core_usage_error("--tp %d does not divide %d ranks: the ranks form groups of %d; use -np %d, or --tp "
+                         "among the divisors of %d", t, N, t, (N / t + 1) * t, N);
+    if (a->heads % t)
+        core_usage_error("tensor parallelism splits whole heads: %d ranks cannot split %d heads; use -np (or --tp) "
+                         "among the divisors of %d, or a shape that %d divides (%s)", t, a->heads, a->heads, t, shape);
+    if (a->dim % t)
+        core_usage_error("tensor parallelism splits the channels and the MLP's 4C: %d ranks cannot split %d "
+                         "channels; use a shape that %d divides (%s)", t, a->dim, t, shape);
+    if (a->vocab % t)
+        core_usage_error("the vocabulary-parallel embedding splits the vocabulary: %d ranks cannot split %d "
+                         "tokens; use --vocab %d (a multiple of %d)", t, a->vocab, up_to(a->vocab, t), t);
+    if (sequence && a->seq % t)
+        core_usage_error("sequence parallelism splits the tokens of every row: %d ranks cannot split %d tokens; "
+                         "use --seq %d (a multiple of %d)", t, a->seq, up_to(a->seq, t), t);
+}
+
+// Bus bytes of one all-reduce, or one all-gather or reduce-scatter, of n
+// floats over k ranks (nccl-tests' factors).
+static double ar(double n, int k) { return 2.0 * (k - 1) / k * 4 * n; }
+static double ag(double n, int k) { return (double)(k - 1) / k * 4 * n; }
+
+TpBytes tp_bytes_per_step(bool naive, int t, int dp, double M, double C, int L, double psi_local) {
+    TpBytes b;
+    double attn = 2 * ar(M * C, t), mlp = naive ? ag(4 * M * C, t) + ag(M * C, t) + ag(4 * M * C, t) + ar(M * C, t)
+                                                : 2 * ar(M * C, t);
+    b.block = L * (attn + mlp);
+    b.embed_head = ar(M * C, t) + 3 * ar(M, t) + ar(M * C, t);
+    b.dp = ar(psi_local, dp);
+    b.total = b.block + b.embed_head + b.dp;
+    return b;
+}

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "args.h"
 #include "comm.h"
 #include "gpt.h"
 
@@ -82,3 +83,20 @@ float **tp_layout_gather(const TpLayout *L, float **units);
 void tp_layout_dump(const TpLayout *L, float **units, DumpWriter *w, const char *prefix);
 // Sums of squares of this rank's replicated and split parameters.
 void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, double *split);
+
+// ---- shapes and bytes -------------------------------------------------------------
+
+// Refuse (a usage error, exit 2), before any work, t ranks that cannot cut
+// this shape (they must divide N, the heads, the channels, the vocabulary
+// and, with `sequence`, the tokens), naming a shape they would cut.
+void tp_check_shape(const Args *a, int t, int N, bool sequence);
+
+// Bytes each rank sends per step (bus bytes, as comm.h counts them) for M
+// rows of C channels through L blocks: per block two all-reduces of M C
+// each way (Megatron; the naive MLP's gathers instead), the embedding's and
+// the LM head's all-reduces of M C and the cross-entropy's three of M, and
+// the data-parallel all-reduce of the psi_local parameters a rank holds.
+typedef struct {
+    double block, embed_head, dp, total;
+} TpBytes;
+TpBytes tp_bytes_per_step(bool naive, int t, int dp, double M, double C, int L, double psi_local);

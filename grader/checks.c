@@ -341,13 +341,15 @@ static const char *dump_malformed(const Run *run, char *why, size_t len) {
         return why;
     }
     uint64_t N = (uint64_t)n;
-    // Texts are the run's description and lab01's names of foreign calls;
-    // everything else is numbers, and a table has a row per rank.
+    // Texts are the run's description, lab01's names of foreign calls and
+    // the names a harness reports (".../*_name"); everything else is
+    // numbers, and a table has a row per rank.
     for (int i = 0; i < d->count; i++) {
         const char *name = d->arrays[i].name;
         size_t nl = strlen(name);
         bool text = strcmp(name, "meta/program") == 0 || strcmp(name, "meta/config") == 0 ||
-                    (nl > 13 && strcmp(name + nl - 13, "/foreign_call") == 0);
+                    (nl > 13 && strcmp(name + nl - 13, "/foreign_call") == 0) ||
+                    (nl > 5 && strcmp(name + nl - 5, "_name") == 0);
         if ((bad = dump_expect(d, name, text ? DUMP_KIND_TEXT : DUMP_KIND_NUMBERS, -1, NULL, true, why, len)))
             return bad;
         if (strncmp(name, "check/unfinished/", 17) == 0 &&
@@ -569,7 +571,7 @@ bool moment_within_tol(const Run *run, int t, int which, double *rel) {
     snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
     double abs_;
     tensor_error(run->dump, run->ref, name, rel, &abs_);
-    double tol = TOL_FACTOR * fmax(which ? m->v_rel[t] : m->m_rel[t], which ? m->v_rel_median : m->m_rel_median);
+    double tol = TOL_FACTOR * fmax(REL_FLOOR, fmax(which ? m->v_rel[t] : m->m_rel[t], which ? m->v_rel_median : m->m_rel_median));
     return *rel <= tol;
 }
 
@@ -627,7 +629,7 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         have_grad = true;
         double rel, abs_;
         tensor_error(lab, ref, name, &rel, &abs_);
-        double tol = TOL_FACTOR * fmax(m->grad_rel[t], m->grad_rel_median);
+        double tol = TOL_FACTOR * fmax(REL_FLOOR, fmax(m->grad_rel[t], m->grad_rel_median));
         if (!(rel <= tol)) {
             grad_bad++;
             // A gradient that is (nearly) missing: all-reduced too early, or a copy never updated.
@@ -677,7 +679,7 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         }
         double rel, abs_;
         tensor_error(lab, ref, name, &rel, &abs_);
-        double tol_rel = TOL_FACTOR * fmax(m->param_rel[t], m->param_rel_median);
+        double tol_rel = TOL_FACTOR * fmax(REL_FLOOR, fmax(m->param_rel[t], m->param_rel_median));
         double tol_abs = TOL_FACTOR * m->param_abs_max;
         if (!(rel <= tol_rel) || !(abs_ <= tol_abs)) {
             bad++;

@@ -129,6 +129,6 @@ void check_hooks_written(Grader *g, const Run *run) {
                 "not written yet: these functions still call lab_todo (delete that line when one is done)");
 }
 
-extern const LabSpec LAB01, LAB02, LAB03, LAB04, LAB05;
-const LabSpec *const LABS[] = {&LAB_REF, &LAB01, &LAB02, &LAB03, &LAB04, &LAB05};
+extern const LabSpec LAB01, LAB02, LAB03, LAB04, LAB05, LAB06;
+const LabSpec *const LABS[] = {&LAB_REF, &LAB01, &LAB02, &LAB03, &LAB04, &LAB05, &LAB06};
 const int NLABS = sizeof LABS / sizeof LABS[0];

@@ -37,60 +37,6 @@ static const char *const HOOKS[] = {"tp_split", "tp_naive_mlp_forward", "tp_naiv
 
 void lab_todo(const char *function) { harness_todo(function); }
 
-// ---- shapes that t ranks can split -------------------------------------------
-
-// The smallest multiple of t at or above x.
-static int up_to(int x, int t) { return (x + t - 1) / t * t; }
-
-// Refuse, before any work, a t that does not divide what tensor parallelism
-// splits, naming a shape it would divide.
-static void check_splittable(const Args *a, int t, int N) {
-    // A shape t divides: heads a multiple of t, channels a multiple of the
-    // heads, a vocabulary a multiple of t.
-    int heads = up_to(a->heads, t), dim = up_to(a->dim, heads);
-    char shape[96];
-    int n = snprintf(shape, sizeof shape, "--heads %d --dim %d", heads, dim);
-    if (a->vocab % t) snprintf(shape + n, sizeof shape - (size_t)n, " --vocab %d", up_to(a->vocab, t));
-    if (N % t)
-        core_usage_error("--tp %d does not divide %d ranks: the ranks form groups of %d; use -np %d, or --tp "
-                         "among the divisors of %d", t, N, t, (N / t + 1) * t, N);
-    if (a->heads % t)
-        core_usage_error("tensor parallelism splits whole heads: %d ranks cannot split %d heads; use -np (or --tp) "
-                         "among the divisors of %d, or a shape that %d divides (%s)", t, a->heads, a->heads, t, shape);
-    if (a->dim % t)
-        core_usage_error("tensor parallelism splits the channels and the MLP's 4C: %d ranks cannot split %d "
-                         "channels; use a shape that %d divides (%s)", t, a->dim, t, shape);
-    if (a->vocab % t)
-        core_usage_error("the vocabulary-parallel embedding splits the vocabulary: %d ranks cannot split %d "
-                         "tokens; use --vocab %d (a multiple of %d)", t, a->vocab, up_to(a->vocab, t), t);
-}
-
-// ---- the formulas ------------------------------------------------------------
-
-// Bus bytes of one all-reduce, all-gather or reduce-scatter of n floats
-// over k ranks (nccl-tests' factors, as comm.h counts them).
-static double ar(double n, int k) { return 2.0 * (k - 1) / k * 4 * n; }
-static double ag(double n, int k) { return (double)(k - 1) / k * 4 * n; }
-
-// Bytes each rank sends per step: the tensor-parallel group's (per block
-// two all-reduces of M C each way, Megatron; the naive MLP's gathers
-// instead), the embedding's and the cross-entropy's, and the data-parallel
-// all-reduce of this rank's gradients.
-typedef struct {
-    double block, embed_head, dp, total;
-} Bytes;
-
-static Bytes bytes_per_step(bool naive, int t, int dp, double M, double C, int L, double psi_local) {
-    Bytes b;
-    double attn = 2 * ar(M * C, t), mlp = naive ? ag(4 * M * C, t) + ag(M * C, t) + ag(4 * M * C, t) + ar(M * C, t)
-                                                : 2 * ar(M * C, t);
-    b.block = L * (attn + mlp);
-    b.embed_head = ar(M * C, t) + 3 * ar(M, t) + ar(M * C, t);
-    b.dp = ar(psi_local, dp);
-    b.total = b.block + b.embed_head + b.dp;
-    return b;
-}
-
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -118,7 +64,7 @@ int main(int argc, char **argv) {
     trace_init(c, a.trace);
     int N = comm_size(c), r = comm_rank(c);
     int t = tp_size ? tp_size : N;
-    check_splittable(&a, t, N);
+    tp_check_shape(&a, t, N, false);
     int dp = N / t, dp_rank = r / t;
     int row0, rows;   // this data-parallel group's rows of the global batch
     data_rank_rows(a.batch, dp, dp_rank, &row0, &rows);
@@ -242,8 +188,8 @@ int main(int argc, char **argv) {
            "activations (ACTS)", core_fmt_bytes(peak[MEM_ACTS], b1, 32), core_fmt_bytes(acts_expected, b2, 32));
     // Bytes: this rank's, per step, beside both variants' formulas.
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
-    Bytes mega = bytes_per_step(false, t, dp, M, a.dim, a.layers, local),
-          nv = bytes_per_step(true, t, dp, M, a.dim, a.layers, local);
+    TpBytes mega = tp_bytes_per_step(false, t, dp, M, a.dim, a.layers, local),
+            nv = tp_bytes_per_step(true, t, dp, M, a.dim, a.layers, local);
     print0("  %-24s %10s %10s   %s MLP: blocks %s, embedding and cross-entropy %s, data-parallel %s\n",
            "bytes sent per step", core_fmt_bytes(sent, b1, 32), core_fmt_bytes((naive ? nv : mega).total, b2, 32),
            naive ? "naive" : "Megatron", core_fmt_bytes((naive ? nv : mega).block, b3, 32),

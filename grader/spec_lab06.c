@@ -1,0 +1,156 @@
+// spec_lab06.c: what the grader runs and checks for lab06 (sequence parallelism).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "grade.h"
+#include "mem.h"
+#include "spec_train.h"
+
+// Two blocks, dropout 0.1 (the lab's default). t = 3 needs a shape 3 cuts,
+// tokens included; np2-sp-off is tensor parallelism alone (the given
+// composition), the yardstick of the memory and the bytes. The quick subset
+// holds t = 2 (the probes, the replicated tensors), the odd t and the grid.
+#define SMALL "--layers 2 --steps 3 "
+static const RunSpec LAB06_RUNS[] = {
+    {"np1", 1, SMALL, false},
+    {"np2", 2, SMALL, true},
+    {"np4", 4, SMALL, false},
+    {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 51", true},
+    {"np2-sp-off", 2, SMALL "--sp off", false},
+    {"np4-dp2-tp2", 4, SMALL "--tp 2", true},
+};
+#undef SMALL
+
+static const char *lab06_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
+    (void)lab;
+    static const char *const drop[] = {"tp", "sp", NULL};
+    without_flags(run, drop, buf, len);
+    // lab06's dropout default is not build/ref's.
+    if (!strstr(run->spec->flags, "--dropout ")) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, len - n, " --dropout %g", config_value(run->dump, "dropout", 0.1));
+    }
+    return buf;
+}
+
+// One layer's activations per rank, in bytes, for what this fp32 code keeps
+// (lab06's README derives it tensor by tensor; main.c prints the same).
+static double layer_formula(bool sp, double s, double b, double h, double a, double t) {
+    double sbh = s * b * h, att = a * s * s * b;
+    return sp ? 4 * (2 * sbh + 14 * sbh / t + att / t + 4 * s * b / t) : 4 * (4 * sbh + 12 * sbh / t + att / t + 4 * s * b);
+}
+
+static double ar(double n, double k) { return 2 * (k - 1) / k * 4 * n; }
+
+static void check_probe(Grader *g, const Run *run) {
+    const DumpFile *d = run->dump;
+    char fig[160];
+    int gather = (int)dump_scalar(d, "sp/probe/gather", 1), scatter = (int)dump_scalar(d, "sp/probe/scatter", 2);
+    int key = (int)dump_scalar(d, "sp/probe/dropout_t0", 2);
+    grade_check(g, run, "all-gather along the tokens", gather == 0, gather ? "wrong" : "right",
+                "every rank's tokens in their place",
+                "sp_gather_tokens does not put rank q's tokens at [q Tt, (q + 1) Tt) of every row: comm_all_gather "
+                "lays the blocks one after another, (t, B, Tt, C), and each must be moved into its tokens of every "
+                "row");
+    grade_check(g, run, "reduce-scatter along the tokens", scatter == 0,
+                scatter == 0 ? "right" : scatter == 1 ? "splits the channels" : "wrong", "this rank's tokens, summed",
+                scatter == 1 ? "sp_scatter_tokens reduce-scatters along the channels instead of the tokens: rank r "
+                               "ends with channels [r C/t, (r+1) C/t) of every token, where it needs every channel "
+                               "of its own tokens [r Tt, (r+1) Tt) (lay each rank's tokens together before the "
+                               "reduce-scatter)"
+                             : "sp_scatter_tokens does not leave this rank the sum over the group of its own tokens "
+                               "[r Tt, (r+1) Tt) of every row");
+    grade_check(g, run, "dropout keyed by the global token", key == 0,
+                key == 0 ? "global" : key == 1 ? "local index" : "wrong", "t0 = r Tt",
+                key == 1 ? "dropout is keyed by the local token index: every rank's first token is called token 0, "
+                           "so each rank draws rank 0's masks; DropoutKey.t0 is the global index of this rank's "
+                           "first token, r Tt"
+                         : "sp_dropout_key must give the key of this rank's tokens: the seed, layer, site, step and "
+                           "row0 as given, t0 = r Tt, c0 = 0, Tg = T, Cg = C");
+    double fwd = dump_scalar(d, "sp/probe/block_fwd", INFINITY), bwd = dump_scalar(d, "sp/probe/block_bwd", INFINITY);
+    snprintf(fig, sizeof fig, "output %.1e, input gradient %.1e", fwd, bwd);
+    const char *diag = fwd > 1e-5
+        ? "on random parameters, the block's output on this rank's tokens differs from tensor parallelism's: the "
+          "LayerNorm, the all-gather before each layer, the reduce-scatter after it, the bias once or the residual "
+          "add"
+        : "the block's forward pass matches tensor parallelism's but its input gradient does not: in the backward "
+          "pass the gradient of the reduce-scatter's output must be all-gathered (every rank's layer needs every "
+          "token's gradient), and the layer's input gradient reduce-scattered";
+    grade_check(g, run, "a block against tensor parallelism alone", fwd <= 1e-5 && bwd <= 1e-5, fig,
+                "rel. error <= 1e-5 each", diag);
+}
+
+static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
+    (void)lab;
+    if (!check_ran(g, run, false)) return;
+    const DumpFile *d = run->dump;
+    bool on = dump_scalar(d, "sp/on", 1) != 0;
+    int N = (int)dump_scalar(d, "meta/world_size", 0), t = (int)dump_scalar(d, "sp/t", 1);
+    int dp = (int)dump_scalar(d, "sp/dp", 1);
+    if (on) {
+        check_hooks_written(g, run);
+        check_probe(g, run);
+    }
+    check_equivalence(g, run, N);
+
+    // The replicated tensors: each rank's gradient covers its own tokens; the
+    // sum over the group keeps them equal to the bit.
+    const DumpArray *differs = dump_find(d, "sp/replicated_differs_name");
+    const char *name = differs && differs->type == DUMP_TEXT ? (const char *)differs->data : "?";
+    if (strcmp(name, "-") == 0) name = "";
+    char fig[200], bound[200], diag[700], b1[32], b2[32];
+    snprintf(fig, sizeof fig, "%s", !name[0] ? "equal on every rank" : name);
+    snprintf(diag, sizeof diag, "%s differs between ranks after training: with sequence parallelism each rank "
+             "computes its gradient from its own T/t tokens only, so the gradients of the replicated tensors "
+             "(LayerNorm weights and biases, attn.bo, mlp.b2, embed.wpe, lnf) must be summed over the group "
+             "(comm_all_reduce_sum) before the optimizer", name);
+    grade_check(g, run, "replicated tensors equal on every rank", differs && !name[0], fig, "equal to the bit", diag);
+
+    // Activations per layer against this code's formula, and the saving of
+    // sequence parallelism against tensor parallelism alone.
+    double s = config_value(d, "seq", 0), b = config_value(d, "batch", 0) / dp, h = config_value(d, "dim", 0),
+           a = config_value(d, "heads", 0);
+    double layer = dump_scalar(d, on ? "sp/acts_layer_on" : "sp/acts_layer_off", INFINITY),
+           layer_off = dump_scalar(d, "sp/acts_layer_off", INFINITY), want = layer_formula(on, s, b, h, a, t);
+    snprintf(fig, sizeof fig, "%s", core_fmt_bytes(layer, b1, sizeof b1));
+    snprintf(bound, sizeof bound, "<= %s: %s", core_fmt_bytes(want, b2, sizeof b2),
+             on ? "4 (2sbh + 14sbh/t + as^2b/t + 4sb/t)" : "4 (4sbh + 12sbh/t + as^2b/t + 4sb)");
+    grade_check(g, run, "activations per layer", layer <= want * 1.0001, fig, bound,
+                "a layer keeps more than the formula counts: the harness's allocation changed");
+    if (on && t > 1) {
+        double ratio = layer / layer_off, predicted = want / layer_formula(false, s, b, h, a, t);
+        snprintf(fig, sizeof fig, "x%.3f of tensor parallelism alone", ratio);
+        snprintf(bound, sizeof bound, "x%.3f (the formulas' ratio) +- 2%%", predicted);
+        grade_check(g, run, "sequence parallelism's saving", fabs(ratio - predicted) <= 0.02 * predicted, fig, bound,
+                    "the measured saving is not the one the formulas predict");
+    }
+    double acts = dump_scalar(d, "mem/acts_expected", 0);
+    check_peak(g, run, MEM_ACTS, "ACTS", acts + 65536, "what the harness allocates for the mode + 64 KiB",
+               "the student's functions allocated activations of their own: every buffer they need is in "
+               "SpBlockActs, SpHeadActs, sp->s and the given layers' scratch");
+    double psi_local = dump_scalar(d, "sp/psi_local", 0);
+    check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * psi_local, "4 bytes per parameter this rank holds",
+               "a rank holds more parameters than its parts");
+
+    // Bytes: tensor parallelism's (lab04's formula), plus with sequence
+    // parallelism the replicated gradients summed over the group.
+    double M = b * s, L = config_value(d, "layers", 0);
+    const DumpArray *loss = dump_find(d, "loss");
+    double steps = loss ? (double)loss->count : 0;
+    double per_step = L * 4 * ar(M * h, t) + 2 * ar(M * h, t) + 3 * ar(M, t) + ar(psi_local, dp) +
+                      (on ? ar(L * 6 * h + s * h + 2 * h, t) : 0);
+    check_comm_volume(g, run, steps * per_step,
+                      on ? "steps x (lab04's tensor-parallel bytes + the replicated gradients' all-reduce)"
+                         : "steps x lab04's tensor-parallel bytes",
+                      "more bytes than tensor parallelism moves: an all-reduce where a reduce-scatter or an "
+                      "all-gather belongs, or a tensor gathered twice");
+}
+
+const LabSpec LAB06 = {
+    .id = "lab06", .dir = "lab06_sequence_parallel", .student_file = "sp.c", .program = "lab06",
+    .solution = "lab06_solution", .runs = LAB06_RUNS, .nruns = sizeof LAB06_RUNS / sizeof LAB06_RUNS[0],
+    .ref_flags = lab06_ref_flags, .check = lab06_check,
+};

@@ -1,0 +1,268 @@
+// main.c: lab06's harness. Students do not edit it.
+//
+//   mpirun -np 4 build/lab06 [--sp on|off] [--tp t]
+//
+// Trains the course's GPT with tensor parallelism over t ranks (the given
+// split layers) and, with --sp on, the student's sequence parallelism
+// (sp.c) around them: LayerNorm, dropout and the residual stream on T/t
+// tokens a rank. Dropout is on (0.1) by default here, so that its masks
+// are exercised. Every step prints the loss beside single-device
+// training's; at the end, each rank's activation memory per layer beside
+// the formulas (ours, for what this fp32 code stores, and Korthikanti et
+// al.'s), and the bytes beside tensor parallelism's alone.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "comm.h"
+#include "core.h"
+#include "data.h"
+#include "dump.h"
+#include "gpt.h"
+#include "harness.h"
+#include "mem.h"
+#include "model_given.h"
+#include "ops.h"
+#include "optim.h"
+#include "sp.h"
+#include "tp_layout.h"
+#include "trace.h"
+#include "verdict.h"
+
+// ---- the student's unfinished functions ------------------------------------
+
+static const char *const HOOKS[] = {"sp_gather_tokens", "sp_scatter_tokens", "sp_dropout_key",
+                                    "sp_block_forward", "sp_block_backward", "sp_embed_forward",
+                                    "sp_embed_backward", "sp_head_forward",  "sp_head_backward"};
+
+void lab_todo(const char *function) { harness_todo(function); }
+
+// ---- the formulas --------------------------------------------------------------
+
+// One layer's activations per rank, in bytes: what this fp32 code keeps for
+// the backward pass of a block, and the block's input. s tokens, b rows, h
+// channels, a heads, t ranks (README.md derives them tensor by tensor).
+static double ours(bool sp, double s, double b, double h, double a, double t) {
+    double sbh = s * b * h, att = a * s * s * b;
+    return sp ? 4 * (2 * sbh + 14 * sbh / t + att / t + 4 * s * b / t)
+              : 4 * (4 * sbh + 12 * sbh / t + att / t + 4 * s * b);
+}
+
+// Korthikanti et al. (2022), 16-bit activations with dropout's masks kept.
+static double paper(bool sp, double s, double b, double h, double a, double t) {
+    double sbh = s * b * h;
+    return sp ? sbh * (34 + 5 * a * s / h) / t : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+}
+
+// ---- main ------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    // The hooks are fixed before any student code runs (harness.h).
+    harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
+    Args a = args_defaults();
+    a.dropout = 0.1;   // this lab's default: dropout's masks are part of the lesson
+    int tp_size = 0;
+    const char *sp_mode = "on";
+    bool no_ref = false;
+    ArgExtra extras[] = {
+        {"sp", ARG_CHOICE, &sp_mode, "sequence parallelism on top of tensor parallelism, or tensor parallelism "
+         "alone (to compare)", 0, 0, "on|off", NULL},
+        {"tp", ARG_INT, &tp_size, "tensor-parallel ranks per group (default: all of them); the rest form "
+         "data-parallel groups", 1, 1 << 16, NULL, NULL},
+        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    args_parse(&a, argc, argv,
+               "lab06: sequence parallelism on top of tensor parallelism, activation memory measured against "
+               "Korthikanti et al., checked against single-device training.",
+               extras);
+    Comm *c = comm_init(&argc, &argv, a.timeout);
+    mem_init(a.device, comm_local_rank());
+    ops_init();
+    trace_init(c, a.trace);
+    int N = comm_size(c), r = comm_rank(c);
+    int t = tp_size ? tp_size : N;
+    bool on = strcmp(sp_mode, "on") == 0;
+    tp_check_shape(&a, t, N, on);
+    int dp = N / t, dp_rank = r / t;
+    int row0, rows;
+    data_rank_rows(a.batch, dp, dp_rank, &row0, &rows);
+
+    GptConfig need = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
+    GptConfig whole_cfg = need;
+    whole_cfg.B = a.batch;
+    char what[96];
+    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole_cfg) : 0,
+                   args_model_string(&a, what, sizeof what));
+
+    Reference ref = harness_reference(c, &a, !no_ref);
+
+    Comm *tpc = comm_split(c, dp_rank, r % t), *dpc = comm_split(c, r % t, dp_rank);
+    GptConfig cfg = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
+                     .dropout = (float)a.dropout, .seed = a.seed};
+    Gpt *model = gpt_create(&cfg);
+    Sp sp = {.tp = {.group = tpc, .t = t, .r = r % t, .B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .V = a.vocab},
+             .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed};
+    SpModel sm;
+    mem_reset_peaks();
+    spm_create(&sm, model, &sp, on);
+    // Everything the activations and scratch take, allocated before any of
+    // the student's code runs: the student's functions allocate nothing.
+    double acts_expected = (double)mem_live(MEM_ACTS);
+    char desc[96];
+    print0("[lab06] %d rank%s · %s · %s · %s · sequence parallelism %s · %d tensor-parallel x %d data-parallel · "
+           "%d tokens a row, %d a rank · dropout %g\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
+           gpt_describe(model, desc, sizeof desc), on ? "on" : "off", t, dp, a.seq, on ? sp.Tt : a.seq, a.dropout);
+
+    float **params = tp_layout_alloc(&sm.L, MEM_PARAMS, "params"), **grads = tp_layout_alloc(&sm.L, MEM_GRADS, "grads");
+    float **mom_m = tp_layout_alloc(&sm.L, MEM_OPTIM, "adam m"), **mom_v = tp_layout_alloc(&sm.L, MEM_OPTIM, "adam v");
+    tp_layout_init(&sm.L, params);
+    // The student's functions on their own first, for the diagnoses (only
+    // with sequence parallelism: --sp off runs the given composition).
+    SpProbe probe = {0, 0, 0, 0, 0};
+    if (on) probe = spm_probe(&sm);
+
+    OptimConfig optim = optim_from_args(&a);
+    Data data;
+    data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
+    int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
+    float *losses = calloc((size_t)(a.steps ? a.steps : 1), sizeof *losses);
+    float scale = 1.0f / (float)((size_t)a.batch * a.seq);
+    DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
+    char extra[160];
+    snprintf(extra, sizeof extra, "sp %s\ntp %d\ndp %d\n", sp_mode, t, dp);
+    dump_run_meta(dw, c, "lab06", &a, extra);
+    double total_time = 0;
+    mem_reset_peaks();
+    comm_stats_reset();
+
+    for (int s = 0; s < a.steps; s++) {
+        CommStats before = comm_stats();
+        double t0 = core_now();
+        data_slice(&data, s, row0, rows, 0, a.seq, x, y);
+        spm_set_batch(&sm, x, y, s, row0, scale);
+        for (int u = 0; u < sm.nunits; u++) mem_zero(grads[u], sm.L.size[u] * sizeof(float));
+        for (int u = 0; u < sm.nunits; u++) {
+            trace_begin(model->units[u].name, "forward");
+            spm_unit_forward(&sm, u, params[u]);
+            trace_end();
+        }
+        double loss = spm_loss(&sm);
+        for (int u = sm.nunits - 1; u >= 0; u--) {
+            trace_begin(model->units[u].name, "backward");
+            spm_unit_backward(&sm, u, params[u], grads[u]);
+            trace_end();
+        }
+        for (int u = 0; dp > 1 && u < sm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], sm.L.size[u]);
+        if (s == 0) tp_layout_dump(&sm.L, grads, dw, "grad/first");
+        trace_begin("optimizer", "compute");
+        for (int u = 0; u < sm.nunits; u++)
+            optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], sm.L.size[u]);
+        trace_end();
+        double dt = comm_max_double(c, core_now() - t0);
+        CommStats after = comm_stats();
+        double global = comm_sum_double(c, loss) / N;
+        losses[s] = (float)global;
+        if (s > 0) total_time += dt;
+        harness_print_step(&ref, s, a.steps, global, dt, comm_max_double(c, after.seconds_busy - before.seconds_busy),
+                           comm_max_double(c, after.seconds_blocked - before.seconds_blocked), (double)a.batch * a.seq);
+    }
+    MemReport mem = mem_report();
+    CommStats st = comm_stats();
+
+    // Per layer, per rank: measured beside the formulas.
+    double S = a.seq, Bd = rows, H = a.dim, A = a.heads;
+    char b1[32], b2[32], b3[32];
+    if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, total_time / (a.steps - 1) * 1e3);
+    print0("\nactivations per layer and rank (a block's kept activations and its input), s = %d tokens, b = %d "
+           "rows, h = %d, a = %d heads, t = %d:\n", a.seq, rows, a.dim, a.heads, t);
+    print0("  %-22s %10s %10s %12s\n", "", "measured", "ours (fp32)", "paper (16-bit)");
+    for (int k = 0; k < 2; k++) {
+        bool sp_k = k == 1;
+        print0("  %-22s %10s %10s %12s   %s%s\n", sp_k ? "tensor + sequence" : "tensor parallel only",
+               core_fmt_bytes(sm.layer_bytes[k], b1, 32), core_fmt_bytes(ours(sp_k, S, Bd, H, A, t), b2, 32),
+               core_fmt_bytes(paper(sp_k, S, Bd, H, A, t), b3, 32),
+               sp_k ? "4 (2sbh + 14sbh/t + as^2b/t + 4sb/t)" : "4 (4sbh + 12sbh/t + as^2b/t + 4sb)",
+               sp_k == on ? "   <- this run" : "");
+    }
+    print0("  %-22s %10s %10s %12s   4 (16sbh + as^2b + 4sb)\n", "one device", "",
+           core_fmt_bytes(ours(false, S, Bd, H, A, 1), b2, 32), core_fmt_bytes(paper(false, S, Bd, H, A, 1), b3, 32));
+    double psi_local = (double)sm.L.local;
+    TpBytes tpb = tp_bytes_per_step(false, t, dp, Bd * S, H, a.layers, psi_local);
+    double replicated = on ? 2.0 * (t - 1) / t * 4 * (a.layers * 6.0 * H + S * H + 2 * H) : 0;
+    double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
+    print0("  peak ACTS per rank: %s (every layer, the head, the scratch)\n",
+           core_fmt_bytes(comm_max_double(c, mem.peak[MEM_ACTS]), b1, 32));
+    print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
+           core_fmt_bytes(tpb.total, b2, 32), on ? ", plus the replicated gradients summed over the group: " : "");
+    if (on) print0("  %s (LayerNorms, attn.bo, mlp.b2, embed.wpe, lnf: each rank saw its own tokens)\n",
+                   core_fmt_bytes(replicated, b3, 32));
+    mem_print_table(c, &mem);
+
+    // Afterwards, not measured: the replicated tensors compared, the model gathered.
+    char differs[96];
+    spm_replicated_agree(&sm, c, params, differs, sizeof differs);
+    float **whole = tp_layout_gather(&sm.L, params), **whole_m = tp_layout_gather(&sm.L, mom_m),
+          **whole_v = tp_layout_gather(&sm.L, mom_v);
+    double loss_err = 0;
+    for (int s = 0; ref.on && s < a.steps; s++) loss_err = fmax(loss_err, fabs(losses[s] - ref.loss[s]));
+    char worst[96] = "-";
+    double perr = -1;
+    if (r == 0 && ref.on) {
+        float **dev = gpt_alloc_units(model, MEM_OTHER, "final params");
+        for (int u = 0; u < model->nunits; u++) mem_from_host(dev[u], whole[u], model->units[u].size * sizeof(float));
+        perr = harness_param_error(&ref, model, dev, worst, sizeof worst);
+        gpt_free_units(model, dev);
+    }
+    harness_print_unfinished();
+    if (ref.on)
+        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest difference "
+               "in %s)\n", loss_err, perr, worst);
+    if (differs[0]) print0("the replicated tensor %s differs between ranks\n", differs);
+
+    uint64_t steps = (uint64_t)a.steps;
+    dump_f32(dw, "loss", losses, 1, &steps);
+    if (r == 0) {
+        gpt_dump_host_units(model, dw, "param/final", whole);
+        gpt_dump_host_units(model, dw, "optim/m", whole_m);
+        gpt_dump_host_units(model, dw, "optim/v", whole_v);
+    }
+    dump_scalar_i64(dw, "sp/on", on);
+    dump_scalar_i64(dw, "sp/t", t);
+    dump_scalar_i64(dw, "sp/dp", dp);
+    dump_scalar_f64(dw, "sp/acts_layer_off", comm_max_double(c, sm.layer_bytes[0]));
+    dump_scalar_f64(dw, "sp/acts_layer_on", comm_max_double(c, sm.layer_bytes[1]));
+    dump_scalar_f64(dw, "sp/psi_local", comm_max_double(c, psi_local));
+    dump_text(dw, "sp/replicated_differs_name", differs[0] ? differs : "-");
+    dump_scalar_i64(dw, "sp/probe/gather", probe.gather);
+    dump_scalar_i64(dw, "sp/probe/scatter", probe.scatter);
+    dump_scalar_i64(dw, "sp/probe/dropout_t0", probe.dropout_t0);
+    dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe.block_fwd));
+    dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe.block_bwd));
+    dump_scalar_f64(dw, "mem/acts_expected", comm_max_double(c, acts_expected));
+    harness_dump_unfinished(dw);
+    dump_rank_stats(dw, c, &mem);
+    dump_close(dw);
+    trace_write(c);
+    int verdict = verdict_of_lab_run(c, "lab06", &ref);
+
+    for (int u = 0; r % t == 0 && u < sm.nunits; u++) free(whole[u]), free(whole_m[u]), free(whole_v[u]);
+    free(whole), free(whole_m), free(whole_v);
+    harness_reference_free(&ref);
+    free(x);
+    free(y);
+    free(losses);
+    data_close(&data);
+    tp_layout_free_units(&sm.L, params);
+    tp_layout_free_units(&sm.L, grads);
+    tp_layout_free_units(&sm.L, mom_m);
+    tp_layout_free_units(&sm.L, mom_v);
+    spm_free(&sm);
+    gpt_free(model);
+    comm_free(tpc);
+    comm_free(dpc);
+    comm_finalize();
+    harness_exit(verdict ? 1 : 0);
+}

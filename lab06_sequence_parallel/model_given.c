@@ -1,0 +1,510 @@
+// model_given.c: lab06's model (model_given.h).
+#include "model_given.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "mem.h"
+#include "ops.h"
+#include "rng.h"
+
+// ---- activations ---------------------------------------------------------------------
+
+static MemCategory g_cat = MEM_ACTS;   // the category of what follows (the probe's are OTHER)
+
+static float *fl(size_t n, const char *name) { return mem_alloc_floats(n, g_cat, name); }
+static int *ints(size_t n, const char *name) { return mem_alloc(n * sizeof(int), g_cat, name); }
+
+static void alloc_layers(const Sp *sp, TpLayerActs *a) {
+    const Tp *tp = &sp->tp;
+    size_t M = (size_t)tp->B * tp->T;
+    a->q = fl(M * tp->Ct, "q");
+    a->k = fl(M * tp->Ct, "k");
+    a->v = fl(M * tp->Ct, "v");
+    a->y = fl(M * tp->Ct, "attention out");
+    a->att = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
+    a->h = fl(M * tp->Ht, "mlp hidden");
+    a->hg = fl(M * tp->Ht, "mlp gelu");
+}
+
+static void free_layers(TpLayerActs *a) {
+    float *all[] = {a->q, a->k, a->v, a->y, a->att, a->h, a->hg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+}
+
+static void alloc_on(const Sp *sp, SpBlockActs *a) {
+    const Tp *tp = &sp->tp;
+    size_t Mt = (size_t)tp->B * sp->Tt, M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
+    a->ln1_mean = fl(Mt, "ln1 mean");
+    a->ln1_rstd = fl(Mt, "ln1 rstd");
+    a->ln1_all = fl(M * C, "ln1, all-gathered");
+    a->mid = fl(Mt * C, "residual mid (this rank's tokens)");
+    a->ln2_mean = fl(Mt, "ln2 mean");
+    a->ln2_rstd = fl(Mt, "ln2 rstd");
+    a->ln2_all = fl(M * C, "ln2, all-gathered");
+    alloc_layers(sp, &a->layers);
+}
+
+static void free_on(SpBlockActs *a) {
+    float *all[] = {a->ln1_mean, a->ln1_rstd, a->ln1_all, a->mid, a->ln2_mean, a->ln2_rstd, a->ln2_all};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+    free_layers(&a->layers);
+}
+
+static void alloc_off(const Sp *sp, TpBlockActsOff *a) {
+    const Tp *tp = &sp->tp;
+    size_t M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
+    a->ln1 = fl(M * C, "ln1");
+    a->ln1_mean = fl(M, "ln1 mean");
+    a->ln1_rstd = fl(M, "ln1 rstd");
+    a->mid = fl(M * C, "residual mid");
+    a->ln2 = fl(M * C, "ln2");
+    a->ln2_mean = fl(M, "ln2 mean");
+    a->ln2_rstd = fl(M, "ln2 rstd");
+    alloc_layers(sp, &a->layers);
+}
+
+static void free_off(TpBlockActsOff *a) {
+    float *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->mid, a->ln2, a->ln2_mean, a->ln2_rstd};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+    free_layers(&a->layers);
+}
+
+// One block's kept activations and its input (a residual stream), measured
+// by allocating them: what the per-layer formulas count.
+static double measure_layer(const SpModel *sm, bool on) {
+    const Sp *sp = sm->sp;
+    size_t before = mem_live(MEM_ACTS), stream = (size_t)sp->tp.B * (on ? sp->Tt : sp->tp.T) * sp->tp.C;
+    float *x = fl(stream, "block input");
+    SpBlockActs a;
+    TpBlockActsOff b;
+    if (on) alloc_on(sp, &a);
+    else alloc_off(sp, &b);
+    double bytes = (double)(mem_live(MEM_ACTS) - before);
+    if (on) free_on(&a);
+    else free_off(&b);
+    mem_free(x);
+    return bytes;
+}
+
+static void alloc_scratch(SpModel *sm) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    size_t M = (size_t)tp->B * tp->T, Mt = (size_t)tp->B * sp->Tt, C = (size_t)tp->C;
+    for (int i = 0; i < 4; i++) tp->ct[i] = fl(M * tp->Ct, "scratch");
+    tp->att = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "scratch");
+    for (int i = 0; i < 2; i++) tp->ht[i] = fl(M * tp->Ht, "scratch");
+    tp->dlogits = fl(M * tp->nh, "scratch");
+    tp->ids = ints(M, "scratch ids");
+    for (int i = 0; i < 2; i++) sp->s.whole[i] = fl(M * C, "scratch");
+    for (int i = 0; i < 2; i++) sp->s.local[i] = fl(Mt * C, "scratch");
+    sp->s.blocks = fl(M * C, "scratch");
+    sm->branch = fl(M * C, "scratch");
+    sm->branch2 = fl(M * C, "scratch");
+    sm->dln = fl(M * C, "scratch");
+    sm->partial = fl(M * C, "scratch");
+}
+
+void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
+    memset(sm, 0, sizeof *sm);
+    sm->m = m, sm->sp = sp, sm->on = on, sm->nunits = m->nunits;
+    Tp *tp = &sp->tp;
+    tp_layout_make(&sm->L, m, tp->group, tpg_split, tp, false, "the given split of tp_given.c");
+    tpg_sizes(tp, &sm->L);
+    sm->layer_bytes[0] = measure_layer(sm, false);
+    sm->layer_bytes[1] = measure_layer(sm, true);
+    const int L = m->cfg.L;
+    size_t M = (size_t)tp->B * tp->T, C = (size_t)tp->C, rows = (size_t)tp->B * (on ? sp->Tt : tp->T);
+    sm->tokens = ints(M, "tokens");
+    sm->targets = ints(M, "targets");
+    sm->stream = calloc((size_t)m->nunits + 1, sizeof *sm->stream);
+    sm->dstream = calloc((size_t)m->nunits + 1, sizeof *sm->dstream);
+    for (int u = 1; u < m->nunits; u++) {
+        sm->stream[u] = fl(rows * C, "residual stream");
+        sm->dstream[u] = fl(rows * C, "residual stream gradient");
+    }
+    if (on) {
+        sm->acts = calloc((size_t)(L ? L : 1), sizeof *sm->acts);
+        for (int l = 0; l < L; l++) alloc_on(sp, &sm->acts[l]);
+    } else {
+        sm->off = calloc((size_t)(L ? L : 1), sizeof *sm->off);
+        for (int l = 0; l < L; l++) alloc_off(sp, &sm->off[l]);
+    }
+    SpHeadActs *h = &sm->head;
+    h->lnf_mean = fl(rows, "lnf mean");
+    h->lnf_rstd = fl(rows, "lnf rstd");
+    h->lnf_all = fl(M * C, "lnf, all-gathered");
+    h->ce.logits = fl(M * tp->nh, "logits (this rank's columns)");
+    h->ce.mx = fl(M, "row max");
+    h->ce.sumexp = fl(M, "sum of exp");
+    h->ce.target_logit = fl(M, "target logit");
+    h->ce.target_ids = ints(M, "target ids");
+    sm->losses = fl(M, "losses");
+    alloc_scratch(sm);
+}
+
+void spm_free(SpModel *sm) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    for (int l = 0; l < sm->m->cfg.L; l++) {
+        if (sm->on) free_on(&sm->acts[l]);
+        else free_off(&sm->off[l]);
+    }
+    for (int u = 1; u < sm->nunits; u++) mem_free(sm->stream[u]), mem_free(sm->dstream[u]);
+    void *rest[] = {sm->tokens, sm->targets, sm->head.lnf_mean, sm->head.lnf_rstd, sm->head.lnf_all,
+                    sm->head.ce.logits, sm->head.ce.mx, sm->head.ce.sumexp, sm->head.ce.target_logit,
+                    sm->head.ce.target_ids, sm->losses, tp->ct[0], tp->ct[1], tp->ct[2], tp->ct[3], tp->att,
+                    tp->ht[0], tp->ht[1], tp->dlogits, tp->ids, sp->s.whole[0], sp->s.whole[1], sp->s.local[0],
+                    sp->s.local[1], sp->s.blocks, sm->branch, sm->branch2, sm->dln, sm->partial};
+    for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
+    free(sm->stream);
+    free(sm->dstream);
+    free(sm->acts);
+    free(sm->off);
+    tp_layout_free(&sm->L);
+}
+
+void spm_set_batch(SpModel *sm, const int *x, const int *y, int step, int row0, float loss_scale) {
+    Sp *sp = sm->sp;
+    size_t M = (size_t)sp->tp.B * sp->tp.T;
+    for (size_t i = 0; i < M; i++)
+        CHECK(x[i] >= 0 && x[i] < sp->tp.V && y[i] >= 0 && y[i] < sp->tp.V,
+              "token %d or %d at %zu is outside the vocabulary of %d", x[i], y[i], i, sp->tp.V);
+    mem_from_host(sm->tokens, x, M * sizeof(int));
+    mem_from_host(sm->targets, y, M * sizeof(int));
+    sp->step = step, sp->row0 = row0;
+    sp->tp.loss_scale = loss_scale;
+}
+
+// ---- views -----------------------------------------------------------------------------
+
+static GptBlockView block_view(const SpModel *sm, int u, float *unit) {
+    float *t[16];
+    for (int k = 0; k < 16; k++) t[k] = tp_layout_tensor(&sm->L, u, k, unit);
+    GptBlockView v = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
+    return v;
+}
+
+static GptEmbedView embed_view(const SpModel *sm, float *unit) {
+    GptEmbedView v = {tp_layout_tensor(&sm->L, 0, 0, unit), tp_layout_tensor(&sm->L, 0, 1, unit)};
+    return v;
+}
+
+static GptHeadView head_view(const SpModel *sm, float *unit) {
+    int u = sm->nunits - 1;
+    GptHeadView v = {tp_layout_tensor(&sm->L, u, 0, unit), tp_layout_tensor(&sm->L, u, 1, unit),
+                     tp_layout_tensor(&sm->L, u, 2, unit)};
+    return v;
+}
+
+// ---- --sp off: tensor parallelism alone, every token on every rank ---------------------
+
+static DropoutKey key_off(const Sp *sp, int layer, int site) {
+    DropoutKey k = {.seed = sp->seed, .layer = layer, .site = site, .step = sp->step, .row0 = sp->row0,
+                    .t0 = 0, .c0 = 0, .Tg = sp->tp.T, .Cg = sp->tp.C};
+    return k;
+}
+
+// One half-block of the TP composition: x_out = x + dropout(g(layer(f(LN(x)))) + bias).
+static void half_off(SpModel *sm, bool mlp, TpBlockActsOff *a, const GptBlockView *p, const float *x, float *x_out,
+                     int u) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    const int M = tp->B * tp->T, C = tp->C;
+    float *ln = mlp ? a->ln2 : a->ln1;
+    ops_layernorm_forward(ln, mlp ? a->ln2_mean : a->ln1_mean, mlp ? a->ln2_rstd : a->ln1_rstd, x,
+                          mlp ? p->ln2w : p->ln1w, mlp ? p->ln2b : p->ln1b, M, C);
+    (mlp ? tpg_mlp_forward : tpg_attention_forward)(tp, &a->layers, p, ln, sm->branch);
+    comm_all_reduce_sum(tp->group, sm->branch, (size_t)M * C);   // g
+    ops_add_bias(sm->branch, mlp ? p->b2 : p->bo, M, C);
+    const float *b = sm->branch;
+    if (sp->dropout > 0) {
+        ops_dropout_forward(sm->branch2, b, sp->dropout, key_off(sp, u, mlp ? 2 : 1), tp->B, tp->T, C);
+        b = sm->branch2;
+    }
+    ops_add(x_out, x, b, (size_t)M * C);
+}
+
+static void half_off_backward(SpModel *sm, bool mlp, TpBlockActsOff *a, const GptBlockView *p, GptBlockView *g,
+                              const float *x, const float *dout, float *dx, int u) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    const int M = tp->B * tp->T, C = tp->C;
+    const float *db = dout;
+    if (sp->dropout > 0) {
+        ops_fill(sm->branch2, 0, (size_t)M * C);
+        ops_dropout_backward(sm->branch2, dout, sp->dropout, key_off(sp, u, mlp ? 2 : 1), tp->B, tp->T, C);
+        db = sm->branch2;
+    }
+    ops_bias_backward(mlp ? g->b2 : g->bo, db, M, C);   // the same on every rank
+    ops_fill(sm->dln, 0, (size_t)M * C);
+    (mlp ? tpg_mlp_backward : tpg_attention_backward)(tp, &a->layers, p, g, mlp ? a->ln2 : a->ln1, db, sm->dln);
+    comm_all_reduce_sum(tp->group, sm->dln, (size_t)M * C);   // f
+    if (dx != dout) mem_copy(dx, dout, (size_t)M * C * sizeof(float));
+    ops_layernorm_backward(dx, mlp ? g->ln2w : g->ln1w, mlp ? g->ln2b : g->ln1b, sm->dln, x, mlp ? p->ln2w : p->ln1w,
+                           mlp ? a->ln2_mean : a->ln1_mean, mlp ? a->ln2_rstd : a->ln1_rstd, M, C);
+}
+
+static void block_off(SpModel *sm, int u, TpBlockActsOff *a, const GptBlockView *p, const float *x, float *out) {
+    half_off(sm, false, a, p, x, a->mid, u);
+    half_off(sm, true, a, p, a->mid, out, u);
+}
+
+static void block_off_backward(SpModel *sm, int u, TpBlockActsOff *a, const GptBlockView *p, GptBlockView *g,
+                               const float *x, const float *dout, float *dx) {
+    half_off_backward(sm, true, a, p, g, a->mid, dout, dx, u);
+    half_off_backward(sm, false, a, p, g, x, dx, dx, u);
+}
+
+static void embed_off(SpModel *sm, const GptEmbedView *p) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    const size_t MC = (size_t)tp->B * tp->T * tp->C;
+    float *x = sp->dropout > 0 ? sm->branch : sm->stream[1];
+    tpg_embed_forward(tp, p, sm->tokens, x);
+    comm_all_reduce_sum(tp->group, x, MC);
+    ops_positions_forward(x, p->wpe, tp->B, tp->T, tp->C, 0);
+    if (sp->dropout > 0) ops_dropout_forward(sm->stream[1], x, sp->dropout, key_off(sp, 0, 0), tp->B, tp->T, tp->C);
+}
+
+static void embed_off_backward(SpModel *sm, GptEmbedView *g) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    const float *d = sm->dstream[1];
+    if (sp->dropout > 0) {
+        ops_fill(sm->branch, 0, (size_t)tp->B * tp->T * tp->C);
+        ops_dropout_backward(sm->branch, d, sp->dropout, key_off(sp, 0, 0), tp->B, tp->T, tp->C);
+        d = sm->branch;
+    }
+    ops_positions_backward(g->wpe, d, tp->B, tp->T, tp->C, 0);
+    tpg_embed_backward(tp, g, sm->tokens, d);
+}
+
+static void head_off(SpModel *sm, const GptHeadView *p) {
+    Tp *tp = &sm->sp->tp;
+    SpHeadActs *h = &sm->head;
+    ops_layernorm_forward(h->lnf_all, h->lnf_mean, h->lnf_rstd, sm->stream[sm->nunits - 1], p->lnfw, p->lnfb,
+                          tp->B * tp->T, tp->C);
+    tpg_head_forward(tp, &h->ce, p, h->lnf_all, sm->targets, sm->losses);
+}
+
+static void head_off_backward(SpModel *sm, const GptHeadView *p, GptHeadView *g) {
+    Tp *tp = &sm->sp->tp;
+    SpHeadActs *h = &sm->head;
+    const size_t MC = (size_t)tp->B * tp->T * tp->C;
+    ops_fill(sm->dln, 0, MC);
+    tpg_head_backward(tp, &h->ce, p, g, h->lnf_all, sm->dln);
+    comm_all_reduce_sum(tp->group, sm->dln, MC);   // f
+    float *dx = sm->dstream[sm->nunits - 1];
+    ops_fill(dx, 0, MC);
+    ops_layernorm_backward(dx, g->lnfw, g->lnfb, sm->dln, sm->stream[sm->nunits - 1], p->lnfw, h->lnf_mean,
+                           h->lnf_rstd, tp->B * tp->T, tp->C);
+}
+
+// ---- the units -------------------------------------------------------------------------
+
+void spm_unit_forward(SpModel *sm, int u, float *params) {
+    Sp *sp = sm->sp;
+    switch (sm->m->units[u].kind) {
+    case UNIT_EMBED: {
+        GptEmbedView p = embed_view(sm, params);
+        if (sm->on) sp_embed_forward(sp, &p, sm->tokens, sm->stream[1]);
+        else embed_off(sm, &p);
+        break;
+    }
+    case UNIT_BLOCK: {
+        GptBlockView p = block_view(sm, u, params);
+        if (sm->on) sp_block_forward(sp, u, &sm->acts[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
+        else block_off(sm, u, &sm->off[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
+        break;
+    }
+    case UNIT_HEAD: {
+        GptHeadView p = head_view(sm, params);
+        ops_fill(sm->losses, 0, (size_t)sp->tp.B * sp->tp.T);
+        if (sm->on) sp_head_forward(sp, &sm->head, &p, sm->stream[u], sm->targets, sm->losses);
+        else head_off(sm, &p);
+        break;
+    }
+    }
+}
+
+void spm_unit_backward(SpModel *sm, int u, float *params, float *grads) {
+    Sp *sp = sm->sp;
+    switch (sm->m->units[u].kind) {
+    case UNIT_EMBED: {
+        GptEmbedView g = embed_view(sm, grads);
+        if (sm->on) sp_embed_backward(sp, &g, sm->tokens, sm->dstream[1]);
+        else embed_off_backward(sm, &g);
+        break;
+    }
+    case UNIT_BLOCK: {
+        GptBlockView p = block_view(sm, u, params), g = block_view(sm, u, grads);
+        if (sm->on) sp_block_backward(sp, u, &sm->acts[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
+        else block_off_backward(sm, u, &sm->off[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
+        break;
+    }
+    case UNIT_HEAD: {
+        GptHeadView p = head_view(sm, params), g = head_view(sm, grads);
+        if (sm->on) {
+            ops_fill(sm->dstream[u], 0, (size_t)sp->tp.B * sp->Tt * sp->tp.C);
+            sp_head_backward(sp, &sm->head, &p, &g, sm->stream[u], sm->dstream[u]);
+        } else {
+            head_off_backward(sm, &p, &g);
+        }
+        break;
+    }
+    }
+}
+
+double spm_loss(const SpModel *sm) {
+    size_t M = (size_t)sm->sp->tp.B * sm->sp->tp.T;
+    return ops_sum(sm->losses, M) / (double)M;
+}
+
+// ---- the replicated tensors ---------------------------------------------------------------
+
+void spm_replicated_agree(const SpModel *sm, Comm *world, float **params, char *buf, size_t len) {
+    int n = 0, N = comm_size(world);
+    double mine[16 * 64];
+    const char *unit_of[16 * 64], *name_of[16 * 64];
+    for (int u = 0; u < sm->nunits && n < 16 * 64; u++)
+        for (int k = 0; k < sm->m->units[u].ntensors && n < 16 * 64; k++) {
+            const TpPart *p = &sm->L.part[u][k];
+            if (p->split.kind != TP_REPLICATED) continue;
+            unit_of[n] = sm->m->units[u].name, name_of[n] = sm->m->units[u].tensors[k].name;
+            mine[n++] = ops_sumsq(params[u] + p->offset, p->count);
+        }
+    double *all = malloc((size_t)N * n * sizeof *all);
+    comm_all_gather_host(world, mine, (size_t)n * sizeof *mine, all);
+    buf[0] = 0;
+    for (int i = 0; i < n && !buf[0]; i++)
+        for (int q = 1; q < N; q++)
+            if (all[(size_t)q * n + i] != all[i]) {
+                snprintf(buf, len, "%s.%s", unit_of[i], name_of[i]);
+                break;
+            }
+    free(all);
+}
+
+// ---- the probe ------------------------------------------------------------------------------
+
+static float *random_host(size_t n, uint32_t which, float std) {
+    float *x = malloc(n * sizeof *x);
+    CHECK(x, "out of memory");
+    rng_fill_normal(x, n, 0x5e9ull, rng_stream(RNG_TEST, 5000 + which, 0), 0, 0, std);
+    return x;
+}
+
+static float *on_device(const float *host, size_t n) {
+    float *d = mem_alloc_floats(n, MEM_OTHER, "probe");
+    mem_from_host(d, host, n * sizeof(float));
+    return d;
+}
+
+// ||got - want|| / ||want|| over this rank's tokens, want whole (B, T, C).
+static double local_error(const Sp *sp, const float *got_dev, const float *want) {
+    const Tp *tp = &sp->tp;
+    size_t run = (size_t)sp->Tt * tp->C, n = (size_t)tp->B * run;
+    float *got = malloc(n * sizeof *got);
+    mem_to_host(got, got_dev, n * sizeof(float));
+    double d = 0, w = 0;
+    for (int b = 0; b < tp->B; b++)
+        for (size_t i = 0; i < run; i++) {
+            double x = got[(size_t)b * run + i], y = want[((size_t)b * tp->T + (size_t)tp->r * sp->Tt) * tp->C + i];
+            d += (x - y) * (x - y), w += y * y;
+        }
+    free(got);
+    return isfinite(d) ? sqrt(d / (w > 0 ? w : 1)) : INFINITY;
+}
+
+SpProbe spm_probe(SpModel *sm) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    SpProbe pr = {0, 0, 0, 0, 0};
+    const int B = tp->B, T = tp->T, C = tp->C, Tt = sp->Tt, r = tp->r;
+    const size_t M = (size_t)B * T, MC = M * C, run = (size_t)Tt * C, local = (size_t)B * run;
+    // All-gather: each rank's tokens carry their own global index.
+    float *h = malloc(MC * sizeof *h), *back = malloc(MC * sizeof *back);
+    for (int b = 0; b < B; b++)
+        for (size_t i = 0; i < run; i++) h[(size_t)b * run + i] = (float)(((size_t)b * T + (size_t)r * Tt) * C + i);
+    float *dl = on_device(h, local), *dw = mem_alloc_floats(MC, MEM_OTHER, "probe");
+    sp_gather_tokens(sp, dl, dw);
+    mem_to_host(back, dw, MC * sizeof(float));
+    for (size_t i = 0; i < MC; i++) pr.gather |= back[i] != (float)i;
+    // Reduce-scatter: every rank gives the same whole; this rank's tokens
+    // come back t times. Split along the channels instead, rank r gets
+    // channels [r C/t, (r+1) C/t) of every token.
+    for (size_t i = 0; i < MC; i++) h[i] = (float)(i % 4099);
+    mem_from_host(dw, h, MC * sizeof(float));
+    sp_scatter_tokens(sp, dw, dl);
+    mem_to_host(back, dl, local * sizeof(float));
+    bool tokens = true, channels = tp->t > 1;
+    int Cw = C / tp->t;
+    for (int b = 0; b < B; b++)
+        for (size_t i = 0; i < run; i++) {
+            size_t at = (size_t)b * run + i;
+            tokens &= back[at] == tp->t * h[((size_t)b * T + (size_t)r * Tt) * C + i];
+            size_t token = at / (size_t)Cw, c = at % (size_t)Cw;   // (M, C / t) read as this rank's
+            channels &= token < M && back[at] == tp->t * h[token * C + (size_t)r * Cw + c];
+        }
+    pr.scatter = tokens ? 0 : channels ? 1 : 2;
+    mem_free(dl);
+    // Dropout's key.
+    DropoutKey k = sp_dropout_key(sp, 1, 2);
+    bool rest = k.seed == sp->seed && k.layer == 1 && k.site == 2 && k.step == sp->step && k.row0 == sp->row0 &&
+                k.c0 == 0 && k.Tg == T && k.Cg == C;
+    pr.dropout_t0 = rest && k.t0 == r * Tt ? 0 : rest && k.t0 == 0 ? 1 : 2;
+    // A block, against tensor parallelism alone on the same random
+    // parameters and inputs (dropout off: the masks are the key's check).
+    if (sm->m->cfg.L > 0) {
+        float saved = sp->dropout;
+        sp->dropout = 0;
+        float *whole = random_host(sm->m->units[1].size, 1, 0.3f);
+        float *params = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe params");
+        float *g_on = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
+        float *g_off = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
+        tp_layout_parts_from_whole(&sm->L, 1, params, whole);
+        float *hx = random_host(MC, 2, 1.0f), *hd = random_host(MC, 3, 1.0f);
+        float *x = on_device(hx, MC), *dout = on_device(hd, MC), *out = mem_alloc_floats(MC, MEM_OTHER, "probe");
+        float *dx = mem_alloc_floats(MC, MEM_OTHER, "probe");
+        float *xl = mem_alloc_floats(local, MEM_OTHER, "probe"), *dl2 = mem_alloc_floats(local, MEM_OTHER, "probe");
+        float *outl = mem_alloc_floats(local, MEM_OTHER, "probe"), *dxl = mem_alloc_floats(local, MEM_OTHER, "probe");
+        ops_copy_2d(xl, (int)run, x + (size_t)r * run, T * C, B, (int)run);
+        ops_copy_2d(dl2, (int)run, dout + (size_t)r * run, T * C, B, (int)run);
+        g_cat = MEM_OTHER;
+        SpBlockActs on;
+        TpBlockActsOff off;
+        alloc_on(sp, &on);
+        alloc_off(sp, &off);
+        g_cat = MEM_ACTS;
+        GptBlockView p = block_view(sm, 1, params), gon = block_view(sm, 1, g_on), goff = block_view(sm, 1, g_off);
+        block_off(sm, 1, &off, &p, x, out);
+        block_off_backward(sm, 1, &off, &p, &goff, x, dout, dx);
+        float *want_out = malloc(MC * sizeof *want_out), *want_dx = malloc(MC * sizeof *want_dx);
+        mem_to_host(want_out, out, MC * sizeof(float));
+        mem_to_host(want_dx, dx, MC * sizeof(float));
+        sp_block_forward(sp, 1, &on, &p, xl, outl);
+        pr.block_fwd = local_error(sp, outl, want_out);
+        sp_block_backward(sp, 1, &on, &p, &gon, xl, dl2, dxl);
+        pr.block_bwd = local_error(sp, dxl, want_dx);
+        free_on(&on);
+        free_off(&off);
+        float *bufs[] = {params, g_on, g_off, x, dout, out, dx, xl, dl2, outl, dxl};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
+        free(whole), free(hx), free(hd), free(want_out), free(want_dx);
+        sp->dropout = saved;
+    }
+    mem_free(dw);
+    free(h);
+    free(back);
+    // The group's worst.
+    pr.gather = (int)comm_max_double(tp->group, pr.gather);
+    pr.scatter = (int)comm_max_double(tp->group, pr.scatter);
+    pr.dropout_t0 = (int)comm_max_double(tp->group, pr.dropout_t0);
+    pr.block_fwd = comm_max_double(tp->group, pr.block_fwd);
+    pr.block_bwd = comm_max_double(tp->group, pr.block_bwd);
+    return pr;
+}

@@ -1,0 +1,57 @@
+// model_given.h: lab06's model (given; the student does not edit it). The
+// harness lays the tensor-parallel parts out (common/tp_layout.h, with the
+// given split), allocates each mode's activations, and runs the units:
+// with --sp on, the student's sequence-parallel functions (sp.c); with
+// --sp off, tensor parallelism alone, composed here from the given layers
+// with all-reduces (lab04's f and g), to compare.
+#pragma once
+
+#include <stdbool.h>
+
+#include "sp.h"
+#include "tp_layout.h"
+
+// --sp off's activations of a block: everything whole on every rank.
+typedef struct {
+    float *ln1, *ln1_mean, *ln1_rstd, *mid, *ln2, *ln2_mean, *ln2_rstd;   // (M, C) and (M)
+    TpLayerActs layers;
+} TpBlockActsOff;
+
+typedef struct {
+    const Gpt *m;
+    Sp *sp;
+    bool on;               // --sp on
+    TpLayout L;
+    int nunits;
+    int *tokens, *targets;           // (B, T) the whole batch, on every rank
+    float **stream, **dstream;       // (nunits + 1): (B, Tt, C) with SP, (B, T, C) without
+    SpBlockActs *acts;               // (L) with SP
+    TpBlockActsOff *off;             // (L) without
+    SpHeadActs head;                 // with SP (without: the same lnf_all holds the whole LayerNorm output)
+    float *losses;                   // (B, T)
+    float *branch, *branch2, *dln, *partial;   // scratch of the --sp off composition
+    double layer_bytes[2];           // one block's kept activations and its input, measured: [0] off, [1] on
+} SpModel;
+
+// The layout (given split) and the sizes; the activations of the mode; free.
+void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on);
+void spm_free(SpModel *sm);
+
+void spm_set_batch(SpModel *sm, const int *x, const int *y, int step, int row0, float loss_scale);
+void spm_unit_forward(SpModel *sm, int u, float *params);
+void spm_unit_backward(SpModel *sm, int u, float *params, float *grads);
+double spm_loss(const SpModel *sm);   // the mean loss over the B T tokens
+
+// The replicated tensors, compared over the world: the name of the first
+// whose sum of squares differs between ranks, or "" (all equal), in buf.
+void spm_replicated_agree(const SpModel *sm, Comm *world, float **params, char *buf, size_t len);
+
+// The student's functions on their own, before training, on random
+// parameters and inputs (dropout off), against tensor parallelism alone.
+typedef struct {
+    int gather;          // 0 right; 1 wrong
+    int scatter;         // 0 right; 1 split along the channels; 2 wrong otherwise
+    int dropout_t0;      // 0 keyed by the global token; 1 by the local index; 2 otherwise
+    double block_fwd, block_bwd;   // relative error of the block's output and input gradient
+} SpProbe;
+SpProbe spm_probe(SpModel *sm);

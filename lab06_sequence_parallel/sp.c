@@ -1,0 +1,105 @@
+// sp.c: YOUR FILE. Sequence parallelism on top of tensor parallelism. See
+// sp.h for the hooks, README.md for the picture, and run
+//     make lab06 && mpirun -np 4 build/lab06
+// to see the loss beside single-device training's (dropout on), each
+// rank's activations per layer beside the formulas, and what is missing.
+//
+// As given, every function does nothing, so the program runs from the
+// start (and learns nothing). Do the TODOs in order; delete a function's
+// lab_todo(...) line once it is done.
+//
+// Tools: the given split layers (tp_given.h: tpg_attention_forward/backward,
+// tpg_mlp_*, tpg_embed_*, tpg_head_*: input whole, output a partial sum);
+// ops.h (ops_layernorm_forward/backward, ops_dropout_forward/backward,
+// ops_add, ops_add_bias, ops_bias_backward, ops_copy_2d, ops_positions_*);
+// on sp->tp.group: comm_all_gather, comm_reduce_scatter_sum, comm_all_reduce_sum.
+// Scratch: sp->s.whole[0..1] (B, T, C), sp->s.local[0..1] (B, Tt, C),
+// sp->s.blocks (t, B, Tt, C).
+#include "sp.h"
+
+#include "comm.h"
+#include "core.h"
+#include "mem.h"
+#include "ops.h"
+
+// ---- 2. along the sequence ---------------------------------------------------------
+
+void sp_gather_tokens(Sp *sp, const float *local, float *whole) {
+    lab_todo(__func__);
+    // TODO(lab06): every rank's (B, Tt, C) into the whole (B, T, C), rank q's
+    // tokens at [q Tt, (q + 1) Tt) of every row. comm_all_gather lays the
+    // ranks' blocks one after another, (t, B, Tt, C): move each into place
+    // (ops_copy_2d: B rows of Tt C floats, T C floats apart in the whole).
+    (void)sp, (void)local, (void)whole;
+}
+
+void sp_scatter_tokens(Sp *sp, const float *whole, float *local) {
+    lab_todo(__func__);
+    // TODO(lab06): the sum over the group of this rank's tokens of whole:
+    // lay each rank's tokens together first (the reverse of the gather's
+    // move), then comm_reduce_scatter_sum. Along the tokens, not the channels.
+    (void)sp, (void)whole, (void)local;
+}
+
+// ---- 4. dropout by the global token ------------------------------------------------
+
+DropoutKey sp_dropout_key(const Sp *sp, int layer, int site) {
+    lab_todo(__func__);
+    // TODO(lab06): the key of this rank's tokens (ops.h, DropoutKey): which
+    // token of the row is this rank's first? (Tg and Cg: the whole row's.)
+    DropoutKey k = {.seed = sp->seed, .layer = layer, .site = site, .step = sp->step, .row0 = sp->row0,
+                    .t0 = 0, .c0 = 0, .Tg = sp->tp.T, .Cg = sp->tp.C};
+    return k;
+}
+
+// ---- 1 and 3. the model on this rank's tokens ----------------------------------------
+
+void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const float *x, float *out) {
+    lab_todo(__func__);
+    // TODO(lab06): for attention, then the MLP, on this rank's Tt tokens:
+    // LayerNorm (keep its statistics in a), all-gather the tokens (into
+    // a->ln1_all / ln2_all, kept for the backward pass), the given layer on
+    // all of them (a partial sum), reduce-scatter along the tokens, the bias
+    // once, dropout (layer u, site 1 or 2, with sp_dropout_key) and the
+    // residual add (a->mid between the two).
+    (void)sp, (void)u, (void)a, (void)p, (void)x, (void)out;
+}
+
+void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
+                       const float *dout, float *dx) {
+    lab_todo(__func__);
+    // TODO(lab06): the forward pass backwards: a reduce-scatter's backward
+    // is an all-gather, an all-gather's a reduce-scatter. 3: the gradients
+    // of the LayerNorm weights, attn.bo and mlp.b2 come from this rank's
+    // tokens only: sum them over the group.
+    (void)sp, (void)u, (void)a, (void)p, (void)g, (void)x, (void)dout, (void)dx;
+}
+
+void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, float *out) {
+    lab_todo(__func__);
+    // TODO(lab06): the given lookup (a partial sum over all tokens),
+    // reduce-scattered to this rank's tokens, their positions added, dropout
+    // (layer 0, site 0).
+    (void)sp, (void)p, (void)tokens, (void)out;
+}
+
+void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const float *dout) {
+    lab_todo(__func__);
+    // TODO(lab06): backwards; embed.wpe's gradient summed over the group.
+    (void)sp, (void)g, (void)tokens, (void)dout;
+}
+
+void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+                     float *losses) {
+    lab_todo(__func__);
+    // TODO(lab06): the final LayerNorm on this rank's tokens, all-gathered
+    // (into a->lnf_all), then the given cross-entropy.
+    (void)sp, (void)a, (void)p, (void)x, (void)targets, (void)losses;
+}
+
+void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx) {
+    lab_todo(__func__);
+    // TODO(lab06): backwards; the final LayerNorm's gradients summed over
+    // the group.
+    (void)sp, (void)a, (void)p, (void)g, (void)x, (void)dx;
+}
