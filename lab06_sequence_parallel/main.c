@@ -195,10 +195,12 @@ int main(int argc, char **argv) {
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
     print0("  peak ACTS per rank: %s (every layer, the head, the scratch)\n",
            core_fmt_bytes(comm_max_double(c, mem.peak[MEM_ACTS]), b1, 32));
+    char plus[160] = "";
+    if (on)
+        snprintf(plus, sizeof plus, " + %s for the replicated tensors' gradients, summed over the group (each rank "
+                 "saw its own tokens)", core_fmt_bytes(replicated, b3, 32));
     print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
-           core_fmt_bytes(tpb.total, b2, 32), on ? ", plus the replicated gradients summed over the group: " : "");
-    if (on) print0("  %s (LayerNorms, attn.bo, mlp.b2, embed.wpe, lnf: each rank saw its own tokens)\n",
-                   core_fmt_bytes(replicated, b3, 32));
+           core_fmt_bytes(tpb.total, b2, 32), plus);
     mem_print_table(c, &mem);
 
     // Afterwards, not measured: the replicated tensors compared, the model gathered.
