@@ -64,11 +64,16 @@ endif
 SAN_STAMP := $(BUILD)/.san
 $(shell mkdir -p $(BUILD); [ "$$(cat $(SAN_STAMP) 2>/dev/null)" = "$(SAN)" ] || echo $(SAN) > $(SAN_STAMP))
 
+# CUDA=1: real code for the A100 (sm_80) and the H100/H200 (sm_90), and PTX
+# that newer GPUs compile when they load it; cuBLAS for the matrix
+# products, NCCL for communication between GPUs.
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
 ifeq ($(CUDA),1)
   CFLAGS += -DPL_CUDA=1 -I$(CUDA_HOME)/include
-  NVCCFLAGS := -O2 -g -std=c++17 -Icommon -DPL_CUDA=1 $(MPI_CFLAGS) \
+  NVCCFLAGS := -O3 -g -std=c++17 -Icommon -DPL_CUDA=1 $(MPI_CFLAGS) $(CUDA_ARCH) \
                -Xcompiler -Wall,-Wextra --Werror all-warnings
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
 endif
 
 # ---- sources ---------------------------------------------------------------
