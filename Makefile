@@ -6,6 +6,8 @@
 #   make test       (installs what is missing, builds) run every test
 #   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
 #   make bench-lab02  data-parallel step times against PyTorch DDP
+#   make bench-gpu  tokens/s and MFU of build/ref on one GPU (GPT-2 small), fp32 and TF32
+#   make gpu-check  the GPU path checked in one go, one table (needs a GPU)
 #   make lab03-figure the ZeRO paper's memory table, measured, as build/lab03-memory.svg
 #   make labNN      build a lab (build/labNN from your file, and the solution)
 #   make check-labNN  grade your file of one lab (the fast subset of runs)
@@ -109,7 +111,7 @@ GRADER := $(BUILD)/grade
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER)
 
-.PHONY: all deps check-deps demo test test-run tests clean help bench-ref bench-lab02 lab03-figure grade student-release
+.PHONY: all deps check-deps demo test test-run tests clean help bench-ref bench-lab02 bench-gpu gpu-check lab03-figure grade student-release
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
@@ -239,6 +241,16 @@ bench-ref: all
 
 bench-lab02: all
 	@bench/bench_lab02.sh
+
+# The GPU: tokens/s and model FLOP utilisation of build/ref on a GPT-2-small
+# shape (fp32 and TF32) against the card's peak; and the GPU path checked in
+# one go (every op against the CPU, every lab's solution graded on the GPU,
+# compute-sanitizer). Both need a GPU; elsewhere they say so.
+bench-gpu: all
+	@bench/bench_gpu.sh
+
+gpu-check:
+	@scripts/gpu-check.sh
 
 # Memory per rank by category for ZeRO stages 0 to 3, measured: an SVG.
 NP_FIGURE ?= 4

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 bench/torch_ref.py [--layers 4 --dim 128 --heads 4 --seq 64
         --batch 8 --vocab 256 --steps 30 --warmup 5] [--impl auto|matmul|linear] [--json]
+        [--device cpu|cuda [--tf32]]
 
 The model of docs/model.md in float32 (dropout 0), random tokens, AdamW (lr
 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on every parameter), with
@@ -23,7 +24,9 @@ writing it:
 
 AdamW runs with foreach=True (the multi-tensor step; foreach=False measured
 the same within noise here). --json prints one JSON object instead, with
-every variant's numbers, for a bench script.
+every variant's numbers, for a bench script. --device cuda times the same
+on a GPU (fp32; --tf32 lets the matrix products use TF32), waiting for the
+GPU before each clock reading (bench/bench_gpu.sh).
 """
 import argparse
 import json
@@ -109,20 +112,27 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
 
 
+def sync(a):
+    if a.device == "cuda":
+        torch.cuda.synchronize()
+
+
 def run(impl, a, batches):
     torch.manual_seed(a.seed)
-    model = GPT(a.vocab, a.seq, a.dim, a.heads, a.layers, impl == "linear")
+    model = GPT(a.vocab, a.seq, a.dim, a.heads, a.layers, impl == "linear").to(a.device)
     nparams = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.1, foreach=True)
     times, losses = [], []
     for s in range(a.warmup + a.steps):
         x, y = batches[s % len(batches)]
+        sync(a)
         t0 = time.perf_counter()
         loss = model(x, y)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        sync(a)
         t1 = time.perf_counter()
         losses.append(loss.item())   # after the clock: not part of the step
         if s >= a.warmup:
@@ -150,11 +160,15 @@ def main():
     ap.add_argument("--impl", choices=("auto", "matmul", "linear"), default="auto",
                     help="how the matmuls are written; auto times both, keeps the faster")
     ap.add_argument("--json", action="store_true", help="print one JSON object")
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--tf32", action="store_true", help="TF32 matrix products on a GPU")
     a = ap.parse_args()
     if a.dim % a.heads or min(a.layers, a.dim, a.heads, a.seq, a.batch, a.vocab, a.steps) < 1 \
             or a.warmup < 0:
         ap.error("sizes and --steps must be positive, --dim a multiple of --heads")
 
+    torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    torch.backends.cudnn.allow_tf32 = a.tf32
     torch.set_num_threads(1)
     try:
         torch.set_num_interop_threads(1)
@@ -164,7 +178,7 @@ def main():
     batches = []
     for _ in range(min(a.warmup + a.steps, 64)):
         xy = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g)
-        batches.append((xy[:, :-1].contiguous(), xy[:, 1:].contiguous()))
+        batches.append((xy[:, :-1].contiguous().to(a.device), xy[:, 1:].contiguous().to(a.device)))
 
     impls = ("matmul", "linear") if a.impl == "auto" else (a.impl,)
     results = [run(i, a, batches) for i in impls]
@@ -178,8 +192,10 @@ def main():
             "tokens_per_s": best["tokens_per_s"], "ms_per_step": best["ms_per_step"],
             "impl": best["impl"], "variants": results}))
     else:
+        where = f"threads {torch.get_num_threads()}" if a.device == "cpu" else \
+            f"{torch.cuda.get_device_name()}{', TF32' if a.tf32 else ''}"
         print(f"torch tokens/s: {best['tokens_per_s']:.0f} (ms/step {best['ms_per_step']:.2f}, "
-              f"threads {torch.get_num_threads()}, torch {torch.__version__})")
+              f"{where}, torch {torch.__version__})")
     return 0
 
 

@@ -30,6 +30,7 @@
 #include "args.h"
 #include "core.h"
 #include "grade.h"
+#include "mem_cuda.h"
 #include "train.h"
 
 // ---- running commands ------------------------------------------------------
@@ -538,6 +539,10 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
             const RunSpec *spec = &lab->runs[i];
             if (o->quick && !spec->quick) continue;
             if (o->runs && !name_listed(o->runs, spec->name)) continue;
+            if (spec->gpu && mem_cuda_device_count() <= 0) {
+                print0("  %-10s %-22s skipped: it needs a GPU, and none is visible\n", lab->id, spec->name);
+                continue;
+            }
             Run run;
             memset(&run, 0, sizeof run);
             run.spec = spec;

@@ -14,6 +14,7 @@ typedef struct {
     int np;               // ranks
     const char *flags;    // extra flags for the lab's program
     bool quick;           // part of `make check-labNN` (the fast subset)
+    bool gpu;             // needs a GPU: skipped (and said) where none is visible
 } RunSpec;
 
 // What the reference measured for one configuration: the size of "the same

@@ -15,11 +15,11 @@
 // a rank's two neighbours differ (a cycle of blocking sends, a broadcast
 // tree with a rank that forwards). Each takes about a second.
 static const RunSpec LAB01_RUNS[] = {
-    {"np1", 1, "--quiet", true},
-    {"np2", 2, "--quiet", false},
-    {"np3", 3, "--quiet", true},
-    {"np4", 4, "--quiet", false},
-    {"np5", 5, "--quiet", false},
+    {"np1", 1, "--quiet", true, false},
+    {"np2", 2, "--quiet", false, false},
+    {"np3", 3, "--quiet", true, false},
+    {"np4", 4, "--quiet", false, false},
+    {"np5", 5, "--quiet", false, false},
 };
 
 static const char *const LAB01_FUNCS[] = {"ring_reduce_scatter", "ring_all_gather", "ring_all_reduce",

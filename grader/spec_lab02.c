@@ -17,18 +17,18 @@
 // the planted bugs) holds one cheap run of each kind of bug: N = 1, the
 // bucketed overlap, the naive offsets with accumulation, a remainder.
 static const RunSpec LAB02_RUNS[] = {
-    {"np1-bucketed", 1, "--steps 3 --strategy bucketed --bucket-kb 256", true},
-    {"np1-naive", 1, "--steps 5 --strategy naive", false},
-    {"np2-flat", 2, "--steps 5 --strategy flat", false},
-    {"np2-bucketed", 2, "--steps 3 --strategy bucketed --bucket-kb 256", true},
-    {"np2-naive-accum2", 2, "--steps 3 --strategy naive --accum 2", true},
-    {"np3-bucketed", 3, "--steps 5 --batch 6 --strategy bucketed --bucket-kb 256", false},
-    {"np3-flat-accum2", 3, "--steps 5 --batch 6 --strategy flat --accum 2", false},
-    {"np4-naive-accum2", 4, "--steps 5 --strategy naive --accum 2", false},
-    {"np4-bucketed-accum2", 4, "--steps 5 --strategy bucketed --accum 2 --bucket-kb 512", false},
-    {"np5-flat", 5, "--steps 3 --batch 10 --strategy flat", true},
-    {"np5-naive", 5, "--steps 3 --batch 10 --strategy naive", false},
-    {"np5-bucketed", 5, "--steps 3 --batch 10 --strategy bucketed --bucket-kb 256", false},
+    {"np1-bucketed", 1, "--steps 3 --strategy bucketed --bucket-kb 256", true, false},
+    {"np1-naive", 1, "--steps 5 --strategy naive", false, false},
+    {"np2-flat", 2, "--steps 5 --strategy flat", false, false},
+    {"np2-bucketed", 2, "--steps 3 --strategy bucketed --bucket-kb 256", true, false},
+    {"np2-naive-accum2", 2, "--steps 3 --strategy naive --accum 2", true, false},
+    {"np3-bucketed", 3, "--steps 5 --batch 6 --strategy bucketed --bucket-kb 256", false, false},
+    {"np3-flat-accum2", 3, "--steps 5 --batch 6 --strategy flat --accum 2", false, false},
+    {"np4-naive-accum2", 4, "--steps 5 --strategy naive --accum 2", false, false},
+    {"np4-bucketed-accum2", 4, "--steps 5 --strategy bucketed --accum 2 --bucket-kb 512", false, false},
+    {"np5-flat", 5, "--steps 3 --batch 10 --strategy flat", true, false},
+    {"np5-naive", 5, "--steps 3 --batch 10 --strategy naive", false, false},
+    {"np5-bucketed", 5, "--steps 3 --batch 10 --strategy bucketed --bucket-kb 256", false, false},
 };
 
 static const char *lab02_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {

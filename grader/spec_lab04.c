@@ -16,13 +16,13 @@
 // grid (two communicators), and the naive MLP.
 #define SMALL "--layers 2 --steps 3 "
 static const RunSpec LAB04_RUNS[] = {
-    {"np1", 1, SMALL, false},
-    {"np2", 2, SMALL, true},
-    {"np4", 4, SMALL, false},
-    {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192", true},
-    {"np4-dp2-tp2", 4, SMALL "--tp 2", true},
-    {"np2-dropout", 2, SMALL "--dropout 0.1", false},
-    {"np2-naive", 2, SMALL "--mlp naive", true},
+    {"np1", 1, SMALL, false, false},
+    {"np2", 2, SMALL, true, false},
+    {"np4", 4, SMALL, false, false},
+    {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192", true, false},
+    {"np4-dp2-tp2", 4, SMALL "--tp 2", true, false},
+    {"np2-dropout", 2, SMALL "--dropout 0.1", false, false},
+    {"np2-naive", 2, SMALL "--mlp naive", true, false},
 };
 #undef SMALL
 

@@ -16,14 +16,14 @@
 // bug: p = 2 (scaling, accumulation), p = 3 (a deadlock needs three
 // stages; 1F1B's memory bound), p = 4 with m = 8 and the grid.
 static const RunSpec LAB05_RUNS[] = {
-    {"np1-gpipe-m2", 1, "--steps 3 --schedule gpipe --micro 2", false},
-    {"np2-1f1b-m4", 2, "--steps 3 --schedule 1f1b --micro 4", true},
-    {"np2-gpipe-m1", 2, "--steps 3 --schedule gpipe --micro 1", false},
-    {"np3-1f1b-m8", 3, "--steps 3 --schedule 1f1b --micro 8", true},
-    {"np3-gpipe-m4", 3, "--steps 3 --schedule gpipe --micro 4", false},
-    {"np4-gpipe-m8", 4, "--steps 3 --schedule gpipe --micro 8", false},
-    {"np4-1f1b-m8", 4, "--steps 3 --schedule 1f1b --micro 8", true},
-    {"np4-dp2-pp2", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2", true},
+    {"np1-gpipe-m2", 1, "--steps 3 --schedule gpipe --micro 2", false, false},
+    {"np2-1f1b-m4", 2, "--steps 3 --schedule 1f1b --micro 4", true, false},
+    {"np2-gpipe-m1", 2, "--steps 3 --schedule gpipe --micro 1", false, false},
+    {"np3-1f1b-m8", 3, "--steps 3 --schedule 1f1b --micro 8", true, false},
+    {"np3-gpipe-m4", 3, "--steps 3 --schedule gpipe --micro 4", false, false},
+    {"np4-gpipe-m8", 4, "--steps 3 --schedule gpipe --micro 8", false, false},
+    {"np4-1f1b-m8", 4, "--steps 3 --schedule 1f1b --micro 8", true, false},
+    {"np4-dp2-pp2", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2", true, false},
 };
 
 static const char *lab05_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {

@@ -15,12 +15,12 @@
 // holds t = 2 (the probes, the replicated tensors), the odd t and the grid.
 #define SMALL "--layers 2 --steps 3 "
 static const RunSpec LAB06_RUNS[] = {
-    {"np1", 1, SMALL, false},
-    {"np2", 2, SMALL, true},
-    {"np4", 4, SMALL, false},
-    {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 51", true},
-    {"np2-sp-off", 2, SMALL "--sp off", false},
-    {"np4-dp2-tp2", 4, SMALL "--tp 2", true},
+    {"np1", 1, SMALL, false, false},
+    {"np2", 2, SMALL, true, false},
+    {"np4", 4, SMALL, false, false},
+    {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 51", true, false},
+    {"np2-sp-off", 2, SMALL "--sp off", false, false},
+    {"np4-dp2-tp2", 4, SMALL "--tp 2", true, false},
 };
 #undef SMALL
 

@@ -21,19 +21,24 @@
 // same training" as build/ref without, and a run with one parameter off (the
 // --perturb self-test) must not.
 
+// The GPU run is compared with the CPU's reference: the same training on
+// the other device, within the rounding measured on the CPU.
 static const RunSpec REF_RUNS[] = {
-    {"micro4", 1, "--steps 8 --micro 4 --device cpu", true},
-    {"micro8-small", 1, "--steps 6 --micro 8 --layers 2 --dim 64 --heads 4 --seq 32 --device cpu", false},
+    {"micro4", 1, "--steps 8 --micro 4 --device cpu", true, false},
+    {"micro8-small", 1, "--steps 6 --micro 8 --layers 2 --dim 64 --heads 4 --seq 32 --device cpu", false, false},
+    {"gpu-against-cpu", 1, "--steps 8 --device cuda", false, true},
 };
 
 static const char *ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
     (void)lab;
-    // The same flags without the micro-batches.
+    // The same flags without the micro-batches, on the CPU.
     const char *f = run->spec->flags;
     const char *micro = strstr(f, "--micro ");
     size_t head = micro ? (size_t)(micro - f) : strlen(f);
     const char *tail = micro ? strchr(micro + 8, ' ') : "";
     snprintf(buf, len, "%.*s%s --seed %llu", (int)head, f, tail ? tail : "", (unsigned long long)run->seed);
+    char *cuda = strstr(buf, "--device cuda");
+    if (cuda) memcpy(cuda, "--device cpu ", 13);
     return buf;
 }
 

@@ -163,7 +163,7 @@ int verdict_of_run(const char *lab_id, const char *dump_path, const char *const 
                    int np, const char *flags) {
     const LabSpec *lab = lab_spec(lab_id);
     CHECK(lab, "verdict_of_run: no lab %s", lab_id);
-    RunSpec spec = {"this run", np, flags ? flags : "", false};
+    RunSpec spec = {"this run", np, flags ? flags : "", false, false};
     Run run;
     memset(&run, 0, sizeof run);
     run.spec = &spec;
