@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "data.h"
 
@@ -22,6 +23,8 @@ Args args_defaults(void) {
         .dropout = 0.0,
         .timeout = 120,
         .device = "auto",
+        .comm = "auto",
+        .tf32 = false,
         .batch = 8,
         .seq = 64,
         .dim = 128,
@@ -37,7 +40,7 @@ Args args_defaults(void) {
 
 // The shared flags, described by the same table as a program's extras. The
 // value pointers are filled in by bind_common for the Args being parsed.
-enum { NCOMMON = 16 };
+enum { NCOMMON = 18 };
 
 static void bind_common(Args *a, ArgExtra *t) {
     // In the order of the ARGS_ bits (args.h).
@@ -58,6 +61,8 @@ static void bind_common(Args *a, ArgExtra *t) {
         {"trace", ARG_OUTPUT, &a->trace, "write a Chrome trace (open in Perfetto) to this file", 1, 0, NULL, NULL},
         {"timeout", ARG_DOUBLE, &a->timeout, "seconds a rank may wait in one call before the run is ended (0: never)", 0, 1e6, NULL, NULL},
         {"device", ARG_CHOICE, &a->device, "where tensors live and kernels run", 1, 0, "cpu|cuda|auto", NULL},
+        {"comm", ARG_CHOICE, &a->comm, "how buffers move: nccl GPU to GPU (a GPU per rank), mpi through the host", 1, 0, "auto|mpi|nccl", NULL},
+        {"tf32", ARG_FLAG, &a->tf32, "TF32 matrix units for the matrix products on a GPU: faster, never in graded runs", 0, 0, NULL, NULL},
     };
     memcpy(t, common, sizeof common);
 }
@@ -66,7 +71,7 @@ static unsigned g_takes = ARGS_ALL;
 static const char *g_why_not;
 
 void args_takes(unsigned shared, const char *why_not) {
-    g_takes = shared;
+    g_takes = shared & ARGS_DEVICE ? shared | ARGS_COMM : shared;
     g_why_not = why_not;
 }
 
@@ -234,6 +239,18 @@ static void set_value(const ArgExtra *e, const char *v) {
 
 // Checks that concern several flags at once.
 static void check_combinations(const Args *a) {
+    // NCCL moves GPU buffers only; whether each rank gets a GPU of its own
+    // is known once the device is chosen (comm.c checks it then).
+    if (strcmp(a->comm, "nccl") == 0) {
+        if (strcmp(a->device, "cpu") == 0)
+            core_usage_error("--comm nccl needs the tensors on a GPU, but --device cpu keeps them on the "
+                             "CPU; use --comm mpi instead (--comm mpi stages the buffers through the host; "
+                             "NCCL needs one GPU per rank)");
+#ifndef PL_CUDA
+        core_usage_error("--comm nccl: this build has no CUDA backend (nvcc was not found when it was "
+                         "built); use --comm mpi, or install the CUDA toolkit and run make clean && make");
+#endif
+    }
     if (a->dim % a->heads != 0)
         core_usage_error("%d heads do not divide %d channels; pick --heads among the divisors "
                          "of --dim (e.g. --heads %d)",
@@ -320,6 +337,7 @@ void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtr
     }
     if (a->data && !args_given("vocab")) a->vocab = 256;
     check_combinations(a);
+    comm_use_backend(a->comm);
 }
 
 const char *args_model_string(const Args *a, char *buf, size_t len) {

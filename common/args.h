@@ -18,6 +18,8 @@ typedef struct Args {
     double dropout;       // dropout probability (0: none)
     double timeout;       // seconds a rank may wait in one call before the watchdog ends the run (0: never)
     const char *device;   // "cpu", "cuda" or "auto"
+    const char *comm;     // "auto", "mpi" or "nccl": the library that moves the buffers (comm.h)
+    bool tf32;            // TF32 matrix units for the matrix products on a GPU (never in graded runs)
     // model: B batch, T sequence, C channels, NH heads, L layers, V vocabulary
     int batch;            // B, rows of the global batch
     int seq;              // T, tokens per row
@@ -55,15 +57,18 @@ enum {
     ARGS_DROPOUT = 1 << 4, ARGS_BATCH = 1 << 5, ARGS_SEQ = 1 << 6, ARGS_DIM = 1 << 7,
     ARGS_HEADS = 1 << 8, ARGS_LAYERS = 1 << 9, ARGS_VOCAB = 1 << 10, ARGS_DATA = 1 << 11,
     ARGS_DUMP = 1 << 12, ARGS_TRACE = 1 << 13, ARGS_TIMEOUT = 1 << 14, ARGS_DEVICE = 1 << 15,
+    ARGS_COMM = 1 << 16, ARGS_TF32 = 1 << 17,
     // Groups: the model and its training, and what every training program takes.
     ARGS_MODEL = ARGS_STEPS | ARGS_LR | ARGS_WD | ARGS_DROPOUT | ARGS_BATCH | ARGS_SEQ | ARGS_DIM |
                  ARGS_HEADS | ARGS_LAYERS | ARGS_VOCAB | ARGS_DATA,
-    ARGS_ALL = (1 << 16) - 1,
+    ARGS_ALL = (1 << 18) - 1,
 };
 
 // Before args_parse: the shared flags this program takes (ARGS_ALL unless
 // told) and, in a few words, why it takes no others ("it trains nothing").
 // The others are not listed by --help, and giving one is a usage error.
+// A program that takes --device takes --comm too: where the tensors live
+// and how they move are chosen together.
 void args_takes(unsigned shared, const char *why_not);
 
 // The defaults: the course's small model (4 layers, 128 channels, 4 heads,
@@ -74,8 +79,9 @@ Args args_defaults(void);
 // ended by an entry whose name is NULL; extras may be NULL). `--help` prints
 // the usage, `about` first, and exits 0. Errors exit with code 2: a flag
 // this program does not take, a bad value, a combination the program cannot
-// use (a vocabulary too small for the synthetic data), an input file that
-// cannot be read or an output that cannot be created.
+// use (a vocabulary too small for the synthetic data, --comm nccl with the
+// tensors on the CPU), an input file that cannot be read or an output that
+// cannot be created. --comm is handed to comm (comm_use_backend).
 void args_parse(Args *a, int argc, char **argv, const char *about, const ArgExtra *extras);
 
 // True when the user gave this flag on the command line (so a program can

@@ -13,6 +13,29 @@
 // A watchdog notes which call each rank is in. When a rank has waited in one
 // call longer than the timeout, it prints what it waits on and the run ends;
 // as the launcher stops the other ranks, each of them prints its own line.
+//
+// Two backends move the data, the same on every rank of a run:
+// - MPI (comm_mpi.c) works on host memory; buffers on a GPU are copied to
+//   the host, communicated, and copied back. Any device, any number of
+//   ranks per GPU.
+// - NCCL (comm_nccl.c) moves GPU buffers directly, GPU to GPU. It needs the
+//   tensors of every rank on a GPU that no other rank of its node uses.
+// --comm auto (the default) takes NCCL when that holds; --comm mpi never
+// does; --comm nccl where it cannot work is a usage error. The choice is
+// made when mem_init picks the device; the world gets its NCCL communicator
+// then, and each group in comm_split.
+// Through NCCL, every call runs on one communication stream, after the
+// compute already issued (the kernels on the default stream). A blocking
+// call returns when its result is on the GPU; an asynchronous one records an
+// event that comm_test queries and comm_wait waits for. Asynchronous sends
+// and receives are launched together (one NCCL group, so that two ranks
+// sending to each other both progress) by the next call of this library
+// that is not one of them: a wait, a test, comm_progress, any other call.
+// A reduce-scatter or all-gather whose count N does not divide goes through
+// MPI (NCCL wants equal blocks), as do the bookkeeping helpers at the end of
+// this file (host memory).
+// Counters, busy and blocked time and the watchdog are the same for both;
+// the watchdog's line names NCCL when it moves the data.
 #pragma once
 
 #include <stdbool.h>
@@ -50,7 +73,10 @@ int comm_rank(const Comm *c);
 int comm_size(const Comm *c);
 int comm_local_rank(void);            // rank among the processes on this node
 int comm_local_size(void);            // processes on this node (1 before comm_init)
-const char *comm_backend_name(void);  // "mpi"
+const char *comm_backend_name(void);  // "mpi" or "nccl" (MPI until mem_init has picked the device)
+// The backend to use: "auto" (the default), "mpi" or "nccl" (see the top of
+// this file). Before mem_init; args_parse calls it with --comm.
+void comm_use_backend(const char *which);
 
 // Split c into groups: ranks with the same color form one group, ordered by
 // key (then by rank in c). Collective over c. Free with comm_free.

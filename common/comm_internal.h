@@ -7,10 +7,17 @@
 
 #include "comm.h"
 
+struct NcclComm;   // comm_nccl.c: a group's NCCL communicator
+
 struct Comm {
     MPI_Comm mpi;
     int rank, size;
+    struct NcclComm *nccl;   // in an NCCL run, the group's NCCL communicator; NULL until made
 };
+
+// The library that moves the data of the buffers: MPI (host memory, or
+// device memory staged through the host) or NCCL (device memory, GPU to GPU).
+typedef enum { BACKEND_MPI, BACKEND_NCCL } Backend;
 
 // An operation the MPI backend has started and not finished. For device
 // buffers the data travels through a host copy (`stage`), which is copied
@@ -28,6 +35,26 @@ typedef struct {
     bool done;           // finished: the result is in place
 } MpiPending;
 
+// An operation the NCCL backend has enqueued on the communication stream
+// and not yet seen finished. The events are CUDA's (cudaEvent_t is a
+// struct CUevent_st *), named here without CUDA's headers.
+typedef struct {
+    struct CUevent_st *done;    // recorded on the communication stream after the operation
+    struct CUevent_st *ready;   // a queued send or receive: the compute issued before it, or NULL
+    struct NcclComm *comm;      // whose errors a wait watches
+    bool queued;                // an asynchronous send or receive not launched yet (comm_nccl.c)
+    bool finished;              // seen finished: the events are released
+} NcclPending;
+
+// A handle's operation, in the backend that started it (an NCCL run sends
+// the few calls NCCL cannot make through MPI).
+typedef struct {
+    Backend backend;
+    MpiPending mpi;
+    NcclPending nccl;
+} Pending;
+
+// ---- the MPI backend (comm_mpi.c) ----------------------------------------
 // Each starts the operation; with p == NULL it runs to completion instead
 // (the blocking MPI call, the fastest the library offers).
 void mpi_all_reduce(Comm *c, float *buf, size_t n, CommReduce op, MpiPending *p);
@@ -41,3 +68,60 @@ void mpi_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, s
 void mpi_barrier(Comm *c, MpiPending *p);
 void mpi_finish(MpiPending *p);   // wait, scale, copy back, free the staging buffer
 bool mpi_test(MpiPending *p);     // finished? (then finish it)
+
+// ---- the NCCL backend (comm_nccl.c) ----------------------------------------
+// Why NCCL cannot serve this rank, from the mildest reason to the most basic.
+typedef enum {
+    NCCL_USABLE,       // the tensors are on this rank's own GPU
+    NCCL_SHARED_GPU,   // another rank of this node uses the same GPU
+    NCCL_ON_CPU,       // the tensors are on the CPU
+    NCCL_NOT_BUILT,    // this build has no CUDA backend
+} NcclFit;
+enum { NCCL_GPU_ID_LEN = 32 };
+
+#ifdef PL_CUDA
+// This rank alone (comm.c compares the GPUs of a node): NCCL_USABLE with the
+// PCI bus id of its GPU in gpu_id, or why not (gpu_id "").
+NcclFit nccl_fit(char gpu_id[NCCL_GPU_ID_LEN]);
+void nccl_comm_init(Comm *c);   // collective over c: c->nccl made (its device memory left out of mem's measure)
+void nccl_comm_free(Comm *c);
+void nccl_shutdown(void);       // after the last communicator: the stream and the events go
+bool nccl_on_device(const void *ptr);   // a device (or managed) pointer, which NCCL can move
+// As the MPI backend's: p == NULL waits for the result; otherwise it is
+// enqueued and p says when it is done. The counts of reduce-scatter and
+// all-gather are divisible by c->size (comm.c sends the others to MPI).
+void nccl_all_reduce(Comm *c, float *buf, size_t n, CommReduce op, NcclPending *p);
+void nccl_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op,
+                         NcclPending *p);
+void nccl_all_gather(Comm *c, const float *send, float *recv, size_t n, NcclPending *p);
+void nccl_broadcast(Comm *c, float *buf, size_t n, int root, NcclPending *p);
+void nccl_send(Comm *c, const float *buf, size_t n, int peer, NcclPending *p);
+void nccl_recv(Comm *c, float *buf, size_t n, int peer, NcclPending *p);
+void nccl_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, size_t nr, int src);
+void nccl_barrier(Comm *c, NcclPending *p);
+void nccl_flush(void);              // launch the queued asynchronous sends and receives
+int nccl_queued(void);              // asynchronous sends and receives queued, not launched yet
+void nccl_finish(NcclPending *p);   // wait for it, release its events
+bool nccl_test(NcclPending *p);     // finished? (then release its events)
+#else
+// A build without CUDA never chooses NCCL (nccl_fit says so), so nothing
+// below is ever called.
+#include <stdlib.h>
+static inline NcclFit nccl_fit(char gpu_id[NCCL_GPU_ID_LEN]) { gpu_id[0] = 0; return NCCL_NOT_BUILT; }
+static inline void nccl_comm_init(Comm *c) { (void)c; abort(); }
+static inline void nccl_comm_free(Comm *c) { (void)c; abort(); }
+static inline void nccl_shutdown(void) {}
+static inline bool nccl_on_device(const void *ptr) { (void)ptr; return false; }
+static inline void nccl_all_reduce(Comm *c, float *b, size_t n, CommReduce op, NcclPending *p) { (void)c; (void)b; (void)n; (void)op; (void)p; abort(); }
+static inline void nccl_reduce_scatter(Comm *c, const float *s, float *r, size_t n, CommReduce op, NcclPending *p) { (void)c; (void)s; (void)r; (void)n; (void)op; (void)p; abort(); }
+static inline void nccl_all_gather(Comm *c, const float *s, float *r, size_t n, NcclPending *p) { (void)c; (void)s; (void)r; (void)n; (void)p; abort(); }
+static inline void nccl_broadcast(Comm *c, float *b, size_t n, int root, NcclPending *p) { (void)c; (void)b; (void)n; (void)root; (void)p; abort(); }
+static inline void nccl_send(Comm *c, const float *b, size_t n, int peer, NcclPending *p) { (void)c; (void)b; (void)n; (void)peer; (void)p; abort(); }
+static inline void nccl_recv(Comm *c, float *b, size_t n, int peer, NcclPending *p) { (void)c; (void)b; (void)n; (void)peer; (void)p; abort(); }
+static inline void nccl_sendrecv(Comm *c, const float *s, size_t ns, int dst, float *r, size_t nr, int src) { (void)c; (void)s; (void)ns; (void)dst; (void)r; (void)nr; (void)src; abort(); }
+static inline void nccl_barrier(Comm *c, NcclPending *p) { (void)c; (void)p; abort(); }
+static inline void nccl_flush(void) {}
+static inline int nccl_queued(void) { return 0; }
+static inline void nccl_finish(NcclPending *p) { (void)p; abort(); }
+static inline bool nccl_test(NcclPending *p) { (void)p; abort(); }
+#endif

@@ -218,6 +218,10 @@ void mem_check_fits(double per_rank, int ranks_here, double rank0_first, const c
                      core_fmt_bytes(per_rank * ranks_here, b3, sizeof b3), core_fmt_bytes(have, b2, sizeof b2));
 }
 
+static void (*g_device_hook)(void);
+
+void mem_set_device_hook(void (*chosen)(void)) { g_device_hook = chosen; }
+
 void mem_init(const char *device, int local_rank) {
     bool want_cuda = false;
     if (!device || strcmp(device, "cpu") == 0) {
@@ -243,6 +247,7 @@ void mem_init(const char *device, int local_rank) {
         g_gpu_base = mem_cuda_used();
         g_gpu_peak = 0;
     }
+    if (g_device_hook) g_device_hook();
 }
 
 Device mem_device(void) { return g_device; }
@@ -391,6 +396,12 @@ size_t mem_measured_peak(void) {
     size_t v = g_heap_peak;
     pthread_mutex_unlock(&g_heap_lock);
     return v;
+}
+
+void mem_measured_exclude(ptrdiff_t bytes) {
+    if (g_device != DEVICE_CUDA) return;
+    if (bytes < 0 && (size_t)-bytes > g_gpu_base) g_gpu_base = 0;
+    else g_gpu_base = (size_t)((ptrdiff_t)g_gpu_base + bytes);
 }
 
 void mem_reset_peaks(void) {

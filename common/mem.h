@@ -52,6 +52,9 @@ void mem_free(void *ptr);   // NULL is ignored; a pointer mem_alloc did not retu
 // still reads or writes fails at once with its name instead of corrupting
 // memory later.
 void mem_set_free_check(const char *(*busy)(const void *ptr, size_t bytes));
+// Run at the end of mem_init, once the device is known. comm sets it: which
+// library moves the buffers (MPI or NCCL) depends on where they live.
+void mem_set_device_hook(void (*chosen)(void));
 
 // Copies and fills that work whichever device the buffers live on.
 void mem_to_host(void *host_dst, const void *dev_src, size_t bytes);
@@ -68,6 +71,9 @@ size_t mem_peak_total(void);      // the peak of the sum (not the sum of peaks)
 // memory in use (GPU), counted from program start or the last reset.
 size_t mem_measured_live(void);
 size_t mem_measured_peak(void);
+// Bytes a library itself holds on the device (NCCL's buffers), left out of
+// the GPU's measure from now on; negative when it gives them back.
+void mem_measured_exclude(ptrdiff_t bytes);
 // Start peaks again from what is live now (to measure one phase).
 void mem_reset_peaks(void);
 

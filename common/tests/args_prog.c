@@ -23,10 +23,10 @@ int main(int argc, char **argv) {
     args_parse(&a, argc, argv, "A test program for the shared command line.", extras);
     char model[128];
     printf("steps=%d seed=%llu lr=%g timeout=%g device=%s model=%s data=%s dump=%s trace=%s "
-           "stage=%d strategy=%s verbose=%d ratio=%g given_steps=%d\n",
+           "stage=%d strategy=%s verbose=%d ratio=%g given_steps=%d comm=%s tf32=%d\n",
            a.steps, (unsigned long long)a.seed, a.lr, a.timeout, a.device,
            args_model_string(&a, model, sizeof model), a.data ? a.data : "-",
            a.dump ? a.dump : "-", a.trace ? a.trace : "-", stage, strategy, verbose, ratio,
-           args_given("steps"));
+           args_given("steps"), a.comm, a.tf32);
     return 0;
 }

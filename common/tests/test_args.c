@@ -38,6 +38,9 @@ START_TEST(defaults_and_values) {
     ck_assert_ptr_nonnull(strstr(out, "dump=r.bin"));
     ck_assert_ptr_nonnull(strstr(out, "stage=2 strategy=bucketed verbose=1"));
     ck_assert_ptr_nonnull(strstr(out, "given_steps=1"));
+    ck_assert_ptr_nonnull(strstr(out, "comm=auto tf32=0"));
+    ck_assert_int_eq(run("--comm mpi --tf32"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "comm=mpi tf32=1"));
 }
 END_TEST
 
@@ -54,7 +57,7 @@ START_TEST(help_lists_every_flag) {
     ck_assert_int_eq(run("--help"), 0);
     const char *flags[] = {"--steps", "--seed", "--batch", "--seq", "--dim", "--heads",
                            "--layers", "--vocab", "--lr", "--wd", "--dropout", "--data", "--dump", "--trace",
-                           "--timeout", "--device", "--help", "--stage", "--strategy",
+                           "--timeout", "--device", "--comm", "auto|mpi|nccl", "--tf32", "--help", "--stage", "--strategy",
                            "naive|flat|bucketed", "(default 50)"};
     for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
         ck_assert_msg(strstr(out, flags[i]), "--help does not mention %s", flags[i]);
@@ -85,6 +88,10 @@ static const struct {
     {"--dump ''", "--dump wants a value"},
     {"--batch 0", "--batch 0 is out of range"},
     {"--dropout 1", "--dropout 1 is out of range: use 0 to 0.95"},
+    {"--comm bogus", "--comm must be one of auto|mpi|nccl, not 'bogus'"},
+    {"--comm nccl --device cpu", "--comm nccl needs the tensors on a GPU, but --device cpu keeps them on the CPU; "
+                                 "use --comm mpi instead (--comm mpi stages the buffers through the host; NCCL "
+                                 "needs one GPU per rank)"},
 };
 
 START_TEST(bad_input_one_line_exit_2) {
@@ -147,10 +154,41 @@ START_TEST(flags_a_program_does_not_take) {
     ck_assert_int_eq(rc, 2);
     ck_assert_msg(strstr(out, "--data is not a flag of this program (it trains nothing); see --help"), "%s", out);
     ck_assert_int_eq(run("--seed 3 --timeout 5"), 0);
+    ck_assert_int_eq(run("--comm mpi"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--comm is not a flag of this program"));
     ck_assert_int_eq(run("--help"), 0);
     ck_assert_msg(!strstr(out, "--data") && !strstr(out, "--layers") && strstr(out, "--seed"),
                   "--help lists flags the program does not take:\n%s", out);
+    // A program that places its tensors (--device) also chooses how they move.
+    setenv("ARGS_TAKES", "0x8000", 1);   // --device
+    ck_assert_int_eq(run("--device cpu --comm mpi"), 0);
+    ck_assert_int_eq(run("--tf32"), 2);
     unsetenv("ARGS_TAKES");
+}
+END_TEST
+
+// --comm nccl where the run turns out to have no GPU (the device is chosen
+// after MPI starts) is refused then, by every rank alike: code 2, one line.
+// The deadlock program's tensors are on the CPU whatever --device says. (A
+// build without CUDA refuses it earlier, as it parses the flags.)
+START_TEST(nccl_refused_once_the_device_is_known) {
+    char cmd[1024];
+    const char *p = getenv("DEADLOCK_PROG") ? getenv("DEADLOCK_PROG") : "build/tests/deadlock";
+    snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 3 %s --mode ok --comm nccl", p);
+    int rc = test_run_command(cmd, out, sizeof out);
+    ck_assert_msg(rc == 2, "exited %d, not 2:\n%s", rc, out);
+#ifdef PL_CUDA
+    const char *says = "--comm nccl: the tensors are on the CPU";
+#else
+    const char *says = "--comm nccl: this build has no CUDA backend";
+#endif
+    const char *at = strstr(out, says);
+    ck_assert_msg(at && strstr(out, "use --comm mpi"), "the refusal does not say why:\n%s", out);
+    ck_assert_msg(!strstr(at + 1, says), "the refusal is printed more than once:\n%s", out);
+    ck_assert_msg(!strstr(out, "no deadlock"), "the run went on after the refusal:\n%s", out);
+    // The control: --comm auto takes MPI for tensors on the CPU.
+    snprintf(cmd, sizeof cmd, "timeout 60 mpirun --oversubscribe -np 3 %s --mode ok --comm auto", p);
+    ck_assert_int_eq(test_run_command(cmd, out, sizeof out), 0);
 }
 END_TEST
 
@@ -166,6 +204,7 @@ static Suite *args_suite(void) {
     tcase_add_test(tc, files_checked_at_start);
     tcase_add_test(tc, vocab_too_small_for_synthetic_data);
     tcase_add_test(tc, flags_a_program_does_not_take);
+    tcase_add_test(tc, nccl_refused_once_the_device_is_known);
     suite_add_tcase(s, tc);
     return s;
 }
