@@ -44,6 +44,9 @@ check() {
 jobs=$(nproc)
 check "build with CUDA (sm_80, sm_90, PTX)" 600 make -j"$jobs" CUDA=1
 check "every op: GPU against CPU" 300 build/gpu_check
+check "comm.h on GPU buffers: NCCL, one rank" 120 "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu
+check "comm.h on GPU buffers: MPI, one rank" 120 "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu --comm mpi
+check "comm.h on GPU buffers: 2 ranks share it (MPI)" 120 "${MPIRUN[@]}" -np 2 build/tests/test_comm_gpu
 check "build/ref: GPU against the CPU's reference" 300 build/grade --solutions --lab ref --runs gpu-against-cpu
 check "build/ref --tf32 runs" 120 build/ref --device cuda --tf32 --steps 5
 # Every lab's solution on the GPU, the fast subset of the grader's runs:

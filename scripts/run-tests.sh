@@ -185,6 +185,7 @@ run "test_watchdog" 180 build/tests/test_watchdog
 # the rest of it: the labs graded on a GPU, NCCL, compute-sanitizer).
 if [ -x build/gpu_check ]; then
     run_gpu "every op: GPU against CPU (build/gpu_check)" 300 build/gpu_check
+    run_gpu "comm.h on GPU buffers (build/tests/test_comm_gpu np=1)" 120 "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu
 else
     skipped=$((skipped + 1))
     echo "--- SKIPPED: the GPU path (a build without CUDA: CUDA=0, or no nvcc)"
