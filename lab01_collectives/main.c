@@ -603,8 +603,11 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
         Coll k = order[o];
         print0("\n%s: %d ranks, time: the median over the calls of the slowest rank's time per call; "
                "iqr%%: their spread\n", COLL_NAME[k], N);
-        print0("  %10s %10s | %10s %5s %8s %8s %6s | %10s %5s %8s %8s %6s\n", "", "", "yours", "", "", "", "",
-               "library", "", "", "", "");
+        // The library's column is comm.h's call: Open MPI's collective, or
+        // NCCL's on GPUs (--comm).
+        char lib[32];
+        snprintf(lib, sizeof lib, "library (%s)", comm_backend_name());
+        print0("  %10s %10s | %10s %5s %8s %8s %6s | %-34s\n", "", "", "yours", "", "", "", "", lib);
         print0("  %10s %10s | %10s %5s %8s %8s %6s | %10s %5s %8s %8s %6s\n", "size (B)", "count", "time (us)",
                "iqr%", "algbw", "busbw", "#wrong", "time (us)", "iqr%", "algbw", "busbw", "#wrong");
         int i = 0;
