@@ -576,6 +576,14 @@ bool moment_within_tol(const Run *run, int t, int which, double *rel) {
 }
 
 void check_equivalence(Grader *g, const Run *run, int N) {
+    // TF32 matrix products round to 10 bits of mantissa: such a run is not
+    // the same training up to fp32 rounding, and is not graded.
+    if (config_value(run->dump, "tf32", 0) != 0) {
+        grade_check(g, run, "an fp32 run", false, "--tf32", "no --tf32",
+                    "a run with --tf32 rounds its matrix products to 10 bits of mantissa, far beyond fp32's "
+                    "rounding: it is not graded; run without --tf32");
+        return;
+    }
     // Without a reference (a lab program run with --no-ref) there is nothing
     // to compare with; the other checks still run.
     if (!run->ref || !run->measured) return;
