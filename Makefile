@@ -74,6 +74,9 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -O3 -g -std=c++17 -Icommon -DPL_CUDA=1 $(MPI_CFLAGS) $(CUDA_ARCH) \
                -Xcompiler -Wall,-Wextra --Werror all-warnings
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
+  # nvcc's launch code for a kernel guards a static with the C++ runtime
+  # (__cxa_guard_acquire), which gcc does not link by itself.
+  LDLIBS += -lstdc++
 endif
 
 # ---- sources ---------------------------------------------------------------
