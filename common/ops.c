@@ -16,6 +16,7 @@
 
 #include "core.h"
 #include "mem.h"
+#include "ops_cuda.h"
 #include "rng.h"
 
 // The kernels below read and write through plain pointers, which is only
@@ -328,6 +329,13 @@ static float max_of(const float *x, int n) {
     return mx;
 }
 
+// A target is a row of the vocabulary. The GPU's kernel reports a bad one
+// through this check too (ops_cuda.h), so the message is the same.
+void ops_check_target(int y, int m, int V) {
+    CHECK(y >= 0 && y < V, "cross-entropy: target %d of row %d is outside the vocabulary "
+          "[0, %d); the data and the model disagree on V", y, m, V);
+}
+
 void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
                               const float *restrict logits, const int *restrict targets, int M,
                               int V) {
@@ -335,8 +343,7 @@ void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
         const float *lr = logits + (size_t)m * V;   // (V)
         float *pr = probs + (size_t)m * V;          // (V)
         int y = targets[m];
-        CHECK(y >= 0 && y < V, "cross-entropy: target %d of row %d is outside the vocabulary "
-              "[0, %d); the data and the model disagree on V", y, m, V);
+        ops_check_target(y, m, V);
         // Subtract the row's max so that no exp overflows; the softmax is
         // unchanged.
         float mx = max_of(lr, V);
@@ -395,7 +402,8 @@ void ops_vocab_ids(int *restrict ids, const int *restrict tokens, int v0, int nv
 
 // An id of row m: a row of this rank's part [0, n), or -1 for a row that
 // another rank holds. Anything else is a token that was not translated.
-static void check_id(const char *op, int id, int m, int n) {
+// The GPU's kernels report a bad id through this check too.
+void ops_check_id(const char *op, int id, int m, int n) {
     CHECK(id >= -1 && id < n,
           "%s: id %d of row %d is outside [-1, %d): ids of rows another rank holds must be -1 "
           "(ops_vocab_ids makes them from the tokens)", op, id, m, n);
@@ -404,7 +412,7 @@ static void check_id(const char *op, int id, int m, int n) {
 void ops_rows_forward(float *restrict out, const int *restrict ids, const float *restrict table,
                       int nrows, int M, int C) {
     for (int m = 0; m < M; m++) {
-        check_id("ops_rows_forward", ids[m], m, nrows);
+        ops_check_id("ops_rows_forward", ids[m], m, nrows);
         float *o = out + (size_t)m * C;   // (C)
         if (ids[m] < 0)
             memset(o, 0, (size_t)C * sizeof(float));
@@ -417,7 +425,7 @@ void ops_rows_backward(float *dtable, const float *dout, const int *ids, int nro
     // An id that appears twice gets both rows' gradients: always +=.
     if (!dtable) return;
     for (int m = 0; m < M; m++) {
-        check_id("ops_rows_backward", ids[m], m, nrows);
+        ops_check_id("ops_rows_backward", ids[m], m, nrows);
         if (ids[m] >= 0)
             ops_accumulate(dtable + (size_t)ids[m] * C, dout + (size_t)m * C, (size_t)C);
     }
@@ -463,7 +471,7 @@ void ops_row_sumexp(float *restrict sumexp, const float *restrict x, const float
 
 void ops_pick(float *restrict out, const float *restrict x, const int *restrict ids, int M, int N) {
     for (int m = 0; m < M; m++) {
-        check_id("ops_pick", ids[m], m, N);
+        ops_check_id("ops_pick", ids[m], m, N);
         out[m] = ids[m] < 0 ? 0.0f : x[(size_t)m * N + ids[m]];
     }
 }
@@ -483,7 +491,7 @@ void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
     if (!dlogits) return;
     for (int m = 0; m < M; m++) {
         int y = ids[m];
-        check_id("ops_ce_parts_backward", y, m, N);
+        ops_check_id("ops_ce_parts_backward", y, m, N);
         float *dr = dlogits + (size_t)m * N;     // (N)
         const float *xr = x + (size_t)m * N;     // (N)
         float mxm = mx[m], inv = 1.0f / sumexp[m];
@@ -494,8 +502,10 @@ void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
 
 // ---- dropout keyed by global position ----------------------------------------
 
-// The stream of one (layer, site, step): four sites per layer.
-static uint64_t dropout_stream(DropoutKey key) {
+// The stream of one (layer, site, step): four sites per layer. Both devices
+// take it from here, after the checks on p and the key.
+uint64_t ops_dropout_stream(float p, DropoutKey key) {
+    CHECK(p >= 0.0f && p < 1.0f, "dropout probability %g: it must be in [0, 1)", p);
     CHECK(key.site >= 0 && key.site < 4, "dropout site %d: a layer has sites 0..3", key.site);
     CHECK(key.layer >= 0 && (int64_t)key.layer * 4 + key.site < (1 << 28),
           "dropout layer %d does not fit the generator's 28-bit stream field", key.layer);
@@ -509,8 +519,7 @@ static uint64_t dropout_stream(DropoutKey key) {
 // tensor draws what one device would.
 static void dropout_apply(float *dst, const float *src, float p, DropoutKey key, int B, int T,
                           int C, int accumulate) {
-    CHECK(p >= 0.0f && p < 1.0f, "dropout probability %g: it must be in [0, 1)", p);
-    uint64_t stream = dropout_stream(key);
+    uint64_t stream = ops_dropout_stream(p, key);
     // Divide rather than multiply by 1 / (1 - p): a kept value is then
     // exactly x / (1 - p), and the division is nothing beside the Philox draw.
     float keep_div = 1.0f - p;
@@ -607,11 +616,11 @@ void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, fl
 
 void ops_sgd(float *restrict p, const float *restrict g, float *restrict buf, size_t n, float lr,
              float mu, float wd) {
+    CHECK(mu == 0.0f || buf, "ops_sgd: momentum %g needs a buffer; pass buf (n floats, zeroed)",
+          mu);
     // torch.optim.SGD's rule (no dampening, no Nesterov): the weight decay is
     // added to the gradient, and momentum keeps a running sum of it. A buffer
     // that starts at 0 makes the first step's buf equal to g, as in torch.
-    CHECK(mu == 0.0f || buf, "ops_sgd: momentum %g needs a buffer; pass buf (n floats, zeroed)",
-          mu);
     for (size_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
         if (mu != 0.0f) {
