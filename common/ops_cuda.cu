@@ -459,10 +459,13 @@ extern "C" void ops_cuda_attention_backward(float *dq, float *dk, float *dv, flo
         const float *a = att + (size_t)b * NH * TT;   // (NH, T, T) probabilities
         float *d = scratch + (size_t)b * NH * TT;     // (NH, T, T) datt, then dscores
         // dv_h (T, hs) += att^T (T, T) @ dout_h (T, hs)
-        if (dv) gemm(true, false, T, hs, T, 1.0f, a, T, TT, dout + off, C, hs, 1.0f, dv + off, C, hs, NH);
+        if (dv)
+            gemm(true, false, T, hs, T, 1.0f, a, T, TT, dout + off, C, hs, 1.0f, dv + off, C, hs,
+                 NH);
         // datt (T, T) = dout_h (T, hs) @ v_h^T (hs, T)
         if (dq || dk)
-            gemm(false, true, T, T, hs, 1.0f, dout + off, C, hs, v + off, C, hs, 0.0f, d, T, TT, NH);
+            gemm(false, true, T, T, hs, 1.0f, dout + off, C, hs, v + off, C, hs, 0.0f, d, T, TT,
+                 NH);
     }
     if (!dq && !dk) return;
     int rows = B * NH * T;
@@ -472,8 +475,12 @@ extern "C" void ops_cuda_attention_backward(float *dq, float *dk, float *dv, flo
     for (int b = 0; b < B; b++) {
         size_t off = (size_t)b * T * C;
         const float *d = scratch + (size_t)b * NH * TT;   // (NH, T, T) dscores
-        if (dq) gemm(false, false, T, hs, T, scale, d, T, TT, k + off, C, hs, 1.0f, dq + off, C, hs, NH);
-        if (dk) gemm(true, false, T, hs, T, scale, d, T, TT, q + off, C, hs, 1.0f, dk + off, C, hs, NH);
+        if (dq)
+            gemm(false, false, T, hs, T, scale, d, T, TT, k + off, C, hs, 1.0f, dq + off, C, hs,
+                 NH);
+        if (dk)
+            gemm(true, false, T, hs, T, scale, d, T, TT, q + off, C, hs, 1.0f, dk + off, C, hs,
+                 NH);
     }
 }
 
@@ -613,8 +620,10 @@ extern "C" void ops_cuda_bias_backward(float *dbias, const float *dout, int M, i
 extern "C" void ops_cuda_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows,
                                  int cols) {
     if (rows == 0 || cols == 0) return;
-    CUDA_CHECK(cudaMemcpy2D(dst, (size_t)dst_ld * sizeof(float), src, (size_t)src_ld * sizeof(float),
-                            (size_t)cols * sizeof(float), (size_t)rows, cudaMemcpyDeviceToDevice));
+    // Rows of `cols` floats, `ld` floats apart (the pitches are in bytes).
+    CUDA_CHECK(cudaMemcpy2D(dst, (size_t)dst_ld * sizeof(float), src,
+                            (size_t)src_ld * sizeof(float), (size_t)cols * sizeof(float),
+                            (size_t)rows, cudaMemcpyDeviceToDevice));
 }
 
 extern "C" void ops_cuda_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld,
@@ -869,7 +878,7 @@ __global__ void sum_kernel(double *partials, const float *x, size_t n, int squar
     }
     s[threadIdx.x] = acc;
     __syncthreads();
-    for (int half = THREADS / 2; half > 0; half /= 2) {
+    for (unsigned half = THREADS / 2; half > 0; half /= 2) {
         if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
         __syncthreads();
     }
