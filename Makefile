@@ -85,7 +85,7 @@ COMMON_CU := $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
 COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
 LIB := $(BUILD)/libcommon.a
 
-TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate
+TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check
 
 # Unit tests: plain programs (Check, fork mode) and MPI programs (run under
 # mpirun by scripts/run-tests.sh, Check in no-fork mode).
