@@ -76,6 +76,9 @@ ifeq ($(CUDA),1)
   NVCCFLAGS := -O3 -g -std=c++17 -Icommon -DPL_CUDA=1 $(MPI_CFLAGS) $(CUDA_ARCH) \
                -Xcompiler -Wall,-Wextra --Werror all-warnings
   LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
+  # nvcc's launch code for a kernel guards a static with the C++ runtime
+  # (__cxa_guard_acquire), which gcc does not link by itself.
+  LDLIBS += -lstdc++
 endif
 
 # ---- sources ---------------------------------------------------------------
@@ -84,7 +87,7 @@ COMMON_CU := $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
 COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
 LIB := $(BUILD)/libcommon.a
 
-TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate
+TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check
 
 # Unit tests: plain programs (Check, fork mode) and MPI programs (run under
 # mpirun by scripts/run-tests.sh, Check in no-fork mode).

@@ -1,4 +1,6 @@
-// ops.c: the CPU kernels of every operation the model needs (see ops.h).
+// ops.c: the CPU kernels of every operation the model needs (see ops.h), and
+// the dispatch: when the rank's buffers are on the GPU, each op hands them to
+// its twin in ops_cuda.cu, which takes the same arguments.
 //
 // The matrix products, including the two inside attention, go to BLAS
 // (cblas_sgemm): they are nearly all of the arithmetic, and a tuned sgemm is
@@ -16,26 +18,35 @@
 
 #include "core.h"
 #include "mem.h"
+#include "ops_cuda.h"
 #include "rng.h"
 
 // The kernels below read and write through plain pointers, which is only
-// right when the buffers are in host memory.
-static void cpu_only(const char *op) {
-    CHECK(mem_device() == DEVICE_CPU, "%s: the CUDA kernels are not written yet; run with --device cpu",
-          op);
-}
+// right when the buffers are in host memory: on the GPU every op goes to its
+// twin in ops_cuda.cu instead, unless a test asked for these (ops_use_host).
+static bool g_use_host;
+
+void ops_use_host(bool on) { g_use_host = on; }
+
+static bool on_gpu(void) { return mem_device() == DEVICE_CUDA && !g_use_host; }
+
+void ops_set_tf32(bool on) { ops_cuda_set_tf32(on); }
 
 void ops_init(void) {
-    cpu_only("ops_init");
     // Ranks are the parallelism: N ranks each with N BLAS threads would fight
     // over the same cores.
     openblas_set_num_threads(1);
+    if (mem_device() == DEVICE_CUDA) ops_cuda_init();
 }
 
 // ---- matrix product ----------------------------------------------------------
 
 void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M,
                         int K, int N) {
+    if (on_gpu()) {
+        ops_cuda_matmul_forward(out, inp, w, bias, M, K, N);
+        return;
+    }
     // Start every row of out at the bias, then let sgemm add inp @ w on top
     // (beta = 1): one pass over out instead of a product and a second add.
     float beta = 0.0f;
@@ -49,6 +60,10 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
 
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int M, int K, int N) {
+    if (on_gpu()) {
+        ops_cuda_matmul_backward(dinp, dw, dbias, dout, inp, w, M, K, N);
+        return;
+    }
     // dinp (M, K) += dout (M, N) @ w^T (N, K)
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.0f, dout, N, w, N, 1.0f,
@@ -64,18 +79,34 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 
 // out may be a or b (x = x + y), so no restrict here.
 void ops_add(float *out, const float *a, const float *b, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_add(out, a, b, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void ops_accumulate(float *restrict y, const float *restrict x, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_accumulate(y, x, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
 void ops_scale(float *x, float s, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_scale(x, s, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
 void ops_fill(float *x, float v, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_fill(x, v, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) x[i] = v;
 }
 
@@ -116,6 +147,10 @@ static const float GELU_A = 0.044715f;
 // exact to float precision (far in the tail exp saturates near 1.6e38 and s
 // rounds to 0, as it should). No branch, so no mispredicted one on inputs of random sign.
 void ops_gelu_forward(float *out, const float *x, size_t n) {   // out may be x
+    if (on_gpu()) {
+        ops_cuda_gelu_forward(out, x, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];
         float u = GELU_K * (xi + GELU_A * xi * xi * xi);
@@ -125,6 +160,10 @@ void ops_gelu_forward(float *out, const float *x, size_t n) {   // out may be x
 
 void ops_gelu_backward(float *restrict dx, const float *restrict dout, const float *restrict x,
                        size_t n) {
+    if (on_gpu()) {
+        ops_cuda_gelu_backward(dx, dout, x, n);
+        return;
+    }
     // d/dx [x s(2u)] = s + x s (1 - s) 2 du/dx, with u = k (x + a x^3) and
     // du/dx = k (1 + 3 a x^2); s (1 - s) is the sigmoid's derivative.
     for (size_t i = 0; i < n; i++) {
@@ -143,6 +182,10 @@ static const float LN_EPS = 1e-5f;
 void ops_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
                            const float *restrict x, const float *restrict w,
                            const float *restrict b, int M, int C) {
+    if (on_gpu()) {
+        ops_cuda_layernorm_forward(out, mean, rstd, x, w, b, M, C);
+        return;
+    }
     for (int m = 0; m < M; m++) {
         const float *xr = x + (size_t)m * C;   // (C)
         float *outr = out + (size_t)m * C;     // (C)
@@ -169,6 +212,10 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
                             const float *restrict dout, const float *restrict x,
                             const float *restrict w, const float *restrict mean,
                             const float *restrict rstd, int M, int C) {
+    if (on_gpu()) {
+        ops_cuda_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, M, C);
+        return;
+    }
     // With n = (x - mean) rstd and out = n w + b, the gradient through the
     // normalization is (llm.c's form)
     //   dx = rstd (dn - mean(dn) - n mean(dn n)),   dn = dout w,
@@ -210,6 +257,10 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
 
 void ops_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                            int B, int T, int C, int NH) {
+    if (on_gpu()) {
+        ops_cuda_attention_forward(out, att, q, k, v, B, T, C, NH);
+        return;
+    }
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
@@ -247,6 +298,10 @@ void ops_attention_forward(float *out, float *att, const float *q, const float *
 void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                             const float *att, const float *q, const float *k, const float *v,
                             int B, int T, int C, int NH) {
+    if (on_gpu()) {
+        ops_cuda_attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, B, T, C, NH);
+        return;
+    }
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
@@ -293,6 +348,10 @@ void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
 void ops_embedding_forward(float *restrict out, const int *restrict tokens,
                            const float *restrict wte, const float *restrict wpe, int B, int T,
                            int C, int pos0) {
+    if (on_gpu()) {
+        ops_cuda_embedding_forward(out, tokens, wte, wpe, B, T, C, pos0);
+        return;
+    }
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
             float *o = out + ((size_t)b * T + t) * C;                  // (C)
@@ -304,6 +363,10 @@ void ops_embedding_forward(float *restrict out, const int *restrict tokens,
 
 void ops_embedding_backward(float *restrict dwte, float *restrict dwpe, const float *restrict dout,
                             const int *restrict tokens, int B, int T, int C, int pos0) {
+    if (on_gpu()) {
+        ops_cuda_embedding_backward(dwte, dwpe, dout, tokens, B, T, C, pos0);
+        return;
+    }
     // A token that appears twice gets both rows' gradients: always +=.
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
@@ -328,15 +391,25 @@ static float max_of(const float *x, int n) {
     return mx;
 }
 
+// A target is a row of the vocabulary. The GPU's kernel reports a bad one
+// through this check too (ops_cuda.h), so the message is the same.
+void ops_check_target(int y, int m, int V) {
+    CHECK(y >= 0 && y < V, "cross-entropy: target %d of row %d is outside the vocabulary "
+          "[0, %d); the data and the model disagree on V", y, m, V);
+}
+
 void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
                               const float *restrict logits, const int *restrict targets, int M,
                               int V) {
+    if (on_gpu()) {
+        ops_cuda_crossentropy_forward(losses, probs, logits, targets, M, V);
+        return;
+    }
     for (int m = 0; m < M; m++) {
         const float *lr = logits + (size_t)m * V;   // (V)
         float *pr = probs + (size_t)m * V;          // (V)
         int y = targets[m];
-        CHECK(y >= 0 && y < V, "cross-entropy: target %d of row %d is outside the vocabulary "
-              "[0, %d); the data and the model disagree on V", y, m, V);
+        ops_check_target(y, m, V);
         // Subtract the row's max so that no exp overflows; the softmax is
         // unchanged.
         float mx = max_of(lr, V);
@@ -352,6 +425,10 @@ void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
 
 void ops_crossentropy_backward(float *restrict dlogits, const float *restrict probs,
                                const int *restrict targets, float scale, int M, int V) {
+    if (on_gpu()) {
+        ops_cuda_crossentropy_backward(dlogits, probs, targets, scale, M, V);
+        return;
+    }
     // One add per element, of the whole term: the target's element too, so
     // that a second call adds exactly the same again.
     for (int m = 0; m < M; m++) {
@@ -365,21 +442,37 @@ void ops_crossentropy_backward(float *restrict dlogits, const float *restrict pr
 // ---- pieces of split layers ---------------------------------------------------
 
 void ops_add_bias(float *out, const float *bias, int M, int N) {
+    if (on_gpu()) {
+        ops_cuda_add_bias(out, bias, M, N);
+        return;
+    }
     for (int m = 0; m < M; m++) ops_accumulate(out + (size_t)m * N, bias, (size_t)N);
 }
 
 void ops_bias_backward(float *dbias, const float *dout, int M, int N) {
+    if (on_gpu()) {
+        ops_cuda_bias_backward(dbias, dout, M, N);
+        return;
+    }
     // Row by row, so that the inner loop runs along memory.
     if (!dbias) return;
     for (int m = 0; m < M; m++) ops_accumulate(dbias, dout + (size_t)m * N, (size_t)N);
 }
 
 void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
+    if (on_gpu()) {
+        ops_cuda_copy_2d(dst, dst_ld, src, src_ld, rows, cols);
+        return;
+    }
     for (int r = 0; r < rows; r++)
         memcpy(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols * sizeof(float));
 }
 
 void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
+    if (on_gpu()) {
+        ops_cuda_accumulate_2d(dst, dst_ld, src, src_ld, rows, cols);
+        return;
+    }
     for (int r = 0; r < rows; r++)
         ops_accumulate(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols);
 }
@@ -387,6 +480,10 @@ void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int
 // ---- vocabulary-parallel embedding and cross-entropy ---------------------------
 
 void ops_vocab_ids(int *restrict ids, const int *restrict tokens, int v0, int nv, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_vocab_ids(ids, tokens, v0, nv, n);
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
         int id = tokens[i] - v0;
         ids[i] = id >= 0 && id < nv ? id : -1;
@@ -395,7 +492,8 @@ void ops_vocab_ids(int *restrict ids, const int *restrict tokens, int v0, int nv
 
 // An id of row m: a row of this rank's part [0, n), or -1 for a row that
 // another rank holds. Anything else is a token that was not translated.
-static void check_id(const char *op, int id, int m, int n) {
+// The GPU's kernels report a bad id through this check too.
+void ops_check_id(const char *op, int id, int m, int n) {
     CHECK(id >= -1 && id < n,
           "%s: id %d of row %d is outside [-1, %d): ids of rows another rank holds must be -1 "
           "(ops_vocab_ids makes them from the tokens)", op, id, m, n);
@@ -403,8 +501,12 @@ static void check_id(const char *op, int id, int m, int n) {
 
 void ops_rows_forward(float *restrict out, const int *restrict ids, const float *restrict table,
                       int nrows, int M, int C) {
+    if (on_gpu()) {
+        ops_cuda_rows_forward(out, ids, table, nrows, M, C);
+        return;
+    }
     for (int m = 0; m < M; m++) {
-        check_id("ops_rows_forward", ids[m], m, nrows);
+        ops_check_id("ops_rows_forward", ids[m], m, nrows);
         float *o = out + (size_t)m * C;   // (C)
         if (ids[m] < 0)
             memset(o, 0, (size_t)C * sizeof(float));
@@ -414,27 +516,43 @@ void ops_rows_forward(float *restrict out, const int *restrict ids, const float 
 }
 
 void ops_rows_backward(float *dtable, const float *dout, const int *ids, int nrows, int M, int C) {
+    if (on_gpu()) {
+        ops_cuda_rows_backward(dtable, dout, ids, nrows, M, C);
+        return;
+    }
     // An id that appears twice gets both rows' gradients: always +=.
     if (!dtable) return;
     for (int m = 0; m < M; m++) {
-        check_id("ops_rows_backward", ids[m], m, nrows);
+        ops_check_id("ops_rows_backward", ids[m], m, nrows);
         if (ids[m] >= 0)
             ops_accumulate(dtable + (size_t)ids[m] * C, dout + (size_t)m * C, (size_t)C);
     }
 }
 
 void ops_positions_forward(float *out, const float *wpe, int B, int T, int C, int pos0) {
+    if (on_gpu()) {
+        ops_cuda_positions_forward(out, wpe, B, T, C, pos0);
+        return;
+    }
     for (int b = 0; b < B; b++)
         ops_accumulate_2d(out + (size_t)b * T * C, C, wpe + (size_t)pos0 * C, C, T, C);
 }
 
 void ops_positions_backward(float *dwpe, const float *dout, int B, int T, int C, int pos0) {
+    if (on_gpu()) {
+        ops_cuda_positions_backward(dwpe, dout, B, T, C, pos0);
+        return;
+    }
     if (!dwpe) return;
     for (int b = 0; b < B; b++)
         ops_accumulate_2d(dwpe + (size_t)pos0 * C, C, dout + (size_t)b * T * C, C, T, C);
 }
 
 void ops_row_max(float *restrict mx, const float *restrict x, int M, int N) {
+    if (on_gpu()) {
+        ops_cuda_row_max(mx, x, M, N);
+        return;
+    }
     for (int m = 0; m < M; m++) mx[m] = N > 0 ? max_of(x + (size_t)m * N, N) : -INFINITY;
 }
 
@@ -458,18 +576,30 @@ static float sum_exp(const float *restrict x, float mx, int n) {
 
 void ops_row_sumexp(float *restrict sumexp, const float *restrict x, const float *restrict mx,
                     int M, int N) {
+    if (on_gpu()) {
+        ops_cuda_row_sumexp(sumexp, x, mx, M, N);
+        return;
+    }
     for (int m = 0; m < M; m++) sumexp[m] = sum_exp(x + (size_t)m * N, mx[m], N);
 }
 
 void ops_pick(float *restrict out, const float *restrict x, const int *restrict ids, int M, int N) {
+    if (on_gpu()) {
+        ops_cuda_pick(out, x, ids, M, N);
+        return;
+    }
     for (int m = 0; m < M; m++) {
-        check_id("ops_pick", ids[m], m, N);
+        ops_check_id("ops_pick", ids[m], m, N);
         out[m] = ids[m] < 0 ? 0.0f : x[(size_t)m * N + ids[m]];
     }
 }
 
 void ops_ce_from_parts(float *restrict losses, const float *restrict mx,
                        const float *restrict sumexp, const float *restrict target_logit, int M) {
+    if (on_gpu()) {
+        ops_cuda_ce_from_parts(losses, mx, sumexp, target_logit, M);
+        return;
+    }
     // Grouped as ops_crossentropy_forward groups it, so that over the whole
     // vocabulary the loss is the same float.
     for (int m = 0; m < M; m++) losses[m] = logf(sumexp[m]) - (target_logit[m] - mx[m]);
@@ -478,12 +608,16 @@ void ops_ce_from_parts(float *restrict losses, const float *restrict mx,
 void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
                            const float *restrict mx, const float *restrict sumexp,
                            const int *restrict ids, float scale, int M, int N) {
+    if (on_gpu()) {
+        ops_cuda_ce_parts_backward(dlogits, x, mx, sumexp, ids, scale, M, N);
+        return;
+    }
     // The probabilities are made again from x and the row's two numbers, as
     // ops_crossentropy_forward makes them; then as ops_crossentropy_backward.
     if (!dlogits) return;
     for (int m = 0; m < M; m++) {
         int y = ids[m];
-        check_id("ops_ce_parts_backward", y, m, N);
+        ops_check_id("ops_ce_parts_backward", y, m, N);
         float *dr = dlogits + (size_t)m * N;     // (N)
         const float *xr = x + (size_t)m * N;     // (N)
         float mxm = mx[m], inv = 1.0f / sumexp[m];
@@ -494,8 +628,10 @@ void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
 
 // ---- dropout keyed by global position ----------------------------------------
 
-// The stream of one (layer, site, step): four sites per layer.
-static uint64_t dropout_stream(DropoutKey key) {
+// The stream of one (layer, site, step): four sites per layer. Both devices
+// take it from here, after the checks on p and the key.
+uint64_t ops_dropout_stream(float p, DropoutKey key) {
+    CHECK(p >= 0.0f && p < 1.0f, "dropout probability %g: it must be in [0, 1)", p);
     CHECK(key.site >= 0 && key.site < 4, "dropout site %d: a layer has sites 0..3", key.site);
     CHECK(key.layer >= 0 && (int64_t)key.layer * 4 + key.site < (1 << 28),
           "dropout layer %d does not fit the generator's 28-bit stream field", key.layer);
@@ -509,8 +645,7 @@ static uint64_t dropout_stream(DropoutKey key) {
 // tensor draws what one device would.
 static void dropout_apply(float *dst, const float *src, float p, DropoutKey key, int B, int T,
                           int C, int accumulate) {
-    CHECK(p >= 0.0f && p < 1.0f, "dropout probability %g: it must be in [0, 1)", p);
-    uint64_t stream = dropout_stream(key);
+    uint64_t stream = ops_dropout_stream(p, key);
     // Divide rather than multiply by 1 / (1 - p): a kept value is then
     // exactly x / (1 - p), and the division is nothing beside the Philox draw.
     float keep_div = 1.0f - p;
@@ -532,6 +667,10 @@ static void dropout_apply(float *dst, const float *src, float p, DropoutKey key,
 }
 
 void ops_dropout_forward(float *out, const float *x, float p, DropoutKey key, int B, int T, int C) {
+    if (on_gpu()) {
+        ops_cuda_dropout_forward(out, x, p, key, B, T, C);
+        return;
+    }
     if (p == 0.0f) {
         // No mask to draw: the identity (and out may be x).
         if (out != x) memmove(out, x, (size_t)B * T * C * sizeof(float));
@@ -542,6 +681,10 @@ void ops_dropout_forward(float *out, const float *x, float p, DropoutKey key, in
 
 void ops_dropout_backward(float *dx, const float *dout, float p, DropoutKey key, int B, int T,
                           int C) {
+    if (on_gpu()) {
+        ops_cuda_dropout_backward(dx, dout, p, key, B, T, C);
+        return;
+    }
     if (!dx) return;
     if (p == 0.0f) {
         ops_accumulate(dx, dout, (size_t)B * T * C);
@@ -557,6 +700,7 @@ void ops_dropout_backward(float *dx, const float *dout, float p, DropoutKey key,
 // than one chain), and the order is still fixed, so the result is the same
 // on every call.
 double ops_sum(const float *x, size_t n) {
+    if (on_gpu()) return ops_cuda_sum(x, n);
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -570,6 +714,7 @@ double ops_sum(const float *x, size_t n) {
 }
 
 double ops_sumsq(const float *x, size_t n) {
+    if (on_gpu()) return ops_cuda_sumsq(x, n);
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -587,6 +732,10 @@ double ops_sumsq(const float *x, size_t n) {
 void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                size_t n, float lr, float beta1, float beta2, float eps, float wd, int t) {
     CHECK(t >= 1, "ops_adamw: step %d; AdamW's steps count from 1 (bias correction 1 - beta^t)", t);
+    if (on_gpu()) {
+        ops_cuda_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
+        return;
+    }
     // The bias corrections in double: 1 - 0.95^t loses digits in float when
     // t is small, and these two numbers scale every update.
     double bc1 = 1.0 - pow((double)beta1, t);
@@ -607,11 +756,15 @@ void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, fl
 
 void ops_sgd(float *restrict p, const float *restrict g, float *restrict buf, size_t n, float lr,
              float mu, float wd) {
+    CHECK(mu == 0.0f || buf, "ops_sgd: momentum %g needs a buffer; pass buf (n floats, zeroed)",
+          mu);
+    if (on_gpu()) {
+        ops_cuda_sgd(p, g, buf, n, lr, mu, wd);
+        return;
+    }
     // torch.optim.SGD's rule (no dampening, no Nesterov): the weight decay is
     // added to the gradient, and momentum keeps a running sum of it. A buffer
     // that starts at 0 makes the first step's buf equal to g, as in torch.
-    CHECK(mu == 0.0f || buf, "ops_sgd: momentum %g needs a buffer; pass buf (n floats, zeroed)",
-          mu);
     for (size_t i = 0; i < n; i++) {
         float d = g[i] + wd * p[i];
         if (mu != 0.0f) {

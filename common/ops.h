@@ -11,12 +11,20 @@
 // hs = C / NH head size, V vocabulary, M = B * T rows of a flattened batch.
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 // Call once after mem_init: one BLAS thread per rank (ranks are the
 // parallelism), and the device's kernels.
 void ops_init(void);
+// The kernels run where the rank's buffers are (mem_device()). A test that
+// compares the two devices asks for the CPU kernels on host memory with
+// ops_use_host(true) while the device is the GPU.
+void ops_use_host(bool on);
+// TF32 matrix units for the matrix products on a GPU (--tf32): faster, with
+// 10 bits of mantissa in the products; never in graded runs. No effect on the CPU.
+void ops_set_tf32(bool on);
 
 // ---- matrix product ----
 // out (M, N) = inp (M, K) @ w (K, N) + bias (N); bias may be NULL.
