@@ -36,7 +36,13 @@ void ops_init(void) {
     // Ranks are the parallelism: N ranks each with N BLAS threads would fight
     // over the same cores.
     openblas_set_num_threads(1);
-    if (mem_device() == DEVICE_CUDA) ops_cuda_init();
+    if (mem_device() == DEVICE_CUDA) {
+        // cuBLAS's handle and workspace are the library's, not the program's:
+        // left out of the device's measure, as NCCL's buffers are.
+        size_t before = mem_measured_live();
+        ops_cuda_init();
+        mem_measured_exclude((ptrdiff_t)mem_measured_live() - (ptrdiff_t)before);
+    }
 }
 
 // ---- matrix product ----------------------------------------------------------

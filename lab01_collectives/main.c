@@ -712,6 +712,7 @@ int main(int argc, char **argv) {
     Comm *c = comm_init(&argc, &argv, a.timeout);
     mem_init(a.device, comm_local_rank());
     ops_init();
+    ops_set_tf32(a.tf32);
     print0("[lab01] %d rank%s · %s · %s\n", comm_size(c), comm_size(c) == 1 ? "" : "s", mem_device_name(),
            comm_backend_name());
 

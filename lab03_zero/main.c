@@ -247,6 +247,7 @@ int main(int argc, char **argv) {
     Comm *c = comm_init(&argc, &argv, a.timeout);
     mem_init(a.device, comm_local_rank());
     ops_init();
+    ops_set_tf32(a.tf32);
     trace_init(c, a.trace);
     int N = comm_size(c), r = comm_rank(c);
     Setup s = {.a = a, .c = c};

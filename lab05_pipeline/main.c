@@ -210,6 +210,7 @@ int main(int argc, char **argv) {
     Comm *c = comm_init(&argc, &argv, a.timeout);
     mem_init(a.device, comm_local_rank());
     ops_init();
+    ops_set_tf32(a.tf32);
     trace_init(c, a.trace);
     int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
     int p = pp_size ? pp_size : N;

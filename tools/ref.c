@@ -35,6 +35,7 @@ int main(int argc, char **argv) {
     char what[96];
     mem_check_fits(gpt_bytes_needed(&need), 1, 0, args_model_string(&a, what, sizeof what));
     ops_init();
+    ops_set_tf32(a.tf32);
 
     Trainer *t = train_create(&a, micro);
     char model[96], optim[128], data[160];
