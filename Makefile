@@ -4,6 +4,7 @@
 #   make deps       install the Debian/Ubuntu packages the course needs
 #   make demo       (installs what is missing, builds) run the course's showcase
 #   make test       (installs what is missing, builds) run every test
+#   make bench      the three CPU benchmarks below in one table (build/bench.md)
 #   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
 #   make bench-lab02  data-parallel step times against PyTorch DDP
 #   make bench-gpu  tokens/s and MFU of build/ref on one GPU (GPT-2 small), fp32 and TF32
@@ -15,7 +16,8 @@
 #   make student-release  the tree without solutions, as a tarball in dist/ (LABS="lab01 lab02": those labs only)
 #   make clean
 #
-# Variables: CUDA=0|1 (default: 1 when nvcc is found), NP (ranks for demo),
+# Variables: CUDA=0|1 (default: 1 when nvcc is found), ARCH (default native: the
+# instruction set, e.g. ARCH=znver3 for a cluster's compute nodes), NP (ranks for demo),
 # SAN=1 (AddressSanitizer and UndefinedBehaviorSanitizer, into the same build/:
 # switching SAN rebuilds everything; a crash is then named by file and line).
 
@@ -37,7 +39,15 @@ NVCC := $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvc
 CUDA ?= $(if $(NVCC),1,0)
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
 
-OPT ?= -O3 -march=native -fno-math-errno
+# ARCH: the instruction set the C code is compiled for. native (the default)
+# is this machine's; a cluster whose login node differs from its compute
+# nodes builds for the compute nodes by name: make ARCH=znver3,
+# ARCH=sapphirerapids, or ARCH=x86-64-v3 (any AVX2 machine) / x86-64-v4
+# (AVX-512). -fno-trapping-math lets the compiler vectorize the loops whose
+# exp clamps its argument (GELU, the softmaxes): nothing here reads the
+# floating-point exception flags, and no result changes.
+ARCH ?= native
+OPT ?= -O3 -march=$(ARCH) -fno-math-errno -fno-trapping-math
 CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Icommon -pthread \
           $(MPI_CFLAGS) $(BLAS_CFLAGS)
 # The independent memory measure: every allocator call in the program's own
@@ -114,7 +124,7 @@ GRADER := $(BUILD)/grade
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER)
 
-.PHONY: all deps check-deps demo test test-run tests clean help bench-ref bench-lab02 bench-gpu gpu-check lab03-figure grade student-release
+.PHONY: all deps check-deps demo test test-run tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
@@ -251,6 +261,14 @@ bench-lab02: all
 # compute-sanitizer). Both need a GPU; elsewhere they say so.
 bench-gpu: all
 	@bench/bench_gpu.sh
+
+# The three CPU benchmarks in one table, with the machine: build/bench.md.
+bench: all
+	@bench/bench_all.sh
+
+# The flags the C code is compiled with (for the benchmarks' headers).
+print-opt:
+	@echo "$(OPT)"
 
 gpu-check:
 	@scripts/gpu-check.sh

@@ -41,11 +41,17 @@ flops=$(awk -v L=$L -v C=$C -v T=$T -v V=$V 'BEGIN {print 6 * (L * 12 * C * C + 
 ceiling=$(awk -v r="$rate" -v f="$flops" 'BEGIN {print r * 1e9 / f}')
 
 printf 'model: GPT %dL %dC 4H, T %d, B 8, V %d, one thread; best of %d runs of %d steps each\n' $L $C $T $V "$REPS" "$STEPS"
+isa=$(grep -q -w avx512f /proc/cpuinfo && echo AVX-512 || { grep -q -w avx2 /proc/cpuinfo && echo AVX2 || echo SSE; })
+printf 'CPU: %s (%s); the C code built with: %s\n' "$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -n 1)" "$isa" \
+    "$(make -s --no-print-directory print-opt 2>/dev/null)"
 [ -n "${OPENBLAS_CORETYPE:-}" ] && echo "OpenBLAS kernels forced by OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE (for both sides)"
 printf 'sgemm rate (1 thread, these shapes): %.1f GFLOP/s; %.2f MFLOP per token; ceiling %.1fk tokens/s\n' \
     "$rate" "$(awk -v f="$flops" 'BEGIN {print f / 1e6}')" "$(awk -v c="$ceiling" 'BEGIN {print c / 1e3}')"
 printf 'C reference:  %7.1fk tokens/s  (%.0f%% of the ceiling)\n' \
     "$(awk -v t="$c_tps" 'BEGIN {print t / 1e3}')" "$(awk -v t="$c_tps" -v c="$ceiling" 'BEGIN {print 100 * t / c}')"
+# The step's time not explained by its matrix products at the measured
+# sgemm rate: GELU, LayerNorm, softmax, the optimizer, the copies.
+printf 'share of the C step outside sgemm: %.0f%%\n' "$(awk -v t="$c_tps" -v c="$ceiling" 'BEGIN {print 100 * (1 - t / c)}')"
 
 if [ $have_torch = 1 ]; then
     printf 'PyTorch:      %7.1fk tokens/s  (%.0f%% of the ceiling)   [%s]\n' \

@@ -288,8 +288,11 @@ run_failing "lab06 student np=2" 300 "not written yet" "${MPIRUN[@]}" -np 2 buil
 # in it, it builds, and every command its READMEs show a student works there
 # as shown (scripts/readme-commands.sh; the unfinished labs fail their
 # verdicts, saying what is missing). The longest jobs first, two at a time.
+# (The releases are built without CUDA: the CUDA build is the one above, and
+# nvcc's three targets would double the job's time.)
 pool_add "student release: builds, and the READMEs' commands work" 900 "" bash -c '
     set -e
+    export CUDA=0
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
     make --no-print-directory student-release RELEASE="$t/release.tar.gz"
     ! tar -tzf "$t/release.tar.gz" | grep -E "/solution/|grader/mutants"
@@ -310,6 +313,7 @@ pool_add "grade (the unfinished student files)" 600 "not written yet" build/grad
 pool_add "a release of lab01 and lab02 alone: only they are in it, and graded" 600 "" bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
     chmod 711 "$t"   # the runs user (uid 65534, when root) passes through it
+    export CUDA=0
     make --no-print-directory student-release LABS="lab01 lab02" RELEASE="$t/r.tar.gz" > /dev/null &&
     tar -xzf "$t/r.tar.gz" -C "$t" && cd "$t/parallelism-labs" || exit 1
     [ -d lab01_collectives ] && [ -d lab02_ddp ] || { echo "lab01 or lab02 is missing"; exit 1; }
