@@ -45,14 +45,8 @@
 
 #include "comm_internal.h"
 #include "core.h"
+#include "cuda_check.h"
 #include "mem.h"
-
-#define CUDA_CHECK(call)                                                                     \
-    do {                                                                                     \
-        cudaError_t err_ = (call);                                                           \
-        if (err_ != cudaSuccess)                                                             \
-            core_fail(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(err_)); \
-    } while (0)
 
 #define NCCL_CHECK(call)                                              \
     do {                                                              \

@@ -5,13 +5,7 @@ extern "C" {
 #include "core.h"
 #include "mem_cuda.h"
 }
-
-#define CUDA_CHECK(call)                                                              \
-    do {                                                                              \
-        cudaError_t err_ = (call);                                                    \
-        if (err_ != cudaSuccess)                                                      \
-            core_fail(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(err_)); \
-    } while (0)
+#include "cuda_check.h"
 
 extern "C" int mem_cuda_device_count(void) {
     int n = 0;

@@ -28,14 +28,8 @@ extern "C" {
 #include "core.h"
 #include "ops_cuda.h"
 }
+#include "cuda_check.h"
 #include "philox.h"
-
-#define CUDA_CHECK(call)                                                              \
-    do {                                                                              \
-        cudaError_t err_ = (call);                                                    \
-        if (err_ != cudaSuccess)                                                      \
-            core_fail(__FILE__, __LINE__, "%s failed: %s", #call, cudaGetErrorString(err_)); \
-    } while (0)
 
 #define CUBLAS_CHECK(call)                                                            \
     do {                                                                              \
