@@ -295,12 +295,16 @@ static void free_acts(Gpt *m) {
     m->s_c = NULL;
 }
 
+void gpt_check_tokens(const int *x, const int *y, size_t n, int V) {
+    for (size_t i = 0; i < n; i++)
+        CHECK(x[i] >= 0 && x[i] < V && y[i] >= 0 && y[i] < V, "token %d or %d at %zu is outside the vocabulary of %d",
+              x[i], y[i], i, V);
+}
+
 void gpt_acts_set_batch(const Gpt *m, GptActs *a, const int *x, const int *y, int step, int row0,
                         float loss_scale) {
     size_t BT = (size_t)m->cfg.B * m->cfg.T;
-    for (size_t i = 0; i < BT; i++)
-        CHECK(x[i] >= 0 && x[i] < m->cfg.V && y[i] >= 0 && y[i] < m->cfg.V,
-              "token %d or %d at %zu is outside the vocabulary of %d", x[i], y[i], i, m->cfg.V);
+    gpt_check_tokens(x, y, BT, m->cfg.V);
     if (a->tokens) mem_from_host(a->tokens, x, BT * sizeof(int));
     if (a->targets) mem_from_host(a->targets, y, BT * sizeof(int));
     a->step = step;

@@ -161,6 +161,11 @@ void gpt_unit_backward(Gpt *m, int u, const float *params, float *grads);
 // The mean loss over this batch's B T tokens (after the head's forward).
 double gpt_loss(const Gpt *m);
 
+// Stop the run (CHECK) when a token or target of a batch of n is outside
+// the vocabulary [0, V): gpt_set_batch's check, for a program that loads
+// batches its own way.
+void gpt_check_tokens(const int *x, const int *y, size_t n, int V);
+
 // ---- activation sets of a range of units (pipeline stages) ----
 // The scratch every set shares (ACTS), once per model: gpt_alloc_acts makes
 // it; a program of sets alone calls this first.

@@ -32,6 +32,24 @@ TpSplit tp_layout_split(const TpLayout *L, int u, const char *name) {
 
 float *tp_layout_tensor(const TpLayout *L, int u, int k, float *unit) { return unit + L->part[u][k].offset; }
 
+GptBlockView tp_layout_block_view(const TpLayout *L, int u, float *unit) {
+    float *t[16];
+    for (int k = 0; k < 16; k++) t[k] = tp_layout_tensor(L, u, k, unit);
+    GptBlockView v = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
+    return v;
+}
+
+GptEmbedView tp_layout_embed_view(const TpLayout *L, float *unit) {
+    GptEmbedView v = {tp_layout_tensor(L, 0, 0, unit), tp_layout_tensor(L, 0, 1, unit)};
+    return v;
+}
+
+GptHeadView tp_layout_head_view(const TpLayout *L, float *unit) {
+    int u = L->nunits - 1;
+    GptHeadView v = {tp_layout_tensor(L, u, 0, unit), tp_layout_tensor(L, u, 1, unit), tp_layout_tensor(L, u, 2, unit)};
+    return v;
+}
+
 // Two tensors of block unit u cut alike: a's `ka` part and b's `kb` part
 // hold the same indices. (Megatron pairs a column-parallel layer's columns
 // with the next row-parallel layer's rows.)

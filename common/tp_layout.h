@@ -66,6 +66,12 @@ TpSplit tp_layout_split(const TpLayout *L, int u, const char *name);
 // Tensor k of unit u in this rank's unit buffer.
 float *tp_layout_tensor(const TpLayout *L, int u, int k, float *unit);
 
+// Named views of this rank's unit buffers: gpt.h's views, with the shapes
+// of this rank's parts (a column-parallel attn.wq is (C, Ct), say).
+GptBlockView tp_layout_block_view(const TpLayout *L, int u, float *unit);
+GptEmbedView tp_layout_embed_view(const TpLayout *L, float *unit);
+GptHeadView tp_layout_head_view(const TpLayout *L, float *unit);
+
 // This rank's parts of every unit, zero-filled (category cat); free them.
 float **tp_layout_alloc(const TpLayout *L, MemCategory cat, const char *what);
 void tp_layout_free_units(const TpLayout *L, float **units);

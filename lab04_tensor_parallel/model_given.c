@@ -43,27 +43,6 @@ void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp) {
     tp->h0 = lm.first, tp->nh = lm.count;
 }
 
-// ---- views ----------------------------------------------------------------------
-
-TpBlockView tpm_block_view(const TpModel *tm, int u, float *unit) {
-    float *t[16];
-    for (int k = 0; k < 16; k++) t[k] = tp_layout_tensor(&tm->L, u, k, unit);
-    TpBlockView v = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
-    return v;
-}
-
-TpEmbedView tpm_embed_view(const TpModel *tm, float *unit) {
-    TpEmbedView v = {tp_layout_tensor(&tm->L, 0, 0, unit), tp_layout_tensor(&tm->L, 0, 1, unit)};
-    return v;
-}
-
-TpHeadView tpm_head_view(const TpModel *tm, float *unit) {
-    int u = tm->nunits - 1;
-    TpHeadView v = {tp_layout_tensor(&tm->L, u, 0, unit), tp_layout_tensor(&tm->L, u, 1, unit),
-                    tp_layout_tensor(&tm->L, u, 2, unit)};
-    return v;
-}
-
 // ---- activations ------------------------------------------------------------------
 
 static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_ACTS, name); }
@@ -153,9 +132,7 @@ void tpm_free(TpModel *tm) {
 void tpm_set_batch(TpModel *tm, const int *x, const int *y, int step, int row0, float loss_scale) {
     const Tp *tp = tm->tp;
     size_t M = (size_t)tp->B * tp->T;
-    for (size_t i = 0; i < M; i++)
-        CHECK(x[i] >= 0 && x[i] < tp->V && y[i] >= 0 && y[i] < tp->V,
-              "token %d or %d at %zu is outside the vocabulary of %d", x[i], y[i], i, tp->V);
+    gpt_check_tokens(x, y, M, tp->V);
     mem_from_host(tm->tokens, x, M * sizeof(int));
     mem_from_host(tm->targets, y, M * sizeof(int));
     tm->step = step, tm->row0 = row0;
@@ -192,7 +169,7 @@ static const float *branch_grad(TpModel *tm, const float *dout, int layer, int s
 static void block_forward(TpModel *tm, int u, float *params) {
     Tp *tp = tm->tp;
     const int M = tp->B * tp->T, C = tp->C, l = u - 1;
-    TpBlockView p = tpm_block_view(tm, u, params);
+    TpBlockView p = tp_layout_block_view(&tm->L, u, params);
     TpBlockActs *a = &tm->acts[l];
     const float *x = tm->stream[u];
     const size_t MC = (size_t)M * C;
@@ -210,7 +187,7 @@ static void block_backward(TpModel *tm, int u, float *params, float *grads) {
     Tp *tp = tm->tp;
     const int M = tp->B * tp->T, C = tp->C, l = u - 1;
     const size_t MC = (size_t)M * C;
-    TpBlockView p = tpm_block_view(tm, u, params), g = tpm_block_view(tm, u, grads);
+    TpBlockView p = tp_layout_block_view(&tm->L, u, params), g = tp_layout_block_view(&tm->L, u, grads);
     TpBlockActs *a = &tm->acts[l];
     float *dmid = tm->branch;
     const float *dbranch = branch_grad(tm, tm->dstream[u + 1], u, 2);
@@ -228,7 +205,7 @@ static void block_backward(TpModel *tm, int u, float *params, float *grads) {
 
 static void embed_forward(TpModel *tm, float *params) {
     Tp *tp = tm->tp;
-    TpEmbedView p = tpm_embed_view(tm, params);
+    TpEmbedView p = tp_layout_embed_view(&tm->L, params);
     float *out = tm->dropout > 0 ? tm->branch : tm->stream[1];
     ops_fill(out, 0, (size_t)tp->B * tp->T * tp->C);
     tp_embed_forward(tp, &p, tm->tokens, out);
@@ -237,14 +214,14 @@ static void embed_forward(TpModel *tm, float *params) {
 }
 
 static void embed_backward(TpModel *tm, float *grads) {
-    TpEmbedView g = tpm_embed_view(tm, grads);
+    TpEmbedView g = tp_layout_embed_view(&tm->L, grads);
     tp_embed_backward(tm->tp, &g, tm->tokens, branch_grad(tm, tm->dstream[1], 0, 0));
 }
 
 static void head_forward(TpModel *tm, float *params) {
     Tp *tp = tm->tp;
     const int M = tp->B * tp->T;
-    TpHeadView p = tpm_head_view(tm, params);
+    TpHeadView p = tp_layout_head_view(&tm->L, params);
     ops_layernorm_forward(tm->lnf, tm->lnf_mean, tm->lnf_rstd, tm->stream[tm->nunits - 1], p.lnfw, p.lnfb, M, tp->C);
     ops_fill(tm->losses, 0, (size_t)M);
     tp_head_forward(tp, &tm->head, &p, tm->lnf, tm->targets, tm->losses);
@@ -254,7 +231,7 @@ static void head_backward(TpModel *tm, float *params, float *grads) {
     Tp *tp = tm->tp;
     const int M = tp->B * tp->T;
     const size_t MC = (size_t)M * tp->C;
-    TpHeadView p = tpm_head_view(tm, params), g = tpm_head_view(tm, grads);
+    TpHeadView p = tp_layout_head_view(&tm->L, params), g = tp_layout_head_view(&tm->L, grads);
     ops_fill(tm->dln, 0, MC);
     tp_head_backward(tp, &tm->head, &p, &g, tm->lnf, tm->dln);
     float *dx = tm->dstream[tm->nunits - 1];
@@ -337,7 +314,7 @@ static void probe_layer(TpModel *tm, float *params, float *grads, const float *x
                         double *bias, double *out_agree, double *dx_agree) {
     Tp *tp = tm->tp;
     const size_t MC = (size_t)tp->B * tp->T * tp->C;
-    TpBlockView p = tpm_block_view(tm, 1, params), g = tpm_block_view(tm, 1, grads);
+    TpBlockView p = tp_layout_block_view(&tm->L, 1, params), g = tp_layout_block_view(&tm->L, 1, grads);
     TpBlockActs *a = &tm->acts[0];
     void (*fwd)(Tp *, TpBlockActs *, const TpBlockView *, const float *, float *) =
         !mlp ? tp_attention_forward : tp->naive ? tp_naive_mlp_forward : tp_mlp_forward;
@@ -391,7 +368,8 @@ TpProbe tpm_probe(TpModel *tm) {
     }
     // The head: logits spread over several units, so that the rows' maxima
     // differ from rank to rank; the loss against the whole vocabulary's in
-    // double, from the whole lm_head.
+    // double, from the whole lm_head, on the first 64 rows (the host's sums
+    // cost rows x C x V: at GPT-2's vocabulary, every row would take minutes).
     int u = m->nunits - 1;
     float *whole = random_host(m->units[u].size, 5, 3.0f / sqrtf((float)C));
     float *params = mem_alloc_floats(tm->L.size[u], MEM_OTHER, "probe params");
@@ -400,7 +378,7 @@ TpProbe tpm_probe(TpModel *tm) {
     int *ht = malloc((size_t)M * sizeof *ht);
     for (int i = 0; i < M; i++) ht[i] = (int)(rng_u32(0x7e57ull, rng_stream(RNG_TEST, 4006, 0), (uint64_t)i) % (uint32_t)V);
     mem_from_host(tm->targets, ht, (size_t)M * sizeof(int));
-    TpHeadView p = tpm_head_view(tm, params), g = tpm_head_view(tm, grads);
+    TpHeadView p = tp_layout_head_view(&tm->L, params), g = tp_layout_head_view(&tm->L, grads);
     float *losses = tm->losses;
     ops_fill(losses, 0, (size_t)M);
     tp_head_forward(tp, &tm->head, &p, x, tm->targets, losses);
@@ -408,7 +386,7 @@ TpProbe tpm_probe(TpModel *tm) {
     mem_to_host(hl, losses, (size_t)M * sizeof(float));
     const GptTensor *lm = &m->units[u].tensors[2];
     double worst = 0;
-    for (int i = 0; i < M; i++) {
+    for (int i = 0; i < M && i < 64; i++) {
         double mx = -INFINITY, *row = malloc((size_t)V * sizeof *row), s = 0;
         for (int v = 0; v < V; v++) {
             double z = 0;
@@ -436,7 +414,7 @@ TpProbe tpm_probe(TpModel *tm) {
     params = mem_alloc_floats(tm->L.size[0], MEM_OTHER, "probe params");
     tp_layout_parts_from_whole(&tm->L, 0, params, whole);
     mem_from_host(tm->tokens, ht, (size_t)M * sizeof(int));
-    TpEmbedView e = tpm_embed_view(tm, params);
+    TpEmbedView e = tp_layout_embed_view(&tm->L, params);
     ops_fill(tm->branch, 0, MC);
     tp_embed_forward(tp, &e, tm->tokens, tm->branch);
     float *got = malloc(MC * sizeof *got);

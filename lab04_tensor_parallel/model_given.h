@@ -38,11 +38,6 @@ void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp);
 void tpm_alloc_acts(TpModel *tm, int B, int T);
 void tpm_free(TpModel *tm);
 
-// Named views of this rank's unit buffers.
-TpBlockView tpm_block_view(const TpModel *tm, int u, float *unit);
-TpEmbedView tpm_embed_view(const TpModel *tm, float *unit);
-TpHeadView tpm_head_view(const TpModel *tm, float *unit);
-
 // The batch: x, y (B, T) host tokens; dropout keyed by step and row0.
 void tpm_set_batch(TpModel *tm, const int *x, const int *y, int step, int row0, float loss_scale);
 void tpm_unit_forward(TpModel *tm, int u, float *params);

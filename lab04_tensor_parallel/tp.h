@@ -54,28 +54,18 @@ typedef struct {
     TpScratch s;
 } Tp;
 
-// A block's parameters (or gradients) as this rank holds them: the same
-// names as gpt.h's GptBlockView, with the shapes tp_split gives.
-typedef struct {
-    float *ln1w, *ln1b;   // (C), (C) replicated; the harness runs the LayerNorms
-    float *wq, *bq;       // attention's inputs: column-parallel by heads
-    float *wk, *bk;
-    float *wv, *bv;
-    float *wo, *bo;       // attention's output projection: row-parallel; bo replicated
-    float *ln2w, *ln2b;
-    float *w1, *b1;       // the MLP's first matrix: column-parallel
-    float *w2, *b2;       // the second: row-parallel, b2 replicated (naive: columns, b2 split)
-} TpBlockView;
-
-typedef struct {
-    float *wte;           // (nv, C) this rank's rows of the token embeddings
-    float *wpe;           // (T, C) replicated
-} TpEmbedView;
-
-typedef struct {
-    float *lnfw, *lnfb;   // (C), (C) replicated
-    float *lm_head;       // (C, nh) this rank's columns
-} TpHeadView;
+// A unit's parameters (or gradients) as this rank holds them: gpt.h's views
+// (the same names), with the shapes tp_split gives:
+//   block: ln1w, ln1b (C) replicated (the harness runs the LayerNorms);
+//          wq, bq, wk, bk, wv, bv: attention's inputs, column-parallel by heads;
+//          wo: row-parallel; bo replicated; ln2w, ln2b;
+//          w1, b1: the MLP's first matrix, column-parallel;
+//          w2: row-parallel, b2 replicated (naive: w2 by columns, b2 with them);
+//   embed: wte (nv, C) this rank's rows of the token embeddings; wpe (T, C) replicated;
+//   head:  lnfw, lnfb (C) replicated; lm_head (C, nh) this rank's columns.
+typedef GptBlockView TpBlockView;
+typedef GptEmbedView TpEmbedView;
+typedef GptHeadView TpHeadView;
 
 // What a block keeps from its forward pass for its backward pass.
 typedef struct {

@@ -170,34 +170,11 @@ void spm_free(SpModel *sm) {
 void spm_set_batch(SpModel *sm, const int *x, const int *y, int step, int row0, float loss_scale) {
     Sp *sp = sm->sp;
     size_t M = (size_t)sp->tp.B * sp->tp.T;
-    for (size_t i = 0; i < M; i++)
-        CHECK(x[i] >= 0 && x[i] < sp->tp.V && y[i] >= 0 && y[i] < sp->tp.V,
-              "token %d or %d at %zu is outside the vocabulary of %d", x[i], y[i], i, sp->tp.V);
+    gpt_check_tokens(x, y, M, sp->tp.V);
     mem_from_host(sm->tokens, x, M * sizeof(int));
     mem_from_host(sm->targets, y, M * sizeof(int));
     sp->step = step, sp->row0 = row0;
     sp->tp.loss_scale = loss_scale;
-}
-
-// ---- views -----------------------------------------------------------------------------
-
-static GptBlockView block_view(const SpModel *sm, int u, float *unit) {
-    float *t[16];
-    for (int k = 0; k < 16; k++) t[k] = tp_layout_tensor(&sm->L, u, k, unit);
-    GptBlockView v = {t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15]};
-    return v;
-}
-
-static GptEmbedView embed_view(const SpModel *sm, float *unit) {
-    GptEmbedView v = {tp_layout_tensor(&sm->L, 0, 0, unit), tp_layout_tensor(&sm->L, 0, 1, unit)};
-    return v;
-}
-
-static GptHeadView head_view(const SpModel *sm, float *unit) {
-    int u = sm->nunits - 1;
-    GptHeadView v = {tp_layout_tensor(&sm->L, u, 0, unit), tp_layout_tensor(&sm->L, u, 1, unit),
-                     tp_layout_tensor(&sm->L, u, 2, unit)};
-    return v;
 }
 
 // ---- --sp off: tensor parallelism alone, every token on every rank ---------------------
@@ -310,19 +287,19 @@ void spm_unit_forward(SpModel *sm, int u, float *params) {
     Sp *sp = sm->sp;
     switch (sm->m->units[u].kind) {
     case UNIT_EMBED: {
-        GptEmbedView p = embed_view(sm, params);
+        GptEmbedView p = tp_layout_embed_view(&sm->L, params);
         if (sm->on) sp_embed_forward(sp, &p, sm->tokens, sm->stream[1]);
         else embed_off(sm, &p);
         break;
     }
     case UNIT_BLOCK: {
-        GptBlockView p = block_view(sm, u, params);
+        GptBlockView p = tp_layout_block_view(&sm->L, u, params);
         if (sm->on) sp_block_forward(sp, u, &sm->acts[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
         else block_off(sm, u, &sm->off[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
         break;
     }
     case UNIT_HEAD: {
-        GptHeadView p = head_view(sm, params);
+        GptHeadView p = tp_layout_head_view(&sm->L, params);
         ops_fill(sm->losses, 0, (size_t)sp->tp.B * sp->tp.T);
         if (sm->on) sp_head_forward(sp, &sm->head, &p, sm->stream[u], sm->targets, sm->losses);
         else head_off(sm, &p);
@@ -335,19 +312,19 @@ void spm_unit_backward(SpModel *sm, int u, float *params, float *grads) {
     Sp *sp = sm->sp;
     switch (sm->m->units[u].kind) {
     case UNIT_EMBED: {
-        GptEmbedView g = embed_view(sm, grads);
+        GptEmbedView g = tp_layout_embed_view(&sm->L, grads);
         if (sm->on) sp_embed_backward(sp, &g, sm->tokens, sm->dstream[1]);
         else embed_off_backward(sm, &g);
         break;
     }
     case UNIT_BLOCK: {
-        GptBlockView p = block_view(sm, u, params), g = block_view(sm, u, grads);
+        GptBlockView p = tp_layout_block_view(&sm->L, u, params), g = tp_layout_block_view(&sm->L, u, grads);
         if (sm->on) sp_block_backward(sp, u, &sm->acts[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
         else block_off_backward(sm, u, &sm->off[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
         break;
     }
     case UNIT_HEAD: {
-        GptHeadView p = head_view(sm, params), g = head_view(sm, grads);
+        GptHeadView p = tp_layout_head_view(&sm->L, params), g = tp_layout_head_view(&sm->L, grads);
         if (sm->on) {
             ops_fill(sm->dstream[u], 0, (size_t)sp->tp.B * sp->Tt * sp->tp.C);
             sp_head_backward(sp, &sm->head, &p, &g, sm->stream[u], sm->dstream[u]);
@@ -480,7 +457,7 @@ SpProbe spm_probe(SpModel *sm) {
         alloc_on(sp, &on);
         alloc_off(sp, &off);
         g_cat = MEM_ACTS;
-        GptBlockView p = block_view(sm, 1, params), gon = block_view(sm, 1, g_on), goff = block_view(sm, 1, g_off);
+        GptBlockView p = tp_layout_block_view(&sm->L, 1, params), gon = tp_layout_block_view(&sm->L, 1, g_on), goff = tp_layout_block_view(&sm->L, 1, g_off);
         block_off(sm, 1, &off, &p, x, out);
         block_off_backward(sm, 1, &off, &p, &goff, x, dout, dx);
         float *want_out = malloc(MC * sizeof *want_out), *want_dx = malloc(MC * sizeof *want_dx);
