@@ -8,6 +8,7 @@
 #include "grade.h"
 #include "mem.h"
 #include "spec_train.h"
+#include "tp_layout.h"
 
 // Two blocks of lab04's default width keep the runs fast. t = 3 needs heads,
 // channels and vocabulary that 3 divides. np4-dp2-tp2 is the grid: two
@@ -49,10 +50,6 @@ static double psi_replicated(const DumpFile *d, bool naive) {
     return psi;
 }
 
-// Bus bytes of one all-reduce or all-gather (or reduce-scatter) of n floats
-// over k ranks, as comm.h counts them.
-static double ar(double n, double k) { return 2 * (k - 1) / k * 4 * n; }
-static double ag(double n, double k) { return (k - 1) / k * 4 * n; }
 
 // The student's layers on their own (the harness's probe, before training):
 // each failure names the operator at fault.
@@ -162,8 +159,7 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     double L = config_value(d, "layers", 0);
     const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
-    double mlp = naive ? ag(4 * M * C, t) + ag(M * C, t) + ag(4 * M * C, t) + ar(M * C, t) : 2 * ar(M * C, t);
-    double per_step = L * (2 * ar(M * C, t) + mlp) + 2 * ar(M * C, t) + 3 * ar(M, t) + ar(local, dp);
+    double per_step = tp_bytes_per_step(naive, t, dp, M, C, (int)L, local).total;
     check_comm_volume(g, run, steps * per_step,
                       naive ? "steps x (L x naive MLP and attention + embedding + cross-entropy + data-parallel)"
                             : "steps x (L x 4 all-reduces of M C + 2 of M C + 3 of M + data-parallel 2(d-1)/d x 4 psi_local)",

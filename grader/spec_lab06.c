@@ -7,7 +7,9 @@
 #include "core.h"
 #include "grade.h"
 #include "mem.h"
+#include "sp_budget.h"
 #include "spec_train.h"
+#include "tp_layout.h"
 
 // Two blocks, dropout 0.1 (the lab's default). t = 3 needs a shape 3 cuts,
 // tokens included; np2-sp-off is tensor parallelism alone (the given
@@ -36,14 +38,14 @@ static const char *lab06_ref_flags(const LabSpec *lab, const Run *run, char *buf
     return buf;
 }
 
-// One layer's activations per rank, in bytes, for what this fp32 code keeps
-// (lab06's README derives it tensor by tensor; main.c prints the same).
-static double layer_formula(bool sp, double s, double b, double h, double a, double t) {
+double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t) {
     double sbh = s * b * h, att = a * s * s * b;
     return sp ? 4 * (2 * sbh + 14 * sbh / t + att / t + 4 * s * b / t) : 4 * (4 * sbh + 12 * sbh / t + att / t + 4 * s * b);
 }
 
-static double ar(double n, double k) { return 2 * (k - 1) / k * 4 * n; }
+double sp_replicated_bytes(int t, double L, double s, double h) {
+    return 2.0 * (t - 1) / t * 4 * (L * 6 * h + s * h + 2 * h);
+}
 
 static void check_probe(Grader *g, const Run *run) {
     const DumpFile *d = run->dump;
@@ -114,14 +116,14 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     double s = config_value(d, "seq", 0), b = config_value(d, "batch", 0) / dp, h = config_value(d, "dim", 0),
            a = config_value(d, "heads", 0);
     double layer = dump_scalar(d, on ? "sp/acts_layer_on" : "sp/acts_layer_off", INFINITY),
-           layer_off = dump_scalar(d, "sp/acts_layer_off", INFINITY), want = layer_formula(on, s, b, h, a, t);
+           layer_off = dump_scalar(d, "sp/acts_layer_off", INFINITY), want = sp_layer_bytes(on, s, b, h, a, t);
     snprintf(fig, sizeof fig, "%s", core_fmt_bytes(layer, b1, sizeof b1));
     snprintf(bound, sizeof bound, "<= %s: %s", core_fmt_bytes(want, b2, sizeof b2),
              on ? "4 (2sbh + 14sbh/t + as^2b/t + 4sb/t)" : "4 (4sbh + 12sbh/t + as^2b/t + 4sb)");
     grade_check(g, run, "activations per layer", layer <= want * 1.0001, fig, bound,
                 "a layer keeps more than the formula counts: the harness's allocation changed");
     if (on && t > 1) {
-        double ratio = layer / layer_off, predicted = want / layer_formula(false, s, b, h, a, t);
+        double ratio = layer / layer_off, predicted = want / sp_layer_bytes(false, s, b, h, a, t);
         snprintf(fig, sizeof fig, "x%.3f of tensor parallelism alone", ratio);
         snprintf(bound, sizeof bound, "x%.3f (the formulas' ratio) +- 2%%", predicted);
         grade_check(g, run, "sequence parallelism's saving", fabs(ratio - predicted) <= 0.02 * predicted, fig, bound,
@@ -140,8 +142,8 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     double M = b * s, L = config_value(d, "layers", 0);
     const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
-    double per_step = L * 4 * ar(M * h, t) + 2 * ar(M * h, t) + 3 * ar(M, t) + ar(psi_local, dp) +
-                      (on ? ar(L * 6 * h + s * h + 2 * h, t) : 0);
+    double per_step = tp_bytes_per_step(false, t, dp, M, h, (int)L, psi_local).total +
+                      (on ? sp_replicated_bytes(t, L, s, h) : 0);
     check_comm_volume(g, run, steps * per_step,
                       on ? "steps x (lab04's tensor-parallel bytes + the replicated gradients' all-reduce)"
                          : "steps x lab04's tensor-parallel bytes",

@@ -27,6 +27,7 @@
 #include "ops.h"
 #include "optim.h"
 #include "sp.h"
+#include "sp_budget.h"
 #include "tp_layout.h"
 #include "trace.h"
 #include "verdict.h"
@@ -40,15 +41,6 @@ static const char *const HOOKS[] = {"sp_gather_tokens", "sp_scatter_tokens", "sp
 void lab_todo(const char *function) { harness_todo(function); }
 
 // ---- the formulas --------------------------------------------------------------
-
-// One layer's activations per rank, in bytes: what this fp32 code keeps for
-// the backward pass of a block, and the block's input. s tokens, b rows, h
-// channels, a heads, t ranks (README.md derives them tensor by tensor).
-static double ours(bool sp, double s, double b, double h, double a, double t) {
-    double sbh = s * b * h, att = a * s * s * b;
-    return sp ? 4 * (2 * sbh + 14 * sbh / t + att / t + 4 * s * b / t)
-              : 4 * (4 * sbh + 12 * sbh / t + att / t + 4 * s * b);
-}
 
 // Korthikanti et al. (2022), 16-bit activations with dropout's masks kept.
 static double paper(bool sp, double s, double b, double h, double a, double t) {
@@ -183,16 +175,16 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
         bool sp_k = k == 1;
         print0("  %-22s %10s %10s %12s   %s%s\n", sp_k ? "tensor + sequence" : "tensor parallel only",
-               core_fmt_bytes(sm.layer_bytes[k], b1, 32), core_fmt_bytes(ours(sp_k, S, Bd, H, A, t), b2, 32),
+               core_fmt_bytes(sm.layer_bytes[k], b1, 32), core_fmt_bytes(sp_layer_bytes(sp_k, S, Bd, H, A, t), b2, 32),
                core_fmt_bytes(paper(sp_k, S, Bd, H, A, t), b3, 32),
                sp_k ? "4 (2sbh + 14sbh/t + as^2b/t + 4sb/t)" : "4 (4sbh + 12sbh/t + as^2b/t + 4sb)",
                sp_k == on ? "   <- this run" : "");
     }
     print0("  %-22s %10s %10s %12s   4 (16sbh + as^2b + 4sb)\n", "one device", "",
-           core_fmt_bytes(ours(false, S, Bd, H, A, 1), b2, 32), core_fmt_bytes(paper(false, S, Bd, H, A, 1), b3, 32));
+           core_fmt_bytes(sp_layer_bytes(false, S, Bd, H, A, 1), b2, 32), core_fmt_bytes(paper(false, S, Bd, H, A, 1), b3, 32));
     double psi_local = (double)sm.L.local;
     TpBytes tpb = tp_bytes_per_step(false, t, dp, Bd * S, H, a.layers, psi_local);
-    double replicated = on ? 2.0 * (t - 1) / t * 4 * (a.layers * 6.0 * H + S * H + 2 * H) : 0;
+    double replicated = on ? sp_replicated_bytes(t, a.layers, S, H) : 0;
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
     print0("  peak ACTS per rank: %s (every layer, the head, the scratch)\n",
            core_fmt_bytes(comm_max_double(c, mem.peak[MEM_ACTS]), b1, 32));
