@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "lanes.h"
 #include "mem.h"
 #include "ops_cuda.h"
 #include "rng.h"
@@ -196,18 +197,11 @@ void ops_layernorm_forward(float *restrict out, float *restrict mean, float *res
         const float *xr = x + (size_t)m * C;   // (C)
         float *outr = out + (size_t)m * C;     // (C)
         // Mean, then the variance around it (two passes: the one-pass
-        // E[x^2] - E[x]^2 cancels badly when the mean is large). Double
-        // accumulators cost nothing at C = 128 and make the statistics exact
-        // to float precision whatever C is.
-        double sum = 0.0;
-        for (int c = 0; c < C; c++) sum += xr[c];
-        float mu = (float)(sum / C);
-        double sq = 0.0;
-        for (int c = 0; c < C; c++) {
-            float d = xr[c] - mu;
-            sq += d * d;
-        }
-        float rs = (float)(1.0 / sqrt(sq / C + LN_EPS));   // biased variance, as torch
+        // E[x^2] - E[x]^2 cancels badly when the mean is large), each a sum
+        // in 16 lanes (lanes.h), as PyTorch's CPU kernel sums in vectors.
+        float mu = sum_of(xr, C) / C;
+        float var = sumsq_dev_of(xr, mu, C) / C;
+        float rs = 1.0f / sqrtf(var + LN_EPS);   // biased variance, as torch
         for (int c = 0; c < C; c++) outr[c] = (xr[c] - mu) * rs * w[c] + b[c];
         mean[m] = mu;
         rstd[m] = rs;
@@ -237,15 +231,25 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
                 if (db) db[c] += doutr[c];
             }
         if (!dx) continue;
-        float dn_mean = 0.0f, dn_n_mean = 0.0f;
-        for (int c = 0; c < C; c++) {
-            float n = (xr[c] - mu) * rs;
-            float dn = w[c] * doutr[c];
-            dn_mean += dn;
-            dn_n_mean += dn * n;
+        // The two means, over dn = dout w and dn n, in lanes (lanes.h).
+        // dn n is summed as dn ((x - mean) rstd), the lanes past the row's
+        // end holding 0 in both factors.
+        Lanes acc = lanes_splat(0.0f), acc_n = lanes_splat(0.0f);
+        Lanes mu_l = lanes_splat(mu), rs_l = lanes_splat(rs);
+        for (int c0 = 0; c0 < C; c0 += LANES) {
+            int k = C - c0;
+            Lanes dn = k >= LANES ? lanes_load(w + c0) : lanes_load_part(w + c0, k, 0.0f);
+            Lanes d = k >= LANES ? lanes_load(doutr + c0) : lanes_load_part(doutr + c0, k, 0.0f);
+            Lanes n = k >= LANES ? lanes_load(xr + c0) : lanes_load_part(xr + c0, k, mu);
+            for (int v = 0; v < LANES_NV; v++) {
+                dn.v[v] *= d.v[v];
+                n.v[v] = (n.v[v] - mu_l.v[v]) * rs_l.v[v];
+            }
+            acc = lanes_add(acc, dn);
+            acc_n = lanes_add_mul(acc_n, dn, n);
         }
-        dn_mean /= C;
-        dn_n_mean /= C;
+        float dn_mean = lanes_total(acc) / C;
+        float dn_n_mean = lanes_total(acc_n) / C;
         float *dxr = dx + (size_t)m * C;   // (C)
         for (int c = 0; c < C; c++) {
             float n = (xr[c] - mu) * rs;
@@ -256,6 +260,12 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
 }
 
 // ---- causal multi-head self-attention ----------------------------------------
+
+// n rounded up to a multiple of LANES, but not past the row's end T.
+static int padded_length(int n, int T) {
+    int np = (n + LANES - 1) / LANES * LANES;
+    return np < T ? np : T;
+}
 //
 // Head h of batch row b is a (T, hs) matrix inside q: it starts at
 // q + b T C + h hs and its rows are C floats apart. sgemm takes that row
@@ -284,16 +294,18 @@ void ops_attention_forward(float *out, float *att, const float *q, const float *
                         0.0f, a, T);
             // Softmax of each row over the past s <= t; the future gets
             // probability exactly 0, so the next product may run over all T.
+            // The max and the sum run over the past rounded up to whole
+            // lanes (lanes.h), padded with what changes neither: row[0] for
+            // the max, 0 for the sum.
             for (int t = 0; t < T; t++) {
                 float *row = a + (size_t)t * T;   // (T)
-                float mx = row[0];
-                for (int s = 1; s <= t; s++) mx = row[s] > mx ? row[s] : mx;
-                for (int s = 0; s <= t; s++) row[s] = vexpf(row[s] - mx);   // vectorized
-                float sum = 0.0f;
-                for (int s = 0; s <= t; s++) sum += row[s];
-                float inv = 1.0f / sum;
-                for (int s = 0; s <= t; s++) row[s] *= inv;
-                for (int s = t + 1; s < T; s++) row[s] = 0.0f;
+                int n = t + 1, np = padded_length(n, T);
+                for (int s = n; s < np; s++) row[s] = row[0];
+                float mx = max_of(row, np);
+                for (int s = 0; s < n; s++) row[s] = vexpf(row[s] - mx);   // vectorized
+                for (int s = n; s < T; s++) row[s] = 0.0f;
+                float inv = 1.0f / sum_of(row, np);
+                for (int s = 0; s < n; s++) row[s] *= inv;
             }
             // out (T, hs) = att (T, T) @ v (T, hs)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, vh, C,
@@ -331,13 +343,15 @@ void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
             //   dscores[s] = att[s] (datt[s] - sum_s' att[s'] datt[s']).
             // att is 0 above the diagonal, so dscores is too: the future had no
             // effect and gets no gradient.
+            // The future's datt is zeroed first, so that the dot product may
+            // run over whole lanes (padded_length) and add only zeros there.
             for (int t = 0; t < T; t++) {
                 const float *ar = a + (size_t)t * T;   // (T)
                 float *dr = d + (size_t)t * T;         // (T)
-                float dot = 0.0f;
-                for (int s = 0; s <= t; s++) dot += ar[s] * dr[s];
-                for (int s = 0; s <= t; s++) dr[s] = ar[s] * (dr[s] - dot);
-                for (int s = t + 1; s < T; s++) dr[s] = 0.0f;
+                int n = t + 1;
+                for (int s = n; s < T; s++) dr[s] = 0.0f;
+                float dot = dot_of(ar, dr, padded_length(n, T));
+                for (int s = 0; s < n; s++) dr[s] = ar[s] * (dr[s] - dot);
             }
             // scores = scale q k^T, so dq += scale dscores k, dk += scale dscores^T q.
             if (dq)
@@ -390,13 +404,6 @@ void ops_embedding_backward(float *restrict dwte, float *restrict dwpe, const fl
 
 // ---- softmax cross-entropy ---------------------------------------------------
 
-// The largest of x[0 .. n - 1], n >= 1.
-static float max_of(const float *x, int n) {
-    float mx = x[0];
-    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
-    return mx;
-}
-
 // A target is a row of the vocabulary. The GPU's kernel reports a bad one
 // through this check too (ops_cuda.h), so the message is the same.
 void ops_check_target(int y, int m, int V) {
@@ -420,8 +427,7 @@ void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
         // unchanged.
         float mx = max_of(lr, V);
         for (int v = 0; v < V; v++) pr[v] = vexpf(lr[v] - mx);   // vectorized
-        float sum = 0.0f;
-        for (int v = 0; v < V; v++) sum += pr[v];
+        float sum = sum_of(pr, V);
         float inv = 1.0f / sum;
         for (int v = 0; v < V; v++) pr[v] *= inv;
         // -log p_y = log sum - (logit_y - max): finite even when p_y rounds to 0.
@@ -563,21 +569,20 @@ void ops_row_max(float *restrict mx, const float *restrict x, int M, int N) {
 }
 
 // The sum of exp(x[i] - mx) over a row, made as ops_crossentropy_forward
-// makes its row's: the same exps, added in the same order, so over the whole
-// vocabulary the two sums are the same float. The exps of a chunk go to a
-// buffer first, as that function's go to probs: their loop then has no
-// dependence from one element to the next and may be vectorized, apart
-// from the additions (whose order is the sum's rounding).
+// makes its row's: the same exps, added in the same lanes in the same order
+// (each chunk starts at a multiple of LANES), so over the whole vocabulary
+// the two sums are the same float. The exps of a chunk go to a buffer first,
+// as that function's go to probs, so that both loops are vectorized.
 static float sum_exp(const float *restrict x, float mx, int n) {
-    enum { CHUNK = 256 };
+    enum { CHUNK = 16 * LANES };
     float e[CHUNK];
-    float sum = 0.0f;
+    Lanes acc = lanes_splat(0.0f);
     for (int i0 = 0; i0 < n; i0 += CHUNK) {
         int k = n - i0 < CHUNK ? n - i0 : CHUNK;
         for (int i = 0; i < k; i++) e[i] = vexpf(x[i0 + i] - mx);
-        for (int i = 0; i < k; i++) sum += e[i];
+        acc = lanes_accumulate(acc, e, k);
     }
-    return sum;
+    return lanes_total(acc);
 }
 
 void ops_row_sumexp(float *restrict sumexp, const float *restrict x, const float *restrict mx,
