@@ -38,9 +38,11 @@ static void reduce_scatter_ring(Comm *c, const float *own, float *result, size_t
         mem_copy(result, own + my_off, my_len * sizeof(float));
         return;
     }
-    size_t max_len = count / (size_t)N + 1;
+    size_t max_len = (count + (size_t)N - 1) / (size_t)N;   // the largest block
     size_t seg_len = max_len < SEG ? max_len : SEG;
-    float *outgoing = mem_alloc_floats(seg_len, MEM_COMM, "ring outgoing");   // (seg_len)
+    // A partial sum is forwarded only when it has further to go than the
+    // next rank: never with two ranks.
+    float *outgoing = N > 2 ? mem_alloc_floats(seg_len, MEM_COMM, "ring outgoing") : NULL;   // (seg_len)
     float *incoming = mem_alloc_floats(seg_len, MEM_COMM, "ring incoming");   // (seg_len)
     // Segment k of every block, all the way around the ring, then segment k + 1.
     for (size_t k = 0; k * seg_len < max_len; k++) {
@@ -61,7 +63,7 @@ static void reduce_scatter_ring(Comm *c, const float *own, float *result, size_t
                 ops_add(result + lo, incoming, own + ro + lo, recv_n);      // block r, complete
         }
     }
-    mem_free(outgoing);
+    if (outgoing) mem_free(outgoing);
     mem_free(incoming);
 }
 
