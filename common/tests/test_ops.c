@@ -417,8 +417,9 @@ static double attention_loss(void *ctx) {
 
 // The model's own head size (hs 32, T 64) and a small odd one.
 START_TEST(attention_forward_matches_naive) {
-    const int shapes[2][4] = {{2, 5, 8, 2}, {1, 64, 128, 4}};   // B, T, C, NH
-    for (int si = 0; si < 2; si++) {
+    // T = 70: the products go by blocks of 32 rows (ATT_ROWS), the last one short.
+    const int shapes[3][4] = {{2, 5, 8, 2}, {1, 64, 128, 4}, {1, 70, 16, 2}};   // B, T, C, NH
+    for (int si = 0; si < 3; si++) {
         int B = shapes[si][0], T = shapes[si][1], C = shapes[si][2], NH = shapes[si][3];
         size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
         float *q = randn(n, 30, 0, 1), *k = randn(n, 31, 0, 1), *v = randn(n, 32, 0, 1);
@@ -437,6 +438,36 @@ START_TEST(attention_forward_matches_naive) {
         free(q), free(k), free(v), free(out), free(att), free(dq), free(dk), free(dv);
         free(want), free(watt);
     }
+}
+END_TEST
+
+// One shape of attention's backward against finite differences of the
+// double loss.
+static void check_attention_backward(int B, int T, int C, int NH) {
+    const size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *q = randn(n, 40, 0, 1), *k = randn(n, 41, 0, 1), *v = randn(n, 42, 0, 1);
+    float *R = randn(n, 43, 0, 1), *out = zeros(n), *att = zeros(na), *scratch = zeros(na);
+    ops_attention_forward(out, att, q, k, v, B, T, C, NH);
+    AttentionCase c = {to_double(q, n), to_double(k, n), to_double(v, n), to_double(R, n),
+                       dzeros(n), dzeros(na), B, T, C, NH};
+    float *gq = zeros(n), *gk = zeros(n), *gv = zeros(n);
+    ops_attention_backward(gq, gk, gv, scratch, R, att, q, k, v, B, T, C, NH);
+    double *wq = dzeros(n), *wk = dzeros(n), *wv = dzeros(n);
+    fd_grad(wq, c.q, n, attention_loss, &c);
+    fd_grad(wk, c.k, n, attention_loss, &c);
+    fd_grad(wv, c.v, n, attention_loss, &c);
+    ASSERT_GRAD(gq, wq, n, "attention dq");
+    ASSERT_GRAD(gk, wk, n, "attention dk");
+    ASSERT_GRAD(gv, wv, n, "attention dv");
+    free(q), free(k), free(v), free(R), free(out), free(att), free(scratch);
+    free(c.q), free(c.k), free(c.v), free(c.R), free(c.out), free(c.att);
+    free(gq), free(gk), free(gv), free(wq), free(wk), free(wv);
+}
+
+// T = 70 over blocks of 32 rows (ATT_ROWS): every block's products, the
+// short last one's too.
+START_TEST(attention_backward_by_blocks_matches_finite_differences) {
+    check_attention_backward(1, 70, 8, 2);
 }
 END_TEST
 
@@ -1264,6 +1295,7 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, gelu_matches_naive_and_finite_differences);
     tcase_add_test(tc, attention_forward_matches_naive);
     tcase_add_test(tc, attention_backward_matches_finite_differences);
+    tcase_add_test(tc, attention_backward_by_blocks_matches_finite_differences);
     tcase_add_test(tc, embedding_matches_naive_and_finite_differences);
     tcase_add_test(tc, crossentropy_matches_naive_and_finite_differences);
     tcase_add_test(tc, crossentropy_is_stable_for_large_logits);
