@@ -44,6 +44,20 @@ LANES_INLINE lanes_vec lanes_vload(const float *p) {
     return v;
 }
 
+LANES_INLINE void lanes_vstore(float *p, lanes_vec v) { memcpy(p, &v, sizeof v); }
+
+LANES_INLINE lanes_vec lanes_vsplat(float x) {
+    lanes_vec v;
+    for (int j = 0; j < LANES_VW; j++) v[j] = x;
+    return v;
+}
+
+// Lane by lane, a where m is all ones, b where it is 0: bit operations, so a
+// NaN in the lanes not chosen goes nowhere.
+LANES_INLINE lanes_vec lanes_vselect(lanes_mask m, lanes_vec a, lanes_vec b) {
+    return (lanes_vec)(((lanes_mask)a & m) | ((lanes_mask)b & ~m));
+}
+
 // LANES floats from p, which need not be aligned.
 LANES_INLINE Lanes lanes_load(const float *p) {
     Lanes a;

@@ -2,11 +2,12 @@
 // the dispatch: when the rank's buffers are on the GPU, each op hands them to
 // its twin in ops_cuda.cu, which takes the same arguments.
 //
-// The matrix products, including the two inside attention, go to BLAS
-// (cblas_sgemm): they are nearly all of the arithmetic, and a tuned sgemm is
-// what PyTorch's CPU path uses too, so the comparison is fair. Everything else
-// is a plain loop over rows, written so that the compiler can see the rows do
-// not overlap (`restrict`) and keep the inner loop tight.
+// The matrix products go to BLAS (cblas_sgemm): they are nearly all of the
+// arithmetic, and a tuned sgemm is what PyTorch's CPU path uses too, so the
+// comparison is fair. Attention's small causal products have their own
+// kernels at the usual shapes (see that section), and sgemm otherwise.
+// Everything else is a plain loop over rows, written so that the compiler can
+// see the rows do not overlap (`restrict`) and keep the inner loop tight.
 //
 // Every backward ADDS into its gradients and skips a gradient given as NULL;
 // sgemm's beta = 1 is the "+=".
@@ -260,21 +261,458 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
 }
 
 // ---- causal multi-head self-attention ----------------------------------------
-
-// The (T, T) products skip what causality makes 0: row t of the scores and
-// of the probabilities has nothing right of column t. sgemm works on
-// rectangles, so the rows go by blocks of ATT_ROWS, each with the columns up
-// to its last row: 3/4 of the full products' work at T = 64. What is
-// skipped adds exact zeros, so only the rounding can change (sgemm's inner
-// blocking follows the shapes it is given), by an ulp or so. 32 rows:
-// measured, two blocks of 32 beat one block of 64 by 15% at T = 64 and 32
-// channels a head, and smaller blocks gained nothing more (OpenBLAS's cost
-// per call).
-enum { ATT_ROWS = 32 };
 //
 // Head h of batch row b is a (T, hs) matrix inside q: it starts at
-// q + b T C + h hs and its rows are C floats apart. sgemm takes that row
-// stride as the leading dimension, so no head is ever copied out.
+// q + b T C + h hs and its rows are C floats apart. Both ways below read it
+// in place with that row stride, so no head is copied out whole.
+//
+// The four (T, T) products of a head are small (at T = 64 and hs = 32, 32
+// numbers summed per element) and half of each is known to be 0: row t of the
+// scores and of the probabilities has nothing right of column t. Two ways to
+// compute them:
+//  - the kernels of the next section, which compute only the blocks on or
+//    below the diagonal and keep each block's sums in vector registers; the
+//    scores of a block of rows go through their softmax and on into att @ v
+//    while they are still in L1. Used when a head's width is a whole number
+//    of the target's vectors and T is at most ATT_TMAX (with the transposed
+//    head within ATT_PACK).
+//  - sgemm for any other shape, by blocks of ATT_ROWS rows, each with the
+//    columns up to its last row (3/4 of the full products' work at T = 64).
+// What either skips adds exact zeros, so only the rounding differs between
+// them, by an ulp or so.
+
+// ---- causal products in vector registers ----
+
+// A block of the kernels' products is ATT_R rows by ATT_NV vectors: 12 sums
+// held in registers, more than the 8 that keep the two FMA units busy (each
+// takes an FMA a cycle, ready 4 cycles later), and with the broadcast number
+// of the left factor 13 of the 16 vector registers of AVX2 or SSE; the FMAs
+// read the right factor's vectors from memory themselves. Measured at T = 64,
+// hs = 32: blocks of 4 rows by 2 vectors ran at 50-65 GFLOP/s, 6 by 2 at
+// 80-94 (sgemm on the model's large products: 78).
+enum {
+    ATT_VW = LANES_VW,           // floats in a vector
+    ATT_R = 6,                   // rows of a block
+    ATT_NV = 2,                  // vectors in a block's row
+    ATT_CW = ATT_NV * ATT_VW,    // T is padded to a multiple of this (Tp)
+    // The largest Tp. Against sgemm, measured at B = 8, C = 128, hs = 32 and
+    // 64 (best of 4 alternated runs): the kernels' forward is 1.9x and 1.75x
+    // as fast at T = 64, 1.4x to 1.8x from 128 to 1024; their backward 1.7x
+    // and 1.55x at T = 64, 1.3x at 128, even within the noise at 256, and
+    // 1.15x slower at T = 1024, hs = 64, where the column reads of att^T dout
+    // and dscores^T q go past the caches. Past 256, sgemm.
+    ATT_TMAX = 256,
+    // The transposed k (forward) or v (backward) of one head, (hs, Tp) floats
+    // on the stack: 64 KiB, hs <= 64 at T = 256. Nothing is allocated (mem.h
+    // would count it), and the forward has no scratch to lend.
+    ATT_PACK = 16384,
+};
+
+// Rows [0, R) of a product NV vectors wide, kn terms to a sum:
+//   out[r ldo + j] = alpha sum_{k < kn} a[r ars + k aks] x[k ldx + j]   (add: +=)
+// for j < NV ATT_VW. The left factor is read one number at a time and
+// broadcast, so it may be a block of rows (ars its row stride, aks = 1) or,
+// transposed, a block of columns (ars = 1, aks its row stride); the right
+// factor is read a row of NV vectors at a time. R and NV are constants at
+// every call, so the loops over them unroll and acc lives in registers; the
+// sums run over k in order, one FMA per term.
+LANES_INLINE void att_block(int R, int NV, float *out, ptrdiff_t ldo, float alpha, bool add,
+                            const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *x,
+                            ptrdiff_t ldx, int kn) {
+    lanes_vec acc[ATT_R][ATT_NV];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < NV; j++) acc[r][j] = lanes_vsplat(0.0f);
+    for (int k = 0; k < kn; k++) {
+        lanes_vec xv[ATT_NV];
+        for (int j = 0; j < NV; j++) xv[j] = lanes_vload(x + k * ldx + j * ATT_VW);
+        for (int r = 0; r < R; r++) {
+            float ar = a[r * ars + k * aks];
+            for (int j = 0; j < NV; j++) acc[r][j] += ar * xv[j];
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < NV; j++) {
+            float *o = out + r * ldo + j * ATT_VW;
+            lanes_vec y = alpha * acc[r][j];
+            if (add) y += lanes_vload(o);
+            lanes_vstore(o, y);
+        }
+}
+
+// The same product for rows [0, rows), rows <= ATT_R, and the columns
+// [0, ncols) rounded up to whole vectors: by chunks of ATT_NV vectors, and a
+// last chunk of one where one is enough. The right factor and out must have
+// those columns (Tp of a transposed head, or hs).
+static void att_rows(int rows, int ncols, float *out, ptrdiff_t ldo, float alpha, bool add,
+                     const float *a, ptrdiff_t ars, ptrdiff_t aks, const float *x, ptrdiff_t ldx,
+                     int kn) {
+#define ATT_BLOCK(R, NV) att_block(R, NV, out + c, ldo, alpha, add, a, ars, aks, x + c, ldx, kn)
+#define ATT_BLOCKS(NV)                            \
+    switch (rows) {                               \
+    case 6: ATT_BLOCK(6, NV); break;              \
+    case 5: ATT_BLOCK(5, NV); break;              \
+    case 4: ATT_BLOCK(4, NV); break;              \
+    case 3: ATT_BLOCK(3, NV); break;              \
+    case 2: ATT_BLOCK(2, NV); break;              \
+    default: ATT_BLOCK(1, NV); break;             \
+    }
+    for (int c = 0; c < ncols;) {
+        if (ncols - c > ATT_VW) {
+            ATT_BLOCKS(2)
+            c += 2 * ATT_VW;
+        } else {
+            ATT_BLOCKS(1)
+            c += ATT_VW;
+        }
+    }
+#undef ATT_BLOCKS
+#undef ATT_BLOCK
+}
+
+// The lane numbers 0, 1, ..., ATT_VW - 1.
+#if LANES_VW == 16
+#define ATT_IOTA {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+#elif LANES_VW == 8
+#define ATT_IOTA {0, 1, 2, 3, 4, 5, 6, 7}
+#else
+#define ATT_IOTA {0, 1, 2, 3}
+#endif
+
+// One step of the transpose of ATT_VW vectors r (a square block): in every
+// 2b x 2b block, the two off-diagonal b x b blocks change places. After the
+// steps b = ATT_VW / 2, ..., 2, 1 the block is transposed. Each step is a
+// shuffle of two vectors with a constant pattern (AVX2: vperm2f128, vshufps,
+// vblendps and the like; one or two instructions each).
+LANES_INLINE void att_swap_blocks(lanes_vec *r, int b) {
+    const lanes_mask j = ATT_IOTA, upper = (j & b) != 0;
+    const lanes_mask lo = j + (upper & (ATT_VW - b)), hi = lo + b;
+#pragma GCC unroll 16
+    for (int i = 0; i < ATT_VW; i++)
+        if (!(i & b)) {
+            lanes_vec x = r[i], y = r[i + b];
+            r[i] = __builtin_shuffle(x, y, lo);
+            r[i + b] = __builtin_shuffle(x, y, hi);
+        }
+}
+
+// xt (hs, Tp) = x^T for x (T, hs) with row stride C, hs a multiple of
+// ATT_VW; columns [T, Tp) are 0. By square blocks of ATT_VW, transposed in
+// registers; the rows past the last whole block one number at a time.
+static void att_transpose(float *restrict xt, const float *restrict x, int T, int Tp, int hs,
+                          int C) {
+    int s = 0;
+    for (; s + ATT_VW <= T; s += ATT_VW)
+        for (int d = 0; d < hs; d += ATT_VW) {
+            lanes_vec r[ATT_VW];
+            for (int i = 0; i < ATT_VW; i++) r[i] = lanes_vload(x + (size_t)(s + i) * C + d);
+#pragma GCC unroll 4
+            for (int b = ATT_VW / 2; b > 0; b /= 2) att_swap_blocks(r, b);
+            for (int i = 0; i < ATT_VW; i++) lanes_vstore(xt + (size_t)(d + i) * Tp + s, r[i]);
+        }
+    for (; s < T; s++)
+        for (int d = 0; d < hs; d++) xt[(size_t)d * Tp + s] = x[(size_t)s * C + d];
+    for (int d = 0; d < hs; d++)
+        for (s = T; s < Tp; s++) xt[(size_t)d * Tp + s] = 0.0f;
+}
+
+// Lane j of the vector that starts at column s is column s + j: true where
+// that is <= t.
+LANES_INLINE lanes_mask att_upto(int s, int t) {
+    const lanes_mask j = ATT_IOTA;
+    return j <= t - s;
+}
+
+typedef uint32_t att_bits __attribute__((vector_size(LANES_VW * sizeof(uint32_t))));
+
+// vexpf on each lane, by the same steps, but for n: 1.5 2^23 + x / ln 2
+// rounds to the integer nearest x / ln 2 (as rintf does), which is then the
+// float's low bits, so 2^n's exponent bits come from those by unsigned
+// integer arithmetic (a NaN gives some bits, and the NaN of p stays).
+LANES_INLINE lanes_vec att_vexp(lanes_vec x) {
+    const lanes_vec lo = lanes_vsplat(-87.0f), hi = lanes_vsplat(88.0f);
+    const lanes_vec round = lanes_vsplat(12582912.0f);
+    x = lanes_vselect(x < lo, lo, x);   // a NaN compares false both times and stays
+    x = lanes_vselect(x > hi, hi, x);
+    lanes_vec rn = x * 1.44269504088896341f + round, n = rn - round;
+    lanes_vec r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    lanes_vec r2 = r * r;
+    lanes_vec p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r2 + r + 1.0f;
+    att_bits bits = ((att_bits)rn - (att_bits)round + 127) << 23;
+    return p * (lanes_vec)bits;
+}
+
+// The sum, or the maximum, of the lanes, in every lane: lane j with lane
+// j ^ w for w = ATT_VW / 2, ..., 1 (shuffles within the registers; every
+// lane adds the same pairs, so all get the same float).
+LANES_INLINE lanes_vec att_vsum(lanes_vec v) {
+    const lanes_mask j = ATT_IOTA;
+#pragma GCC unroll 4
+    for (int w = ATT_VW / 2; w > 0; w /= 2) v += __builtin_shuffle(v, j ^ w);
+    return v;
+}
+
+LANES_INLINE lanes_vec att_vmax(lanes_vec v) {
+    const lanes_mask j = ATT_IOTA;
+#pragma GCC unroll 4
+    for (int w = ATT_VW / 2; w > 0; w /= 2) {
+        lanes_vec u = __builtin_shuffle(v, j ^ w);
+        v = lanes_vselect(u > v, u, v);
+    }
+    return v;
+}
+
+// The vector at column s of a row of n floats, loaded or stored whole, or
+// only its part inside the row (the lanes past it read as 0).
+LANES_INLINE lanes_vec att_load_row(const float *row, int s, int n) {
+    if (s + ATT_VW <= n) return lanes_vload(row + s);
+    lanes_vec v = lanes_vsplat(0.0f);
+    memcpy(&v, row + s, (size_t)(n - s) * sizeof(float));
+    return v;
+}
+
+LANES_INLINE void att_store_row(float *row, int s, int n, lanes_vec v) {
+    if (s + ATT_VW <= n)
+        lanes_vstore(row + s, v);
+    else
+        memcpy(row + s, &v, (size_t)(n - s) * sizeof(float));
+}
+
+// Columns [s, n) of a row set to 0.
+LANES_INLINE void att_zero_row(float *row, int s, int n) {
+    for (; s + ATT_VW <= n; s += ATT_VW) lanes_vstore(row + s, lanes_vsplat(0.0f));
+    for (; s < n; s++) row[s] = 0.0f;
+}
+
+// The softmax of rows t0 + r, r < R, of the scores over their past s <= t.
+// Row r of tile (row stride Tp) holds the scores in the columns [0, end) and
+// gets the probabilities there, exact zeros right of t; row t0 + r of a
+// (T, T) gets them too, and zeros on to T. The R rows go together, vector by
+// vector: R independent chains of work, where one row alone would wait on
+// its own sums and maxima. The lanes right of t are left out of the maximum
+// (they repeat column 0) and chosen away after the exp, never multiplied by
+// 0: they are scores of the future and may be anything, a NaN included.
+LANES_INLINE void att_softmax_rows(int R, float *restrict tile, int Tp, float *restrict a, int t0,
+                                   int T, int end) {
+    lanes_vec first[ATT_R], mx[ATT_R], sum[ATT_R];
+    for (int r = 0; r < R; r++) mx[r] = first[r] = lanes_vsplat(tile[(size_t)r * Tp]);
+    for (int s = 0; s < end; s += ATT_VW)
+        for (int r = 0; r < R; r++) {
+            lanes_vec x = lanes_vselect(att_upto(s, t0 + r), lanes_vload(tile + (size_t)r * Tp + s),
+                                        first[r]);
+            mx[r] = lanes_vselect(x > mx[r], x, mx[r]);
+        }
+    for (int r = 0; r < R; r++) mx[r] = att_vmax(mx[r]), sum[r] = lanes_vsplat(0.0f);
+    for (int s = 0; s < end; s += ATT_VW)
+        for (int r = 0; r < R; r++) {
+            float *p = tile + (size_t)r * Tp + s;
+            lanes_vec e = att_vexp(lanes_vload(p) - mx[r]);
+            e = lanes_vselect(att_upto(s, t0 + r), e, lanes_vsplat(0.0f));
+            sum[r] += e;
+            lanes_vstore(p, e);
+        }
+    for (int r = 0; r < R; r++) sum[r] = 1.0f / att_vsum(sum[r]);
+    for (int s = 0; s < end; s += ATT_VW)
+        for (int r = 0; r < R; r++) {
+            float *p = tile + (size_t)r * Tp + s;
+            lanes_vec y = lanes_vload(p) * sum[r];
+            lanes_vstore(p, y);
+            att_store_row(a + (size_t)(t0 + r) * T, s, T, y);
+        }
+    for (int r = 0; r < R; r++) att_zero_row(a + (size_t)(t0 + r) * T, end, T);
+}
+
+// The softmax's backward for rows t0 + r, r < R: row r of tile holds datt in
+// the columns [0, end) and gets dscores there,
+//   dscores[s] = att[s] (datt[s] - sum_s' att[s'] datt[s']),   s, s' <= t,
+// exact zeros right of t; row t0 + r of d (T, T) gets them too, and zeros
+// on to T. a is att (T, T): read in part where a vector runs past T. The
+// lanes right of t are chosen away as in the forward.
+LANES_INLINE void att_softmax_backward_rows(int R, float *restrict tile, int Tp,
+                                            const float *restrict a, float *restrict d, int t0,
+                                            int T, int end) {
+    lanes_vec dot[ATT_R];
+    for (int r = 0; r < R; r++) dot[r] = lanes_vsplat(0.0f);
+    for (int s = 0; s < end; s += ATT_VW)
+        for (int r = 0; r < R; r++) {
+            lanes_vec p = att_load_row(a + (size_t)(t0 + r) * T, s, T);
+            lanes_vec x = p * lanes_vload(tile + (size_t)r * Tp + s);
+            dot[r] += lanes_vselect(att_upto(s, t0 + r), x, lanes_vsplat(0.0f));
+        }
+    for (int r = 0; r < R; r++) dot[r] = att_vsum(dot[r]);
+    for (int s = 0; s < end; s += ATT_VW)
+        for (int r = 0; r < R; r++) {
+            float *g = tile + (size_t)r * Tp + s;
+            lanes_vec p = att_load_row(a + (size_t)(t0 + r) * T, s, T);
+            lanes_vec y = lanes_vselect(att_upto(s, t0 + r), p * (lanes_vload(g) - dot[r]),
+                                        lanes_vsplat(0.0f));
+            lanes_vstore(g, y);
+            att_store_row(d + (size_t)(t0 + r) * T, s, T, y);
+        }
+    for (int r = 0; r < R; r++) att_zero_row(d + (size_t)(t0 + r) * T, end, T);
+}
+
+// Whether the kernels take a head of hs channels over T positions.
+static bool att_kernels_fit(int T, int hs) {
+    int Tp = (T + ATT_CW - 1) / ATT_CW * ATT_CW;
+    return hs % ATT_VW == 0 && Tp <= ATT_TMAX && (size_t)hs * Tp <= ATT_PACK;
+}
+
+// One head's forward by the kernels. Rows by blocks of ATT_R: the block's
+// scores against the columns up to its last row, their softmax, then its
+// rows of att @ v, whose terms stop at that same column.
+static void att_forward_head(float *oh, float *a, const float *qh, const float *kh,
+                             const float *vh, float *kt, float *tile, int T, int C, int hs,
+                             float scale) {
+    int Tp = (T + ATT_CW - 1) / ATT_CW * ATT_CW;
+    att_transpose(kt, kh, T, Tp, hs, C);   // (hs, Tp)
+    for (int t0 = 0; t0 < T; t0 += ATT_R) {
+        int R = T - t0 < ATT_R ? T - t0 : ATT_R, n = t0 + R;
+        int end = (n + ATT_VW - 1) / ATT_VW * ATT_VW;
+        // tile (R, Tp): scores of rows [t0, n), columns [0, end).
+        att_rows(R, n, tile, Tp, scale, false, qh + (size_t)t0 * C, C, 1, kt, Tp, hs);
+        if (R == ATT_R)
+            att_softmax_rows(ATT_R, tile, Tp, a, t0, T, end);
+        else
+            for (int r = 0; r < R; r++)
+                att_softmax_rows(1, tile + (size_t)r * Tp, Tp, a, t0 + r, T, end);
+        // out rows [t0, n) = tile (R, n) @ v rows [0, n).
+        att_rows(R, hs, oh + (size_t)t0 * C, C, 1.0f, false, tile, Tp, 1, vh, C, n);
+    }
+}
+
+// One head's backward by the kernels; d (T, T) is the head's part of scratch.
+static void att_backward_head(float *dqh, float *dkh, float *dvh, float *d, const float *doh,
+                              const float *a, const float *qh, const float *kh, const float *vh,
+                              float *vt, float *tile, int T, int C, int hs, float scale) {
+    // dv rows [s0, s0 + R) += att^T @ dout: column s of att is 0 above row
+    // s, so the terms start at row s0.
+    if (dvh)
+        for (int s0 = 0; s0 < T; s0 += ATT_R) {
+            int R = T - s0 < ATT_R ? T - s0 : ATT_R;
+            att_rows(R, hs, dvh + (size_t)s0 * C, C, 1.0f, true, a + (size_t)s0 * T + s0, 1, T,
+                     doh + (size_t)s0 * C, C, T - s0);
+        }
+    if (!dqh && !dkh) return;
+    int Tp = (T + ATT_CW - 1) / ATT_CW * ATT_CW;
+    att_transpose(vt, vh, T, Tp, hs, C);   // (hs, Tp)
+    for (int t0 = 0; t0 < T; t0 += ATT_R) {
+        int R = T - t0 < ATT_R ? T - t0 : ATT_R, n = t0 + R;
+        int end = (n + ATT_VW - 1) / ATT_VW * ATT_VW;
+        // tile (R, Tp): datt = dout @ v^T for rows [t0, n), columns [0, end),
+        // then dscores, which also go to d for dk.
+        att_rows(R, n, tile, Tp, 1.0f, false, doh + (size_t)t0 * C, C, 1, vt, Tp, hs);
+        if (R == ATT_R)
+            att_softmax_backward_rows(ATT_R, tile, Tp, a, d, t0, T, end);
+        else
+            for (int r = 0; r < R; r++)
+                att_softmax_backward_rows(1, tile + (size_t)r * Tp, Tp, a, d, t0 + r, T, end);
+        // scores = scale q k^T, so dq += scale dscores k.
+        if (dqh)
+            att_rows(R, hs, dqh + (size_t)t0 * C, C, scale, true, tile, Tp, 1, kh, C, n);
+    }
+    // dk += scale dscores^T q, by columns of dscores as dv by columns of att.
+    if (dkh)
+        for (int s0 = 0; s0 < T; s0 += ATT_R) {
+            int R = T - s0 < ATT_R ? T - s0 : ATT_R;
+            att_rows(R, hs, dkh + (size_t)s0 * C, C, scale, true, d + (size_t)s0 * T + s0, 1, T,
+                     qh + (size_t)s0 * C, C, T - s0);
+        }
+}
+
+// ---- by sgemm ----
+
+// The sgemm way's blocks of rows. 32 rows: measured, two blocks of 32 beat
+// one block of 64 by 15% at T = 64 and 32 channels a head, and smaller blocks
+// gained nothing more (OpenBLAS's cost per call).
+enum { ATT_ROWS = 32 };
+
+static void att_forward_head_sgemm(float *oh, float *a, const float *qh, const float *kh,
+                                   const float *vh, int T, int C, int hs, float scale) {
+    // scores (T, T) = scale q k^T, by blocks of rows: rows [r0, r1) need the
+    // columns s < r1 only.
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hs, scale,
+                    qh + (size_t)r0 * C, C, kh, C, 0.0f, a + (size_t)r0 * T, T);
+    }
+    // Softmax of each row over the past s <= t; the future gets
+    // probability exactly 0, so the next product may run over all T.
+    // The rows are short (t + 1 <= T): plain loops, since lanes.h's
+    // sums re-read the row with wide loads right after the exp loop's
+    // narrow stores, which costs more here than one chain of adds.
+    for (int t = 0; t < T; t++) {
+        float *row = a + (size_t)t * T;   // (T)
+        float mx = row[0];
+        for (int s = 1; s <= t; s++) mx = row[s] > mx ? row[s] : mx;
+        for (int s = 0; s <= t; s++) row[s] = vexpf(row[s] - mx);   // vectorized
+        float sum = 0.0f;
+        for (int s = 0; s <= t; s++) sum += row[s];
+        float inv = 1.0f / sum;
+        for (int s = 0; s <= t; s++) row[s] *= inv;
+        for (int s = t + 1; s < T; s++) row[s] = 0.0f;
+    }
+    // out (T, hs) = att (T, T) @ v (T, hs); rows [r0, r1) of att are
+    // 0 from column r1 on.
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, r1, 1.0f,
+                    a + (size_t)r0 * T, T, vh, C, 0.0f, oh + (size_t)r0 * C, C);
+    }
+}
+
+static void att_backward_head_sgemm(float *dqh, float *dkh, float *dvh, float *d,
+                                    const float *doh, const float *a, const float *qh,
+                                    const float *kh, const float *vh, int T, int C, int hs,
+                                    float scale) {
+    // dv (T, hs) += att^T (T, T) @ dout (T, hs). Rows [r0, r1) of dv
+    // take columns [r0, r1) of att, which are 0 in the rows t < r0.
+    if (dvh)
+        for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+            int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, hs, T - r0, 1.0f,
+                        a + (size_t)r0 * T + r0, T, doh + (size_t)r0 * C, C, 1.0f,
+                        dvh + (size_t)r0 * C, C);
+        }
+    if (!dqh && !dkh) return;
+    // datt (T, T) = dout (T, hs) @ v^T (hs, T), rows [r0, r1) for the
+    // columns s < r1 only: the softmax's backward reads no others.
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hs, 1.0f,
+                    doh + (size_t)r0 * C, C, vh, C, 0.0f, d + (size_t)r0 * T, T);
+    }
+    // Softmax backward, row by row, in place:
+    //   dscores[s] = att[s] (datt[s] - sum_s' att[s'] datt[s']).
+    // att is 0 above the diagonal, so dscores is too: the future had no
+    // effect and gets no gradient.
+    for (int t = 0; t < T; t++) {
+        const float *ar = a + (size_t)t * T;   // (T)
+        float *dr = d + (size_t)t * T;         // (T)
+        float dot = 0.0f;
+        for (int s = 0; s <= t; s++) dot += ar[s] * dr[s];
+        for (int s = 0; s <= t; s++) dr[s] = ar[s] * (dr[s] - dot);
+        for (int s = t + 1; s < T; s++) dr[s] = 0.0f;
+    }
+    // scores = scale q k^T, so dq += scale dscores k, dk += scale dscores^T q.
+    // dscores is 0 above the diagonal, so by blocks as for att.
+    for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
+        int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
+        if (dqh)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, r1, scale,
+                        d + (size_t)r0 * T, T, kh, C, 1.0f, dqh + (size_t)r0 * C, C);
+        if (dkh)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, hs, T - r0, scale,
+                        d + (size_t)r0 * T + r0, T, qh + (size_t)r0 * C, C, 1.0f,
+                        dkh + (size_t)r0 * C, C);
+    }
+}
+
+// ---- the ops ----
 
 void ops_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                            int B, int T, int C, int NH) {
@@ -284,44 +722,19 @@ void ops_attention_forward(float *out, float *att, const float *q, const float *
     }
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
+    bool kernels = att_kernels_fit(T, hs);
+    _Alignas(64) float kt[ATT_PACK];             // (hs, Tp): a head of k, transposed
+    _Alignas(64) float tile[ATT_R * ATT_TMAX];   // (ATT_R, Tp): a block of rows of att
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * C + (size_t)h * hs;
-            const float *qh = q + off;   // (T, hs), row stride C
-            const float *kh = k + off;   // (T, hs), row stride C
-            const float *vh = v + off;   // (T, hs), row stride C
-            float *oh = out + off;       // (T, hs), row stride C
             float *a = att + ((size_t)b * NH + h) * T * T;   // (T, T)
-            // scores (T, T) = scale q k^T, by blocks of rows: rows [r0, r1)
-            // need the columns s < r1 only (see ATT_ROWS).
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
-                int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hs, scale,
-                            qh + (size_t)r0 * C, C, kh, C, 0.0f, a + (size_t)r0 * T, T);
-            }
-            // Softmax of each row over the past s <= t; the future gets
-            // probability exactly 0, so the next product may run over all T.
-            // The rows are short (t + 1 <= T): plain loops, since lanes.h's
-            // sums re-read the row with wide loads right after the exp loop's
-            // narrow stores, which costs more here than one chain of adds.
-            for (int t = 0; t < T; t++) {
-                float *row = a + (size_t)t * T;   // (T)
-                float mx = row[0];
-                for (int s = 1; s <= t; s++) mx = row[s] > mx ? row[s] : mx;
-                for (int s = 0; s <= t; s++) row[s] = vexpf(row[s] - mx);   // vectorized
-                float sum = 0.0f;
-                for (int s = 0; s <= t; s++) sum += row[s];
-                float inv = 1.0f / sum;
-                for (int s = 0; s <= t; s++) row[s] *= inv;
-                for (int s = t + 1; s < T; s++) row[s] = 0.0f;
-            }
-            // out (T, hs) = att (T, T) @ v (T, hs); rows [r0, r1) of att are
-            // 0 from column r1 on.
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
-                int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, r1, 1.0f,
-                            a + (size_t)r0 * T, T, vh, C, 0.0f, oh + (size_t)r0 * C, C);
-            }
+            // q, k, v and out heads: (T, hs), row stride C.
+            if (kernels)
+                att_forward_head(out + off, a, q + off, k + off, v + off, kt, tile, T, C, hs,
+                                 scale);
+            else
+                att_forward_head_sgemm(out + off, a, q + off, k + off, v + off, T, C, hs, scale);
         }
 }
 
@@ -334,56 +747,23 @@ void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
     }
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
+    bool kernels = att_kernels_fit(T, hs);
+    _Alignas(64) float vt[ATT_PACK];             // (hs, Tp): a head of v, transposed
+    _Alignas(64) float tile[ATT_R * ATT_TMAX];   // (ATT_R, Tp): a block of rows of datt
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
             size_t off = (size_t)b * T * C + (size_t)h * hs;
-            const float *qh = q + off;     // (T, hs), row stride C
-            const float *kh = k + off;     // (T, hs), row stride C
-            const float *vh = v + off;     // (T, hs), row stride C
-            const float *doh = dout + off; // (T, hs), row stride C
             const float *a = att + ((size_t)b * NH + h) * T * T;   // (T, T) probabilities
-            float *d = scratch + ((size_t)b * NH + h) * T * T;     // (T, T) datt, then dscores
-            // dv (T, hs) += att^T (T, T) @ dout (T, hs). Rows [r0, r1) of dv
-            // take columns [r0, r1) of att, which are 0 in the rows t < r0.
-            if (dv)
-                for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
-                    int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, hs, T - r0, 1.0f,
-                                a + (size_t)r0 * T + r0, T, doh + (size_t)r0 * C, C, 1.0f,
-                                dv + off + (size_t)r0 * C, C);
-                }
-            if (!dq && !dk) continue;
-            // datt (T, T) = dout (T, hs) @ v^T (hs, T), rows [r0, r1) for the
-            // columns s < r1 only: the softmax's backward reads no others.
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
-                int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r1 - r0, r1, hs, 1.0f,
-                            doh + (size_t)r0 * C, C, vh, C, 0.0f, d + (size_t)r0 * T, T);
-            }
-            // Softmax backward, row by row, in place:
-            //   dscores[s] = att[s] (datt[s] - sum_s' att[s'] datt[s']).
-            // att is 0 above the diagonal, so dscores is too: the future had no
-            // effect and gets no gradient.
-            for (int t = 0; t < T; t++) {
-                const float *ar = a + (size_t)t * T;   // (T)
-                float *dr = d + (size_t)t * T;         // (T)
-                float dot = 0.0f;
-                for (int s = 0; s <= t; s++) dot += ar[s] * dr[s];
-                for (int s = 0; s <= t; s++) dr[s] = ar[s] * (dr[s] - dot);
-                for (int s = t + 1; s < T; s++) dr[s] = 0.0f;
-            }
-            // scores = scale q k^T, so dq += scale dscores k, dk += scale dscores^T q.
-            // dscores is 0 above the diagonal, so by blocks as for att.
-            for (int r0 = 0; r0 < T; r0 += ATT_ROWS) {
-                int r1 = r0 + ATT_ROWS < T ? r0 + ATT_ROWS : T;
-                if (dq)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, hs, r1, scale,
-                                d + (size_t)r0 * T, T, kh, C, 1.0f, dq + off + (size_t)r0 * C, C);
-                if (dk)
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, hs, T - r0, scale,
-                                d + (size_t)r0 * T + r0, T, qh + (size_t)r0 * C, C, 1.0f,
-                                dk + off + (size_t)r0 * C, C);
-            }
+            float *d = scratch + ((size_t)b * NH + h) * T * T;     // (T, T) datt, dscores
+            // The heads of q, k, v, dout and the gradients: (T, hs), row stride C.
+            float *dqh = dq ? dq + off : NULL, *dkh = dk ? dk + off : NULL;
+            float *dvh = dv ? dv + off : NULL;
+            if (kernels)
+                att_backward_head(dqh, dkh, dvh, d, dout + off, a, q + off, k + off, v + off, vt,
+                                  tile, T, C, hs, scale);
+            else
+                att_backward_head_sgemm(dqh, dkh, dvh, d, dout + off, a, q + off, k + off,
+                                        v + off, T, C, hs, scale);
         }
 }
 
