@@ -417,7 +417,8 @@ static double attention_loss(void *ctx) {
 
 // The model's own head size (hs 32, T 64) and a small odd one.
 START_TEST(attention_forward_matches_naive) {
-    // T = 70: the products go by blocks of 32 rows (ATT_ROWS), the last one short.
+    // T = 70: blocks of rows with a short last one, by either way of ops.c
+    // (hs = 4 by sgemm's blocks of 32 rows, hs = 8 by the kernels' of 6, on AVX2).
     const int shapes[3][4] = {{2, 5, 8, 2}, {1, 64, 128, 4}, {1, 70, 16, 2}};   // B, T, C, NH
     for (int si = 0; si < 3; si++) {
         int B = shapes[si][0], T = shapes[si][1], C = shapes[si][2], NH = shapes[si][3];
@@ -459,15 +460,131 @@ static void check_attention_backward(int B, int T, int C, int NH) {
     ASSERT_GRAD(gq, wq, n, "attention dq");
     ASSERT_GRAD(gk, wk, n, "attention dk");
     ASSERT_GRAD(gv, wv, n, "attention dv");
+    // The contract of ops.h at this shape too: a second call adds the same
+    // again, and a gradient given as NULL leaves the others as they were.
+    float *gq2 = zeros(n), *gk2 = zeros(n), *gv2 = zeros(n), *only_k = zeros(n), *only_v = zeros(n);
+    ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
+    ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
+    assert_doubled(gq, gq2, n, "attention dq", false);
+    assert_doubled(gk, gk2, n, "attention dk", false);
+    assert_doubled(gv, gv2, n, "attention dv", false);
+    ops_attention_backward(NULL, only_k, NULL, scratch, R, att, q, k, v, B, T, C, NH);
+    ops_attention_backward(NULL, NULL, only_v, scratch, R, att, q, k, v, B, T, C, NH);
+    assert_same(only_k, gk, n, "attention dk");
+    assert_same(only_v, gv, n, "attention dv");
     free(q), free(k), free(v), free(R), free(out), free(att), free(scratch);
     free(c.q), free(c.k), free(c.v), free(c.R), free(c.out), free(c.att);
     free(gq), free(gk), free(gv), free(wq), free(wk), free(wv);
+    free(gq2), free(gk2), free(gv2), free(only_k), free(only_v);
 }
 
-// T = 70 over blocks of 32 rows (ATT_ROWS): every block's products, the
-// short last one's too.
+// T = 70 over sgemm's blocks of 32 rows (ATT_ROWS in ops.c; hs = 4 is not a
+// whole AVX2 vector): every block's products, the short last one's too.
 START_TEST(attention_backward_by_blocks_matches_finite_differences) {
     check_attention_backward(1, 70, 8, 2);
+}
+END_TEST
+
+// ops.c computes a head by its own causal kernels when hs is a multiple of
+// the target's vector width (8 floats with AVX2, 4 with SSE, 16 with
+// AVX-512) and T is at most ATT_TMAX (256), and by sgemm otherwise. The
+// shapes below take the kernels through their edges on AVX2: T of one row,
+// T under one vector, T that neither the blocks of 6 rows nor the vectors
+// divide (7, 9, 33, 70), T = 256 at the limit, hs from one vector (8) to
+// eight (64). hs = 6 (no target's width divides it) and T = 257 take sgemm.
+static const int ATT_KERNEL_SHAPES[][4] = {   // B, T, C, NH
+    {1, 1, 32, 1},  {2, 7, 16, 2}, {1, 9, 64, 1},   {1, 33, 32, 2},  {1, 33, 128, 2},
+    {1, 70, 64, 2}, {1, 13, 8, 1}, {1, 256, 16, 1}, {1, 257, 16, 1}, {1, 7, 12, 2},
+};
+
+START_TEST(attention_kernel_shapes_match_naive) {
+    for (size_t si = 0; si < sizeof ATT_KERNEL_SHAPES / sizeof ATT_KERNEL_SHAPES[0]; si++) {
+        const int *sh = ATT_KERNEL_SHAPES[si];
+        int B = sh[0], T = sh[1], C = sh[2], NH = sh[3];
+        size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+        float *q = randn(n, 50, 0, 1), *k = randn(n, 51, 0, 1), *v = randn(n, 52, 0, 1);
+        // att starts as NaN: every element must be written, the future with 0.
+        float *out = zeros(n), *att = malloc(na * sizeof(float));
+        for (size_t i = 0; i < na; i++) att[i] = NAN;
+        double *dq = to_double(q, n), *dk = to_double(k, n), *dv = to_double(v, n);
+        double *want = dzeros(n), *watt = dzeros(na);
+        ops_attention_forward(out, att, q, k, v, B, T, C, NH);
+        ref_attention(want, watt, dq, dk, dv, B, T, C, NH);
+        char what[96];
+        snprintf(what, sizeof what, "attention out, B %d T %d C %d NH %d", B, T, C, NH);
+        ASSERT_FWD(out, want, n, what);
+        snprintf(what, sizeof what, "attention probabilities, B %d T %d C %d NH %d", B, T, C, NH);
+        ASSERT_FWD(att, watt, na, what);
+        size_t above = 0;
+        for (size_t r = 0; r < (size_t)B * NH * T; r++)
+            for (int s = (int)(r % T) + 1; s < T; s++) above += att[r * T + s] != 0.0f;
+        ck_assert_msg(above == 0, "T %d: %zu probabilities above the diagonal are not 0", T, above);
+        free(q), free(k), free(v), free(out), free(att), free(dq), free(dk), free(dv);
+        free(want), free(watt);
+    }
+}
+END_TEST
+
+// The backward at the kernels' edges (see ATT_KERNEL_SHAPES), and at hs = 6
+// by sgemm, against finite differences; sizes kept small for the double loops.
+START_TEST(attention_kernel_backward_matches_finite_differences) {
+    const int shapes[][4] = {{1, 1, 32, 1}, {2, 7, 16, 2}, {1, 9, 64, 1}, {1, 33, 32, 2},
+                             {1, 33, 32, 1}, {1, 70, 8, 1}, {1, 7, 12, 2}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        check_attention_backward(shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3]);
+}
+END_TEST
+
+// True where any of the rows [t0, t1) of channels [c0, c1) of x (B = 1, T,
+// C) is NaN (every = false) or where all of them are (every = true).
+static bool nan_in(const float *x, int C, int t0, int t1, int c0, int c1, bool every) {
+    for (int t = t0; t < t1; t++)
+        for (int c = c0; c < c1; c++)
+            if (isnan(x[(size_t)t * C + c]) != every) return !every;
+    return every;
+}
+
+// A NaN in q, k or v reaches what it should and only that: a NaN key or
+// value at position s0 reaches the output rows t >= s0 of its head (the
+// scores' maximum and the future's lanes must not swallow it or spread it
+// to earlier rows), a NaN query its own row, and each then reaches dq; the
+// other head is untouched. By the kernels (hs = 16, T = 33), at the first, a
+// middle and the last position.
+START_TEST(attention_propagates_nan) {
+    const int T = 33, NH = 2, hs = 16, C = NH * hs, h = 1, d = 3, s0s[3] = {0, 13, T - 1};
+    const int c0 = h * hs, c1 = c0 + hs;   // head h's channels
+    const size_t n = (size_t)T * C, na = (size_t)NH * T * T;
+    for (int which = 0; which < 3; which++)   // q, k, v
+        for (int i = 0; i < 3; i++) {
+            const int s0 = s0s[i];
+            float *x[3] = {randn(n, 60, 0, 1), randn(n, 61, 0, 1), randn(n, 62, 0, 1)};
+            float *R = randn(n, 63, 0, 1), *out = zeros(n), *att = zeros(na), *scratch = zeros(na);
+            float *g[3] = {zeros(n), zeros(n), zeros(n)};
+            x[which][(size_t)s0 * C + c0 + d] = NAN;
+            ops_attention_forward(out, att, x[0], x[1], x[2], 1, T, C, NH);
+            ops_attention_backward(g[0], g[1], g[2], scratch, R, att, x[0], x[1], x[2], 1, T, C,
+                                   NH);
+            const char *name = which == 0 ? "q" : which == 1 ? "k" : "v";
+            bool reached, clean = true;
+            if (which == 0) {   // the query's own row, every channel of the head
+                reached = nan_in(out, C, s0, s0 + 1, c0, c1, true);
+                clean = !nan_in(out, C, 0, s0, c0, c1, false) &&
+                        !nan_in(out, C, s0 + 1, T, c0, c1, false);
+            } else if (which == 1) {   // every later row, every channel
+                reached = nan_in(out, C, s0, T, c0, c1, true);
+                clean = !nan_in(out, C, 0, s0, c0, c1, false);
+            } else {   // every later row, channel d (0 times a NaN is NaN: earlier rows unchecked)
+                reached = nan_in(out, C, s0, T, c0 + d, c0 + d + 1, true);
+            }
+            ck_assert_msg(reached, "a NaN in %s at %d does not reach the output", name, s0);
+            ck_assert_msg(clean, "a NaN in %s at %d reaches rows it must not", name, s0);
+            ck_assert_msg(!nan_in(out, C, 0, T, 0, c0, false),
+                          "a NaN in head %d of %s reaches head 0", h, name);
+            ck_assert_msg(nan_in(g[0], C, 0, T, c0, c1, false),
+                          "a NaN in %s at %d does not reach dq", name, s0);
+            for (int j = 0; j < 3; j++) free(x[j]), free(g[j]);
+            free(R), free(out), free(att), free(scratch);
+        }
 }
 END_TEST
 
@@ -1296,6 +1413,9 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, attention_forward_matches_naive);
     tcase_add_test(tc, attention_backward_matches_finite_differences);
     tcase_add_test(tc, attention_backward_by_blocks_matches_finite_differences);
+    tcase_add_test(tc, attention_kernel_shapes_match_naive);
+    tcase_add_test(tc, attention_kernel_backward_matches_finite_differences);
+    tcase_add_test(tc, attention_propagates_nan);
     tcase_add_test(tc, embedding_matches_naive_and_finite_differences);
     tcase_add_test(tc, crossentropy_matches_naive_and_finite_differences);
     tcase_add_test(tc, crossentropy_is_stable_for_large_logits);
