@@ -138,7 +138,9 @@ static inline float vexpf(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r2 + r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
+    // Unsigned, so that a NaN (whose n converts to some integer) shifts
+    // without undefined behaviour; p is NaN then, and so is the result.
+    uint32_t bits = ((uint32_t)(int32_t)n + 127u) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
     return p * scale;
