@@ -460,14 +460,24 @@ static void check_attention_backward(int B, int T, int C, int NH) {
     ASSERT_GRAD(gq, wq, n, "attention dq");
     ASSERT_GRAD(gk, wk, n, "attention dk");
     ASSERT_GRAD(gv, wv, n, "attention dv");
+    // Negative control: without the 1/sqrt(hs) of the scores, dq and dk are
+    // sqrt(hs) times too large, and the comparison must say so (with T = 1
+    // they are 0: one position's softmax is 1 whatever its score).
+    float *bad_q = malloc(n * sizeof(float)), *bad_k = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) bad_q[i] = gq[i] * sqrtf(C / NH), bad_k[i] = gk[i] * sqrtf(C / NH);
+    double e_q = fd_mismatch(bad_q, wq, n), e_k = fd_mismatch(bad_k, wk, n);
+    ck_assert_msg(T == 1 || (e_q > FD_TOL && e_k > FD_TOL),
+                  "unscaled dq, dk passed (mismatch %.3g, %.3g)", e_q, e_k);
     // The contract of ops.h at this shape too: a second call adds the same
-    // again, and a gradient given as NULL leaves the others as they were.
+    // again, and a gradient given as NULL leaves the others as they were
+    // (all three NULL: nothing to do, and nothing fails).
     float *gq2 = zeros(n), *gk2 = zeros(n), *gv2 = zeros(n), *only_k = zeros(n), *only_v = zeros(n);
     ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
     ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
     assert_doubled(gq, gq2, n, "attention dq", false);
     assert_doubled(gk, gk2, n, "attention dk", false);
     assert_doubled(gv, gv2, n, "attention dv", false);
+    ops_attention_backward(NULL, NULL, NULL, scratch, R, att, q, k, v, B, T, C, NH);
     ops_attention_backward(NULL, only_k, NULL, scratch, R, att, q, k, v, B, T, C, NH);
     ops_attention_backward(NULL, NULL, only_v, scratch, R, att, q, k, v, B, T, C, NH);
     assert_same(only_k, gk, n, "attention dk");
@@ -475,7 +485,7 @@ static void check_attention_backward(int B, int T, int C, int NH) {
     free(q), free(k), free(v), free(R), free(out), free(att), free(scratch);
     free(c.q), free(c.k), free(c.v), free(c.R), free(c.out), free(c.att);
     free(gq), free(gk), free(gv), free(wq), free(wk), free(wv);
-    free(gq2), free(gk2), free(gv2), free(only_k), free(only_v);
+    free(gq2), free(gk2), free(gv2), free(only_k), free(only_v), free(bad_q), free(bad_k);
 }
 
 // T = 70 over sgemm's blocks of 32 rows (ATT_ROWS in ops.c; hs = 4 is not a
@@ -589,49 +599,7 @@ START_TEST(attention_propagates_nan) {
 END_TEST
 
 START_TEST(attention_backward_matches_finite_differences) {
-    const int B = 2, T = 5, C = 8, NH = 2;
-    const size_t n = (size_t)B * T * C, na = (size_t)B * NH * T * T;
-    float *q = randn(n, 30, 0, 1), *k = randn(n, 31, 0, 1), *v = randn(n, 32, 0, 1);
-    float *R = randn(n, 33, 0, 1), *out = zeros(n), *att = zeros(na), *scratch = zeros(na);
-    ops_attention_forward(out, att, q, k, v, B, T, C, NH);
-    AttentionCase c = {to_double(q, n), to_double(k, n), to_double(v, n), to_double(R, n),
-                       dzeros(n), dzeros(na), B, T, C, NH};
-
-    float *gq = zeros(n), *gk = zeros(n), *gv = zeros(n);
-    ops_attention_backward(gq, gk, gv, scratch, R, att, q, k, v, B, T, C, NH);
-    double *wq = dzeros(n), *wk = dzeros(n), *wv = dzeros(n);
-    fd_grad(wq, c.q, n, attention_loss, &c);
-    fd_grad(wk, c.k, n, attention_loss, &c);
-    fd_grad(wv, c.v, n, attention_loss, &c);
-    ASSERT_GRAD(gq, wq, n, "attention dq");
-    ASSERT_GRAD(gk, wk, n, "attention dk");
-    ASSERT_GRAD(gv, wv, n, "attention dv");
-
-    // Negative control: without the 1/sqrt(hs) of the scores, dq and dk are
-    // sqrt(hs) = 2 times too large, and the comparison must say so.
-    float *bad_q = malloc(n * sizeof(float)), *bad_k = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) bad_q[i] = gq[i] * sqrtf(C / NH), bad_k[i] = gk[i] * sqrtf(C / NH);
-    double e_q = fd_mismatch(bad_q, wq, n), e_k = fd_mismatch(bad_k, wk, n);
-    ck_assert_msg(e_q > FD_TOL && e_k > FD_TOL, "unscaled dq, dk passed (mismatch %.3g, %.3g)",
-                  e_q, e_k);
-
-    float *gq2 = zeros(n), *gk2 = zeros(n), *gv2 = zeros(n);
-    ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
-    ops_attention_backward(gq2, gk2, gv2, scratch, R, att, q, k, v, B, T, C, NH);
-    assert_doubled(gq, gq2, n, "attention dq", false);
-    assert_doubled(gk, gk2, n, "attention dk", false);
-    assert_doubled(gv, gv2, n, "attention dv", false);
-
-    float *only_k = zeros(n), *only_v = zeros(n);
-    ops_attention_backward(NULL, NULL, NULL, scratch, R, att, q, k, v, B, T, C, NH);
-    ops_attention_backward(NULL, only_k, NULL, scratch, R, att, q, k, v, B, T, C, NH);
-    ops_attention_backward(NULL, NULL, only_v, scratch, R, att, q, k, v, B, T, C, NH);
-    assert_same(only_k, gk, n, "attention dk");
-    assert_same(only_v, gv, n, "attention dv");
-    free(q), free(k), free(v), free(R), free(out), free(att), free(scratch), free(gq), free(gk);
-    free(gv), free(wq), free(wk), free(wv), free(bad_q), free(bad_k), free(gq2), free(gk2);
-    free(gv2), free(only_k), free(only_v);
-    free(c.q), free(c.k), free(c.v), free(c.R), free(c.out), free(c.att);
+    check_attention_backward(2, 5, 8, 2);
 }
 END_TEST
 
