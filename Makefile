@@ -74,11 +74,6 @@ ifeq ($(SAN),1)
   export ASAN_OPTIONS := protect_shadow_gap=0:detect_leaks=0
   export UBSAN_OPTIONS := print_stacktrace=1
 endif
-# Objects made with another SAN, ARCH or OPT are remade: they depend on a
-# file that changes when those do.
-SAN_STAMP := $(BUILD)/.san
-BUILD_KEY := $(SAN) $(OPT)
-$(shell mkdir -p $(BUILD); [ "$$(cat $(SAN_STAMP) 2>/dev/null)" = "$(BUILD_KEY)" ] || echo "$(BUILD_KEY)" > $(SAN_STAMP))
 
 # CUDA=1: real code for the A100 (sm_80) and the H100/H200 (sm_90), and PTX
 # that newer GPUs compile when they load it; cuBLAS for the matrix
@@ -94,6 +89,15 @@ ifeq ($(CUDA),1)
   # (__cxa_guard_acquire), which gcc does not link by itself.
   LDLIBS += -lstdc++
 endif
+
+# Objects are remade when the flags that made them change: the C files'
+# with SAN, ARCH, OPT or CUDA, the CUDA files' with CUDA_ARCH. Each kind
+# depends on a file holding its compiler's command line, rewritten when that
+# differs from the last build's (and only then, so nothing else is remade).
+C_STAMP := $(BUILD)/.cflags
+CU_STAMP := $(BUILD)/.nvccflags
+$(shell mkdir -p $(BUILD); [ "$$(cat $(C_STAMP) 2>/dev/null)" = "$(CC) $(CFLAGS)" ] || echo "$(CC) $(CFLAGS)" > $(C_STAMP))
+$(shell [ "$$(cat $(CU_STAMP) 2>/dev/null)" = "$(NVCC) $(NVCCFLAGS)" ] || echo "$(NVCC) $(NVCCFLAGS)" > $(CU_STAMP))
 
 # ---- sources ---------------------------------------------------------------
 COMMON_C := $(wildcard common/*.c)
@@ -147,11 +151,11 @@ $(BUILD)/.deps-ok: scripts/deps.sh
 check-deps: $(BUILD)/.deps-ok
 
 # ---- compile and link ------------------------------------------------------
-$(OBJ)/%.o: %.c $(SAN_STAMP) | $(BUILD)/.deps-ok
+$(OBJ)/%.o: %.c $(C_STAMP) | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(OBJ)/%.cu.o: %.cu $(SAN_STAMP) | $(BUILD)/.deps-ok
+$(OBJ)/%.cu.o: %.cu $(CU_STAMP) | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
