@@ -1,4 +1,4 @@
-// lanes.h: sums, dot products and maxima over a row of floats, written with
+// lanes.h: sums and maxima over a row of floats, written with
 // explicit vectors so that they run at vector speed on any x86-64 (and on
 // any other target gcc knows).
 //
@@ -73,10 +73,14 @@ LANES_INLINE Lanes lanes_load_part(const float *p, int n, float fill) {
     return lanes_load(t);
 }
 
+// LANES floats from p where n >= LANES, else the first n and fill.
+LANES_INLINE Lanes lanes_load_upto(const float *p, int n, float fill) {
+    return n >= LANES ? lanes_load(p) : lanes_load_part(p, n, fill);
+}
+
 LANES_INLINE Lanes lanes_splat(float x) {
     Lanes a;
-    for (int k = 0; k < LANES_NV; k++)
-        for (int j = 0; j < LANES_VW; j++) a.v[k][j] = x;
+    for (int k = 0; k < LANES_NV; k++) a.v[k] = lanes_vsplat(x);
     return a;
 }
 
@@ -93,10 +97,7 @@ LANES_INLINE Lanes lanes_add_mul(Lanes a, Lanes b, Lanes c) {
 
 // Lane by lane, a where a > b, else b.
 LANES_INLINE Lanes lanes_max(Lanes a, Lanes b) {
-    for (int k = 0; k < LANES_NV; k++) {
-        lanes_mask m = a.v[k] > b.v[k];   // all ones where true
-        a.v[k] = (lanes_vec)(((lanes_mask)a.v[k] & m) | ((lanes_mask)b.v[k] & ~m));
-    }
+    for (int k = 0; k < LANES_NV; k++) a.v[k] = lanes_vselect(a.v[k] > b.v[k], a.v[k], b.v[k]);
     return a;
 }
 
@@ -119,16 +120,6 @@ LANES_INLINE Lanes lanes_accumulate(Lanes acc, const float *x, int n) {
 
 LANES_INLINE float sum_of(const float *x, int n) {
     return lanes_total(lanes_accumulate(lanes_splat(0.0f), x, n));
-}
-
-LANES_INLINE float dot_of(const float *a, const float *b, int n) {
-    Lanes acc = lanes_splat(0.0f);
-    int i = 0;
-    for (; i + LANES <= n; i += LANES) acc = lanes_add_mul(acc, lanes_load(a + i), lanes_load(b + i));
-    if (i < n)
-        acc = lanes_add_mul(acc, lanes_load_part(a + i, n - i, 0.0f),
-                            lanes_load_part(b + i, n - i, 0.0f));
-    return lanes_total(acc);
 }
 
 // The sum of (x[i] - mu)^2.

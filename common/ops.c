@@ -126,18 +126,26 @@ void ops_fill(float *x, float v, size_t n) {
 // loops were most of the time outside the matrix products).
 // exp(x) = 2^n e^r with n = round(x / ln 2) and |r| <= ln(2)/2; e^r from
 // Cephes' degree-6 polynomial for expf; 2^n made in the float's exponent bits.
+//
+// e^r = EXP_REDUCED(x, n): r = x - n ln 2 (ln 2 in two parts, exactly), then
+// the polynomial. A GNU statement expression over __typeof__, so that these
+// floats and the attention kernels' vectors (att_vexp) share one definition.
+#define EXP_REDUCED(x, n)                                                      \
+    ({                                                                         \
+        __typeof__(x) r_ = (x) - (n) * 0.693359375f + (n) * 2.12194440e-4f;    \
+        __typeof__(x) r2_ = r_ * r_;                                           \
+        __typeof__(x) p_ = 1.9875691500e-4f * r_ + 1.3981999507e-3f;           \
+        p_ = p_ * r_ + 8.3334519073e-3f;                                       \
+        p_ = p_ * r_ + 4.1665795894e-2f;                                       \
+        p_ = p_ * r_ + 1.6666665459e-1f;                                       \
+        p_ = p_ * r_ + 5.0000001201e-1f;                                       \
+        p_ * r2_ + r_ + 1.0f;                                                  \
+    })
+
 static inline float vexpf(float x) {
     x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);   // 2^n stays a normal float
     float n = __builtin_rintf(x * 1.44269504088896341f);
-    float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln 2 in two parts, exactly
-    float r2 = r * r;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r2 + r + 1.0f;
+    float p = EXP_REDUCED(x, n);
     // Unsigned, so that a NaN (whose n converts to some integer) shifts
     // without undefined behaviour; p is NaN then, and so is the result.
     uint32_t bits = ((uint32_t)(int32_t)n + 127u) << 23;
@@ -241,9 +249,9 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
         Lanes mu_l = lanes_splat(mu), rs_l = lanes_splat(rs);
         for (int c0 = 0; c0 < C; c0 += LANES) {
             int k = C - c0;
-            Lanes dn = k >= LANES ? lanes_load(w + c0) : lanes_load_part(w + c0, k, 0.0f);
-            Lanes d = k >= LANES ? lanes_load(doutr + c0) : lanes_load_part(doutr + c0, k, 0.0f);
-            Lanes n = k >= LANES ? lanes_load(xr + c0) : lanes_load_part(xr + c0, k, mu);
+            Lanes dn = lanes_load_upto(w + c0, k, 0.0f);
+            Lanes d = lanes_load_upto(doutr + c0, k, 0.0f);
+            Lanes n = lanes_load_upto(xr + c0, k, mu);
             for (int v = 0; v < LANES_NV; v++) {
                 dn.v[v] *= d.v[v];
                 n.v[v] = (n.v[v] - mu_l.v[v]) * rs_l.v[v];
@@ -436,14 +444,7 @@ LANES_INLINE lanes_vec att_vexp(lanes_vec x) {
     x = lanes_vselect(x < lo, lo, x);   // a NaN compares false both times and stays
     x = lanes_vselect(x > hi, hi, x);
     lanes_vec rn = x * 1.44269504088896341f + round, n = rn - round;
-    lanes_vec r = x - n * 0.693359375f + n * 2.12194440e-4f;
-    lanes_vec r2 = r * r;
-    lanes_vec p = 1.9875691500e-4f * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r2 + r + 1.0f;
+    lanes_vec p = EXP_REDUCED(x, n);
     att_bits bits = ((att_bits)rn - (att_bits)round + 127) << 23;
     return p * (lanes_vec)bits;
 }
