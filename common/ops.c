@@ -559,9 +559,12 @@ LANES_INLINE void att_softmax_backward_rows(int R, float *restrict tile, int Tp,
     for (int r = 0; r < R; r++) att_zero_row(d + (size_t)(t0 + r) * T, end, T);
 }
 
+// n rounded up to a multiple of m.
+static int att_round_up(int n, int m) { return (n + m - 1) / m * m; }
+
 // Whether the kernels take a head of hs channels over T positions.
 static bool att_kernels_fit(int T, int hs) {
-    int Tp = (T + ATT_CW - 1) / ATT_CW * ATT_CW;
+    int Tp = att_round_up(T, ATT_CW);
     return hs % ATT_VW == 0 && Tp <= ATT_TMAX && (size_t)hs * Tp <= ATT_PACK;
 }
 
@@ -571,11 +574,11 @@ static bool att_kernels_fit(int T, int hs) {
 static void att_forward_head(float *oh, float *a, const float *qh, const float *kh,
                              const float *vh, float *kt, float *tile, int T, int C, int hs,
                              float scale) {
-    int Tp = (T + ATT_CW - 1) / ATT_CW * ATT_CW;
+    int Tp = att_round_up(T, ATT_CW);
     att_transpose(kt, kh, T, Tp, hs, C);   // (hs, Tp)
     for (int t0 = 0; t0 < T; t0 += ATT_R) {
         int R = T - t0 < ATT_R ? T - t0 : ATT_R, n = t0 + R;
-        int end = (n + ATT_VW - 1) / ATT_VW * ATT_VW;
+        int end = att_round_up(n, ATT_VW);
         // tile (R, Tp): scores of rows [t0, n), columns [0, end).
         att_rows(R, n, tile, Tp, scale, false, qh + (size_t)t0 * C, C, 1, kt, Tp, hs);
         if (R == ATT_R)
@@ -601,11 +604,11 @@ static void att_backward_head(float *dqh, float *dkh, float *dvh, float *d, cons
                      doh + (size_t)s0 * C, C, T - s0);
         }
     if (!dqh && !dkh) return;
-    int Tp = (T + ATT_CW - 1) / ATT_CW * ATT_CW;
+    int Tp = att_round_up(T, ATT_CW);
     att_transpose(vt, vh, T, Tp, hs, C);   // (hs, Tp)
     for (int t0 = 0; t0 < T; t0 += ATT_R) {
         int R = T - t0 < ATT_R ? T - t0 : ATT_R, n = t0 + R;
-        int end = (n + ATT_VW - 1) / ATT_VW * ATT_VW;
+        int end = att_round_up(n, ATT_VW);
         // tile (R, Tp): datt = dout @ v^T for rows [t0, n), columns [0, end),
         // then dscores, which also go to d for dk.
         att_rows(R, n, tile, Tp, 1.0f, false, doh + (size_t)t0 * C, C, 1, vt, Tp, hs);
