@@ -20,18 +20,19 @@ have_torch=0
 # and each keeps its best: on a shared machine (a cloud VM's speed wanders by
 # 10% from one minute to the next) the best run is the one least disturbed,
 # and taking all three in the same minutes keeps their ratios honest.
+larger() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(b > a)}'; }   # is $2 > $1?
 rate=0 c_tps=0 t_tps=0 t_line=""
 for rep in $(seq "$REPS"); do
     r=$(build/sgemm_rate "${MODEL[@]}" | awk '/over one training step/ {print $(NF-3)}')
-    rate=$(awk -v a="$rate" -v b="$r" 'BEGIN {print (b > a) ? b : a}')
+    if larger "$rate" "$r"; then rate=$r; fi
     line=$(build/ref "${MODEL[@]}" --steps "$STEPS" --device cpu | grep '^mean over steps')
     tps=$(echo "$line" | awk '{for (i = 1; i <= NF; i++) if ($i == "tokens/s") print $(i-1)}' | tr -d k)
     tps=$(awk -v k="$tps" 'BEGIN {print k * 1000}')
-    c_tps=$(awk -v a="$c_tps" -v b="$tps" 'BEGIN {print (b > a) ? b : a}')
+    if larger "$c_tps" "$tps"; then c_tps=$tps; fi
     if [ $have_torch = 1 ]; then
         line=$(/usr/bin/python3 bench/torch_ref.py "${MODEL[@]}" --steps "$STEPS" --warmup 5)
         tps=$(echo "$line" | awk '/torch tokens\/s:/ {print $3}')
-        if awk -v a="$t_tps" -v b="$tps" 'BEGIN {exit !(b > a)}'; then t_tps=$tps t_line=$line; fi
+        if larger "$t_tps" "$tps"; then t_tps=$tps t_line=$line; fi
     fi
 done
 
