@@ -1,4 +1,4 @@
-// harness.c: the reference run and the lines the training labs print.
+// harness.c: the training labs' start, the reference run and the lines they print.
 #include "harness.h"
 
 #include <math.h>
@@ -13,7 +13,26 @@
 #include "dump.h"
 #include "mem.h"
 #include "ops.h"
+#include "trace.h"
 #include "train.h"
+
+Comm *harness_start(const Args *a, int *argc, char ***argv) {
+    Comm *c = comm_init(argc, argv, a->timeout);
+    mem_init(a->device, comm_local_rank());
+    ops_init();
+    ops_set_tf32(a->tf32);
+    trace_init(c, a->trace);
+    return c;
+}
+
+void harness_check_fits(const Args *a, int rows, bool with_reference) {
+    GptConfig need = {.B = rows, .T = a->seq, .C = a->dim, .NH = a->heads, .L = a->layers, .V = a->vocab};
+    GptConfig whole = need;
+    whole.B = a->batch;
+    char what[96];
+    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), with_reference ? gpt_bytes_needed(&whole) : 0,
+                   args_model_string(a, what, sizeof what));
+}
 
 // A private directory for the run's files: nobody else can read them or
 // plant a link in their place.

@@ -35,6 +35,17 @@ typedef struct Reference {
     char own_dump[300];   // where this run's dump goes: --dump, or a file in dir
 } Reference;
 
+// What every training lab does first, after args_parse: MPI (comm_init),
+// the rank's device (mem_init), the ops on it (ops_init, --tf32) and
+// --trace. Returns the world.
+Comm *harness_start(const Args *a, int *argc, char ***argv);
+
+// Refused before anything is allocated when the run cannot fit this node's
+// memory: each rank's replica for `rows` rows of the batch (an upper
+// estimate from the shapes) and, first, on rank 0, the reference's whole
+// batch when `with_reference` (mem_check_fits says how).
+void harness_check_fits(const Args *a, int rows, bool with_reference);
+
 // Train build/ref's model with the same flags on rank 0 (the other ranks
 // wait); with `on` false only the private directory is made. Collective.
 Reference harness_reference(Comm *c, const Args *a, bool on);

@@ -52,11 +52,7 @@ int main(int argc, char **argv) {
                "lab02: data parallelism (naive, flat, bucketed and overlapped), checked against "
                "single-device training.",
                extras);
-    Comm *c = comm_init(&argc, &argv, a.timeout);
-    mem_init(a.device, comm_local_rank());
-    ops_init();
-    ops_set_tf32(a.tf32);
-    trace_init(c, a.trace);
+    Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c);
     int row0, rows;   // this rank's rows of the global batch
     data_rank_rows(a.batch, N, r, &row0, &rows);
@@ -71,12 +67,7 @@ int main(int argc, char **argv) {
 
     // Refused before any of it is allocated when it cannot fit: each rank's
     // replica (an upper estimate from the shapes) and, first, the reference.
-    GptConfig need = {.B = micro_rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
-    GptConfig whole = need;
-    whole.B = a.batch;
-    char what[96];
-    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole) : 0,
-                   args_model_string(&a, what, sizeof what));
+    harness_check_fits(&a, micro_rows, !no_ref);
 
     // The single-device reference, first (rank 0; the others wait).
     Reference ref = harness_reference(c, &a, !no_ref);

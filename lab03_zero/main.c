@@ -244,23 +244,14 @@ int main(int argc, char **argv) {
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
-    Comm *c = comm_init(&argc, &argv, a.timeout);
-    mem_init(a.device, comm_local_rank());
-    ops_init();
-    ops_set_tf32(a.tf32);
-    trace_init(c, a.trace);
+    Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c);
     Setup s = {.a = a, .c = c};
     data_rank_rows(a.batch, N, r, &s.row0, &s.rows);
 
     // Refused before any of it is allocated when it cannot fit: each rank's
     // replica (an upper estimate from the shapes) and, first, the reference.
-    GptConfig need = {.B = s.rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
-    GptConfig whole = need;
-    whole.B = a.batch;
-    char what[96];
-    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole) : 0,
-                   args_model_string(&a, what, sizeof what));
+    harness_check_fits(&a, s.rows, !no_ref);
 
     Reference ref = harness_reference(c, &a, !no_ref);
 

@@ -58,11 +58,7 @@ int main(int argc, char **argv) {
                "lab04: tensor parallelism (the lecture's naive split, Megatron's f and g, vocabulary-parallel "
                "cross-entropy), checked against single-device training.",
                extras);
-    Comm *c = comm_init(&argc, &argv, a.timeout);
-    mem_init(a.device, comm_local_rank());
-    ops_init();
-    ops_set_tf32(a.tf32);
-    trace_init(c, a.trace);
+    Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c);
     int t = tp_size ? tp_size : N;
     tp_check_shape(&a, t, N, false);
@@ -73,12 +69,7 @@ int main(int argc, char **argv) {
 
     // Refused before any of it is allocated when it cannot fit (an upper
     // estimate: a whole replica per rank) and, first, the reference.
-    GptConfig need = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
-    GptConfig whole_cfg = need;
-    whole_cfg.B = a.batch;
-    char what[96];
-    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole_cfg) : 0,
-                   args_model_string(&a, what, sizeof what));
+    harness_check_fits(&a, rows, !no_ref);
 
     // The single-device reference, first (rank 0; the others wait).
     Reference ref = harness_reference(c, &a, !no_ref);
@@ -176,7 +167,7 @@ int main(int argc, char **argv) {
         for (int k = 0; k < MEM_NCAT; k++) peak[k] = fmax(peak[k], all[q].peak[k]);
     double psi = (double)model->nparams, rep = (double)tm.L.replicated, local = (double)tm.L.local;
     double M = (double)rows * a.seq;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     if (a.steps > 1)
         print0("mean over steps 2..%d: %.1f ms/step (compute %.1f, comm %.1f, exposed %.1f)\n", a.steps,
                total_time / (a.steps - 1) * 1e3, (total_time - total_blocked) / (a.steps - 1) * 1e3,
@@ -194,7 +185,7 @@ int main(int argc, char **argv) {
     print0("  %-24s %10s %10s   %s MLP: blocks %s, embedding and cross-entropy %s, data-parallel %s\n",
            "bytes sent per step", core_fmt_bytes(sent, b1, 32), core_fmt_bytes((naive ? nv : mega).total, b2, 32),
            naive ? "naive" : "Megatron", core_fmt_bytes((naive ? nv : mega).block, b3, 32),
-           core_fmt_bytes(mega.embed_head, desc, sizeof desc), core_fmt_bytes(mega.dp, what, sizeof what));
+           core_fmt_bytes(mega.embed_head, desc, sizeof desc), core_fmt_bytes(mega.dp, b4, sizeof b4));
     print0("  %-24s %10s %10s   the other MLP, for comparison (%s MLP)\n", "", "",
            core_fmt_bytes((naive ? mega : nv).total, b2, 32), naive ? "Megatron" : "naive");
     mem_print_table(c, &mem);

@@ -207,11 +207,7 @@ int main(int argc, char **argv) {
                "lab05: pipeline parallelism (GPipe and 1F1B over micro-batches), the bubble measured and drawn, "
                "checked against single-device training.",
                extras);
-    Comm *c = comm_init(&argc, &argv, a.timeout);
-    mem_init(a.device, comm_local_rank());
-    ops_init();
-    ops_set_tf32(a.tf32);
-    trace_init(c, a.trace);
+    Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
     int p = pp_size ? pp_size : N;
     if (N % p)
@@ -229,12 +225,7 @@ int main(int argc, char **argv) {
                          dp == 1 ? "" : "s", rows);
     bool gpipe = strcmp(schedule, "gpipe") == 0;
 
-    GptConfig need = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
-    GptConfig whole_cfg = need;
-    whole_cfg.B = a.batch;
-    char what[96];
-    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole_cfg) : 0,
-                   args_model_string(&a, what, sizeof what));
+    harness_check_fits(&a, rows, !no_ref);
 
     // The single-device reference, first (rank 0; the others wait).
     Reference ref = harness_reference(c, &a, !no_ref);

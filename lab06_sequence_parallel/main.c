@@ -70,11 +70,7 @@ int main(int argc, char **argv) {
                "lab06: sequence parallelism on top of tensor parallelism, activation memory measured against "
                "Korthikanti et al., checked against single-device training.",
                extras);
-    Comm *c = comm_init(&argc, &argv, a.timeout);
-    mem_init(a.device, comm_local_rank());
-    ops_init();
-    ops_set_tf32(a.tf32);
-    trace_init(c, a.trace);
+    Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c);
     int t = tp_size ? tp_size : N;
     bool on = strcmp(sp_mode, "on") == 0;
@@ -83,12 +79,7 @@ int main(int argc, char **argv) {
     int row0, rows;
     data_rank_rows(a.batch, dp, dp_rank, &row0, &rows);
 
-    GptConfig need = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
-    GptConfig whole_cfg = need;
-    whole_cfg.B = a.batch;
-    char what[96];
-    mem_check_fits(gpt_bytes_needed(&need), comm_local_size(), !no_ref ? gpt_bytes_needed(&whole_cfg) : 0,
-                   args_model_string(&a, what, sizeof what));
+    harness_check_fits(&a, rows, !no_ref);
 
     Reference ref = harness_reference(c, &a, !no_ref);
 

@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "core.h"
 #include "dump.h"
+#include "harness.h"
 #include "mem.h"
 #include "ops.h"
 #include "train.h"
@@ -31,9 +32,7 @@ int main(int argc, char **argv) {
         core_usage_error("build/ref is the single-device reference; run it alone, not under "
                          "mpirun -np %d", comm_size(w));
     mem_init(a.device, comm_local_rank());
-    GptConfig need = {.B = a.batch / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab};
-    char what[96];
-    mem_check_fits(gpt_bytes_needed(&need), 1, 0, args_model_string(&a, what, sizeof what));
+    harness_check_fits(&a, a.batch / micro, false);   // one rank; it is the reference
     ops_init();
     ops_set_tf32(a.tf32);
 
