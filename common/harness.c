@@ -43,9 +43,11 @@ static void private_dir(char *dir, size_t len) {
           "directory)", tmp, strerror(errno));
 }
 
-// Train the reference with `micro` micro-batches into a dump at `path`.
-static void reference_run(const Args *a, int micro, const char *path, double *loss) {
-    Trainer *t = train_create(a, micro);
+// Train the reference as yardstick run `y` says into a dump at `path`.
+static void reference_run(const Args *a, YardstickRun y, const char *path, double *loss) {
+    OpsRounding was = ops_rounding();
+    ops_set_rounding(y.rounding);
+    Trainer *t = train_create(a, y.micro);
     TrainHistory h;
     train_history_init(&h, t, true);
     for (int s = 0; s < a->steps; s++) {
@@ -57,6 +59,7 @@ static void reference_run(const Args *a, int micro, const char *path, double *lo
     dump_close(w);
     train_history_free(&h, t);
     train_free(t);
+    ops_set_rounding(was);
 }
 
 // The files of the run's private directory, removed however the run ends.
@@ -81,14 +84,15 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
         else snprintf(r.own_dump, sizeof r.own_dump, "%s/run.bin", r.dir);
     }
     if (on && comm_rank(c) == 0) {
-        // The whole batch, then micro-batches of 2 and the next divisor of
-        // the batch: the grader's own measure of rounding (grader/grade.c).
-        int micro[HARNESS_MAX_REFS];
-        r.npaths = train_rounding_micros(a->batch, micro, HARNESS_MAX_REFS);
+        // The yardstick's runs (train_yardstick): the grader's own measure
+        // of rounding (grader/grade.c).
+        YardstickRun y[HARNESS_MAX_REFS];
+        r.npaths = train_yardstick(a->batch, y, HARNESS_MAX_REFS);
         for (int k = 0; k < r.npaths; k++) {
-            snprintf(r.paths[k], sizeof r.paths[k], "%s/ref-micro%d.bin", r.dir, micro[k]);
+            snprintf(r.paths[k], sizeof r.paths[k], "%s/ref%d-micro%d-%s.bin", r.dir, k, y[k].micro,
+                     ops_rounding_name(y[k].rounding));
             snprintf(g_tmp_files[k], sizeof g_tmp_files[k], "%s", r.paths[k]);
-            reference_run(a, micro[k], r.paths[k], k == 0 ? r.loss : NULL);
+            reference_run(a, y[k], r.paths[k], k == 0 ? r.loss : NULL);
         }
     }
     if (on) comm_broadcast_host(c, r.loss, (size_t)a->steps * sizeof *r.loss, 0);

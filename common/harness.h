@@ -2,10 +2,10 @@
 // reference run they are measured against, the verdict at the end, and the
 // lines they print.
 //
-// The reference runs first, on rank 0, with the same flags, three times:
-// the whole batch at once, and in micro-batches of two sizes (the measured
-// size of "the same training up to summation order", as the grader measures
-// it). Its losses are kept (every rank gets them) and its dumps go to a
+// The reference runs first, on rank 0, with the same flags, as the
+// yardstick's runs (train.h's train_yardstick: the whole batch, micro-batches
+// of two sizes, the other rounding), the measured size of "the same training
+// up to rounding", as the grader measures it. Its losses are kept (every rank gets them) and its dumps go to a
 // private temporary directory, so that no memory of the reference is live
 // while the lab runs and each rank's measured memory is the lab's alone.
 #pragma once
@@ -16,10 +16,11 @@
 #include "comm.h"
 #include "core.h"
 #include "gpt.h"
+#include "train.h"
 
 typedef struct DumpWriter DumpWriter;
 
-enum { HARNESS_MAX_REFS = 3 };
+enum { HARNESS_MAX_REFS = YARDSTICK_MAX };
 
 typedef struct Reference {
     bool on;           // false with --no-ref
@@ -29,7 +30,7 @@ typedef struct Reference {
     // without --dump, this run's own; removed by harness_reference_free.
     char dir[256];
     // The reference's dumps (final parameters, first gradient, moments): the
-    // whole batch first, then the runs in micro-batches.
+    // yardstick's runs, the reference itself first.
     char paths[HARNESS_MAX_REFS][300];
     int npaths;
     char own_dump[300];   // where this run's dump goes: --dump, or a file in dir

@@ -34,6 +34,19 @@ static bool on_gpu(void) { return mem_device() == DEVICE_CUDA && !g_use_host; }
 
 void ops_set_tf32(bool on) { ops_cuda_set_tf32(on); }
 
+// The other rounding (ops.h): libm's expf, every matrix product summed in
+// two halves of its inner dimension, attention by sgemm. make ROUNDING=alt
+// makes it the default of every program.
+#ifndef PL_ROUNDING_ALT
+#define PL_ROUNDING_ALT 0
+#endif
+static bool g_alt = PL_ROUNDING_ALT;
+
+void ops_set_rounding(OpsRounding r) { g_alt = r == OPS_ROUNDING_ALT; }
+OpsRounding ops_rounding(void) { return g_alt ? OPS_ROUNDING_ALT : OPS_ROUNDING_NATIVE; }
+OpsRounding ops_rounding_default(void) { return PL_ROUNDING_ALT ? OPS_ROUNDING_ALT : OPS_ROUNDING_NATIVE; }
+const char *ops_rounding_name(OpsRounding r) { return r == OPS_ROUNDING_ALT ? "alt" : "native"; }
+
 void ops_init(void) {
     // Ranks are the parallelism: N ranks each with N BLAS threads would fight
     // over the same cores.
@@ -62,8 +75,14 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
         for (int m = 0; m < M; m++) memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
         beta = 1.0f;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, inp, K, w, N, beta, out,
+    // The other rounding: the sum over K in two halves, the second added
+    // onto the first (a split-K product, as GPUs make them).
+    int K1 = g_alt && K > 1 ? K / 2 : K;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K1, 1.0f, inp, K, w, N, beta, out,
                 N);
+    if (K1 < K)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K - K1, 1.0f, inp + K1, K,
+                    w + (size_t)K1 * N, N, 1.0f, out, N);
 }
 
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
@@ -72,14 +91,25 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
         ops_cuda_matmul_backward(dinp, dw, dbias, dout, inp, w, M, K, N);
         return;
     }
+    // The other rounding sums each product's inner dimension (N for dinp,
+    // M for dw) in two halves.
+    int N1 = g_alt && N > 1 ? N / 2 : N, M1 = g_alt && M > 1 ? M / 2 : M;
     // dinp (M, K) += dout (M, N) @ w^T (N, K)
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N, 1.0f, dout, N, w, N, 1.0f,
+    if (dinp) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N1, 1.0f, dout, N, w, N, 1.0f,
                     dinp, K);
+        if (N1 < N)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N - N1, 1.0f, dout + N1, N,
+                        w + N1, N, 1.0f, dinp, K);
+    }
     // dw (K, N) += inp^T (K, M) @ dout (M, N)
-    if (dw)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M, 1.0f, inp, K, dout, N, 1.0f,
+    if (dw) {
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M1, 1.0f, inp, K, dout, N, 1.0f,
                     dw, N);
+        if (M1 < M)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M - M1, 1.0f,
+                        inp + (size_t)M1 * K, K, dout + (size_t)M1 * N, N, 1.0f, dw, N);
+    }
     ops_bias_backward(dbias, dout, M, N);
 }
 
@@ -154,6 +184,11 @@ static inline float vexpf(float x) {
     return p * scale;
 }
 
+// exp by vexpf, or (the other rounding) by libm's expf. Each loop that calls
+// it reads g_alt once into a local first, so that the compiler makes the loop
+// twice (unswitching) and the vexpf one stays vectorized.
+static inline float exp_of(float x, bool libm) { return libm ? expf(x) : vexpf(x); }
+
 // sqrt(2/pi), and the cubic coefficient of the tanh approximation of GELU.
 static const float GELU_K = 0.7978845608028654f;
 static const float GELU_A = 0.044715f;
@@ -169,10 +204,11 @@ void ops_gelu_forward(float *out, const float *x, size_t n) {   // out may be x
         ops_cuda_gelu_forward(out, x, n);
         return;
     }
+    const bool libm = g_alt;
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];
         float u = GELU_K * (xi + GELU_A * xi * xi * xi);
-        out[i] = xi / (1.0f + vexpf(-2.0f * u));
+        out[i] = xi / (1.0f + exp_of(-2.0f * u, libm));
     }
 }
 
@@ -184,10 +220,11 @@ void ops_gelu_backward(float *restrict dx, const float *restrict dout, const flo
     }
     // d/dx [x s(2u)] = s + x s (1 - s) 2 du/dx, with u = k (x + a x^3) and
     // du/dx = k (1 + 3 a x^2); s (1 - s) is the sigmoid's derivative.
+    const bool libm = g_alt;
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];
         float u = GELU_K * (xi + GELU_A * xi * xi * xi);
-        float s = 1.0f / (1.0f + vexpf(-2.0f * u));
+        float s = 1.0f / (1.0f + exp_of(-2.0f * u, libm));
         float du = GELU_K * (1.0f + 3.0f * GELU_A * xi * xi);
         dx[i] += (s + 2.0f * xi * s * (1.0f - s) * du) * dout[i];
     }
@@ -651,11 +688,12 @@ static void att_forward_head_sgemm(float *oh, float *a, const float *qh, const f
     // The rows are short (t + 1 <= T): plain loops, since lanes.h's
     // sums re-read the row with wide loads right after the exp loop's
     // narrow stores, which costs more here than one chain of adds.
+    const bool libm = g_alt;
     for (int t = 0; t < T; t++) {
         float *row = a + (size_t)t * T;   // (T)
         float mx = row[0];
         for (int s = 1; s <= t; s++) mx = row[s] > mx ? row[s] : mx;
-        for (int s = 0; s <= t; s++) row[s] = vexpf(row[s] - mx);   // vectorized
+        for (int s = 0; s <= t; s++) row[s] = exp_of(row[s] - mx, libm);   // vectorized
         float sum = 0.0f;
         for (int s = 0; s <= t; s++) sum += row[s];
         float inv = 1.0f / sum;
@@ -728,7 +766,7 @@ void ops_attention_forward(float *out, float *att, const float *q, const float *
     }
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    bool kernels = att_kernels_fit(T, hs);
+    bool kernels = att_kernels_fit(T, hs) && !g_alt;   // the other rounding: by sgemm
     _Alignas(64) float kt[ATT_PACK];             // (hs, Tp): a head of k, transposed
     _Alignas(64) float tile[ATT_R * ATT_TMAX];   // (ATT_R, Tp): a block of rows of att
     for (int b = 0; b < B; b++)
@@ -753,7 +791,7 @@ void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
     }
     int hs = C / NH;
     float scale = 1.0f / sqrtf((float)hs);
-    bool kernels = att_kernels_fit(T, hs);
+    bool kernels = att_kernels_fit(T, hs) && !g_alt;
     _Alignas(64) float vt[ATT_PACK];             // (hs, Tp): a head of v, transposed
     _Alignas(64) float tile[ATT_R * ATT_TMAX];   // (ATT_R, Tp): a block of rows of datt
     for (int b = 0; b < B; b++)
@@ -828,6 +866,7 @@ void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
         ops_cuda_crossentropy_forward(losses, probs, logits, targets, M, V);
         return;
     }
+    const bool libm = g_alt;
     for (int m = 0; m < M; m++) {
         const float *lr = logits + (size_t)m * V;   // (V)
         float *pr = probs + (size_t)m * V;          // (V)
@@ -836,7 +875,7 @@ void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
         // Subtract the row's max so that no exp overflows; the softmax is
         // unchanged.
         float mx = max_of(lr, V);
-        for (int v = 0; v < V; v++) pr[v] = vexpf(lr[v] - mx);   // vectorized
+        for (int v = 0; v < V; v++) pr[v] = exp_of(lr[v] - mx, libm);   // vectorized
         float sum = sum_of(pr, V);
         float inv = 1.0f / sum;
         for (int v = 0; v < V; v++) pr[v] *= inv;
@@ -987,9 +1026,10 @@ static float sum_exp(const float *restrict x, float mx, int n) {
     enum { CHUNK = 16 * LANES };
     float e[CHUNK];
     Lanes acc = lanes_splat(0.0f);
+    const bool libm = g_alt;
     for (int i0 = 0; i0 < n; i0 += CHUNK) {
         int k = n - i0 < CHUNK ? n - i0 : CHUNK;
-        for (int i = 0; i < k; i++) e[i] = vexpf(x[i0 + i] - mx);
+        for (int i = 0; i < k; i++) e[i] = exp_of(x[i0 + i] - mx, libm);
         acc = lanes_accumulate(acc, e, k);
     }
     return lanes_total(acc);
@@ -1036,6 +1076,7 @@ void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
     // The probabilities are made again from x and the row's two numbers, as
     // ops_crossentropy_forward makes them; then as ops_crossentropy_backward.
     if (!dlogits) return;
+    const bool libm = g_alt;
     for (int m = 0; m < M; m++) {
         int y = ids[m];
         ops_check_id("ops_ce_parts_backward", y, m, N);
@@ -1043,7 +1084,7 @@ void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
         const float *xr = x + (size_t)m * N;     // (N)
         float mxm = mx[m], inv = 1.0f / sumexp[m];
         for (int n = 0; n < N; n++)
-            dr[n] += scale * (vexpf(xr[n] - mxm) * inv - (n == y ? 1.0f : 0.0f));
+            dr[n] += scale * (exp_of(xr[n] - mxm, libm) * inv - (n == y ? 1.0f : 0.0f));
     }
 }
 

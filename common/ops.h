@@ -25,6 +25,18 @@ void ops_use_host(bool on);
 // TF32 matrix units for the matrix products on a GPU (--tf32): faster, with
 // 10 bits of mantissa in the products; never in graded runs. No effect on the CPU.
 void ops_set_tf32(bool on);
+// Another machine's rounding, on the CPU: libm's expf in place of the
+// vectorized exp, every matrix product summed over its inner dimension in two
+// halves (as a split-K GPU product is), attention's products by sgemm rather
+// than by its own kernels. The same training up to rounding, rounded
+// differently at every op: the grader trains its reference once this way to
+// measure how far a correct run on another machine, BLAS kernel or device may
+// land (grader/README.md). `make ROUNDING=alt` makes it every program's default.
+typedef enum { OPS_ROUNDING_NATIVE, OPS_ROUNDING_ALT } OpsRounding;
+void ops_set_rounding(OpsRounding r);
+OpsRounding ops_rounding(void);
+OpsRounding ops_rounding_default(void);   // this build's (ROUNDING=alt: OPS_ROUNDING_ALT)
+const char *ops_rounding_name(OpsRounding r);   // "native", "alt"
 
 // ---- matrix product ----
 // out (M, N) = inp (M, K) @ w (K, N) + bias (N); bias may be NULL.

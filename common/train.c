@@ -80,11 +80,15 @@ double train_step(Trainer *t) {
     return loss;
 }
 
-int train_rounding_micros(int batch, int *micro, int max) {
+int train_yardstick(int batch, YardstickRun *runs, int max) {
+    OpsRounding own = ops_rounding_default();
+    OpsRounding other = own == OPS_ROUNDING_ALT ? OPS_ROUNDING_NATIVE : OPS_ROUNDING_ALT;
     int n = 0;
-    if (max > 0) micro[n++] = 1;
-    for (int k = 2; k <= batch && n < max; k++)
-        if (batch % k == 0) micro[n++] = k;
+    if (n < max) runs[n++] = (YardstickRun){1, own};
+    int micros = 0;
+    for (int k = 2; k <= batch && micros < 2 && n < max - 1; k++)
+        if (batch % k == 0) runs[n++] = (YardstickRun){k, own}, micros++;
+    if (n < max) runs[n++] = (YardstickRun){1, other};
     return n;
 }
 

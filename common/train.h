@@ -5,6 +5,8 @@
 // distributed run must reproduce what this does, step for step.
 #pragma once
 
+#include "ops.h"
+
 #include <stdbool.h>
 
 #include "args.h"
@@ -37,12 +39,21 @@ void train_update(Trainer *t);
 // Both.
 double train_step(Trainer *t);
 
-// The micro-batch counts of the runs that measure "the same training up to
-// summation order" for a batch of `batch` rows: 1 (the whole batch), then 2
-// and the next divisor of the batch, as far as the batch allows, at most
-// `max` of them. Returns how many; the reference run in the labs and the
-// grader's both use them, so both measure the same rounding.
-int train_rounding_micros(int batch, int *micro, int max);
+// The yardstick: the reference runs that measure "the same training up to
+// rounding" for a batch of `batch` rows. The first is the reference itself
+// (the whole batch, this build's rounding); then micro-batches of 2 and of
+// the next divisor of the batch (other sums over the batch's rows, as data
+// parallelism and accumulation make them), and the whole batch rounded the
+// other way (ops_set_rounding: another exp, other sums inside every matrix
+// product, as another BLAS kernel, instruction set or a GPU makes them).
+// Writes at most `max`, returns how many; the labs' harness and the grader
+// both use them, so both measure the same rounding.
+typedef struct {
+    int micro;            // micro-batches of the step's batch
+    OpsRounding rounding; // ops_set_rounding's mode for the run
+} YardstickRun;
+enum { YARDSTICK_MAX = 4 };
+int train_yardstick(int batch, YardstickRun *runs, int max);
 
 // What build/ref --dump writes, recorded step by step: the losses, the
 // batches, the initial parameters and the first step's gradient (copies,

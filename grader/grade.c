@@ -200,6 +200,7 @@ typedef struct {
     const char *runs;        // comma-separated run names, or NULL for all
     bool quick;
     const char *json, *junit;
+    const char *margins;     // append each check's figure over its bound here (TSV)
     long hidden_seed;        // -1: none
     int limit;               // seconds per run
     int watchdog;            // seconds
@@ -400,22 +401,24 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     if (!have) run->dump_error = exists(done) ? "its dump is not a plain file (a link?)" : "no dump file";
 }
 
-// "NAME:INDEX:DELTA": add DELTA to element INDEX of array NAME (self-test of
-// the tolerances: a real error, however small, must be caught).
+// "NAME:INDEX:DELTA[:COUNT]": add DELTA to COUNT elements (1 unless given)
+// of array NAME from INDEX on (self-test of the tolerances: an error of the
+// shape a bug makes, however small, must be caught).
 static void perturb(DumpFile *f, const char *spec) {
     char name[256];
-    long index;
+    long index, count = 1;
     double delta;
     const char *c1 = strchr(spec, ':');
-    CHECK(c1 && sscanf(c1 + 1, "%ld:%lf", &index, &delta) == 2 && (size_t)(c1 - spec) < sizeof name,
-          "--perturb wants NAME:INDEX:DELTA, not '%s'", spec);
+    CHECK(c1 && sscanf(c1 + 1, "%ld:%lf:%ld", &index, &delta, &count) >= 2 && (size_t)(c1 - spec) < sizeof name,
+          "--perturb wants NAME:INDEX:DELTA[:COUNT], not '%s'", spec);
     memcpy(name, spec, (size_t)(c1 - spec));
     name[c1 - spec] = 0;
     for (int i = 0; i < f->count; i++)
         if (strcmp(f->arrays[i].name, name) == 0) {
-            CHECK(f->arrays[i].type == DUMP_F32 && index >= 0 && (uint64_t)index < f->arrays[i].count,
-                  "--perturb: %s has no f32 element %ld", name, index);
-            ((float *)f->arrays[i].data)[index] += (float)delta;
+            CHECK(f->arrays[i].type == DUMP_F32 && index >= 0 && count >= 1 &&
+                  (uint64_t)(index + count) <= f->arrays[i].count,
+                  "--perturb: %s has no f32 elements %ld to %ld", name, index, index + count - 1);
+            for (long k = 0; k < count; k++) ((float *)f->arrays[i].data)[index + k] += (float)delta;
             return;
         }
     core_fail(__FILE__, __LINE__, "--perturb: the dump has no array %s", name);
@@ -433,12 +436,14 @@ typedef struct {
 static RefCache g_refs[32];
 static int g_nrefs;
 
-// Run build/ref with `flags` (the trusted tree's), and again with the batch
-// in micro-batches, twice (2, and the next divisor of the batch): the
-// largest difference between the plain run and those is the honest size of
-// "the same up to summation order", per tensor. Two alternative orders
-// rather than one, because a single sample of a rounding difference can
-// come out small by chance.
+// Run build/ref with `flags` (the trusted tree's) as each of the
+// yardstick's runs (train_yardstick: the whole batch; micro-batches of 2 and
+// of the next divisor; the whole batch rounded the other way): the largest
+// difference between the first and the others is the honest size of "the
+// same up to rounding", per tensor. Several orders rather than one, because
+// a single sample of a rounding difference can come out small by chance, and
+// the other rounding because micro-batches leave the forward pass and most
+// of the matrix products bit-identical, while another machine rounds them all.
 static RefCache *reference(const Options *o, const char *flags) {
     for (int i = 0; i < g_nrefs; i++)
         if (strcmp(g_refs[i].flags, flags) == 0) return &g_refs[i];
@@ -448,17 +453,18 @@ static RefCache *reference(const Options *o, const char *flags) {
     snprintf(rc->flags, sizeof rc->flags, "%s", flags);
     const char *bf = strstr(flags, "--batch ");
     int batch = bf ? atoi(bf + 8) : args_defaults().batch;
-    int micro[3];
-    int nruns = train_rounding_micros(batch, micro, 3);
+    YardstickRun y[YARDSTICK_MAX];
+    int nruns = train_yardstick(batch, y, YARDSTICK_MAX);
     char bin[1024], qbin[1100];
     snprintf(bin, sizeof bin, "%s/build/ref", o->tree);
     shell_quote(qbin, sizeof qbin, bin);
-    DumpFile *runs[3] = {0};
+    DumpFile *runs[YARDSTICK_MAX] = {0};
     for (int k = 0; k < nruns; k++) {
-        char dir[700], qdir[800], line[4096], path[800], mflag[32] = "";
+        char dir[700], qdir[800], line[4096], path[800], mflag[64] = "";
         // In the grader's private directory, out of the runs' reach.
-        snprintf(dir, sizeof dir, "%s/ref%d-micro%d", o->priv, g_nrefs, micro[k]);
-        if (micro[k] > 1) snprintf(mflag, sizeof mflag, "--micro %d", micro[k]);
+        snprintf(dir, sizeof dir, "%s/ref%d-%d", o->priv, g_nrefs, k);
+        int m = y[k].micro > 1 ? snprintf(mflag, sizeof mflag, "--micro %d ", y[k].micro) : 0;
+        snprintf(mflag + m, sizeof mflag - (size_t)m, "--rounding %s", ops_rounding_name(y[k].rounding));
         shell_quote(qdir, sizeof qdir, dir);
         snprintf(line, sizeof line,
                  "mkdir -p %s && cd %s && timeout -k 10 %d %s %s %s --dump ref.bin > output.txt 2>&1",
@@ -676,6 +682,24 @@ static void write_junit(const Grader *g, const char *path) {
     CHECK(fclose(f) == 0, "writing %s failed", path);
 }
 
+// The yardstick's margins: one line a check, appended, "lab run check
+// pass ratio what expect" (tab-separated; ratio is the figure over its bound,
+// "-" for a check without one). `what` names the graded code (solutions, a
+// planted bug's file), `expect` its EXPECT line ("PASS" for correct code).
+// scripts/yardstick.py reads these into the separation table.
+static void write_margins(const Grader *g, const char *path, const char *what, const char *expect) {
+    FILE *f = fopen(path, "a");
+    CHECK(f, "cannot write %s", path);
+    for (int i = 0; i < g->n; i++) {
+        const Result *r = &g->results[i];
+        fprintf(f, "%s\t%s\t%s\t%d\t", r->lab, r->run, r->check, r->pass);
+        if (isnan(r->ratio)) fputs("-", f);
+        else fprintf(f, "%.6g", r->ratio);
+        fprintf(f, "\t%s\t%s\n", what, expect);
+    }
+    CHECK(fclose(f) == 0, "writing %s failed", path);
+}
+
 // ---- planted bugs ------------------------------------------------------------
 
 static void remove_work(const Options *o) {
@@ -735,6 +759,10 @@ static int check_mutants(Options *o, const LabSpec *lab, const char *dir) {
         grade_lab(&g, o, lab, legal ? NULL : expect);
         int failed = grader_failed(&g);
         bool ok = legal ? failed == 0 : said(&g, 0, expect);
+        if (o->margins) {
+            const char *base = strrchr(path, '/');
+            write_margins(&g, o->margins, base ? base + 1 : path, expect);
+        }
         print0("%s %s (%.0f s): %s\n", ok ? "answered" : "WRONG ANSWER", path, core_now() - t1,
                legal ? (failed ? "a legal variant failed" : "a legal variant passes")
                      : (ok ? "caught with the diagnosis it should get" : failed ? "caught, but not saying its EXPECT" : "NOT caught"));
@@ -801,7 +829,7 @@ int main(int argc, char **argv) {
     Options o = {0};
     bool solutions = false, quick = false;
     const char *submission = NULL, *mutant = NULL, *labs = NULL, *json = NULL, *junit = NULL,
-               *keep = NULL, *pert = NULL, *mutants = NULL, *runs = NULL;
+               *keep = NULL, *pert = NULL, *mutants = NULL, *runs = NULL, *margins = NULL;
     int hidden = -1, limit = 300, watchdog = 60;
     ArgExtra extras[] = {
         {"solutions", ARG_FLAG, &solutions, "grade the reference solutions", 0, 0, NULL, NULL},
@@ -813,11 +841,12 @@ int main(int argc, char **argv) {
         {"runs", ARG_STRING, &runs, "only the runs of these names (comma-separated, as the table names them: np2-flat)", 1, 0, NULL, "NAMES"},
         {"json", ARG_STRING, &json, "write Gradescope's results.json here", 1, 0, NULL, NULL},
         {"junit", ARG_STRING, &junit, "write JUnit XML here", 1, 0, NULL, NULL},
+        {"margins", ARG_STRING, &margins, "append each check's figure over its bound to FILE (tab-separated; scripts/yardstick.py reads it)", 1, 0, NULL, NULL},
         {"hidden-seed", ARG_INT, &hidden, "also run every run with this seed, as hidden tests", 0, 2147483647.0, NULL, NULL},
         {"limit", ARG_INT, &limit, "hard time limit of one run, in seconds", 5, 86400, NULL, NULL},
         {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL, NULL},
         {"keep", ARG_STRING, &keep, "keep every run's directory under DIR", 1, 0, NULL, "DIR"},
-        {"perturb", ARG_STRING, &pert, "self-test: add DELTA to element INDEX of array NAME of every lab dump", 1, 0, NULL, "NAME:INDEX:DELTA"},
+        {"perturb", ARG_STRING, &pert, "self-test: add DELTA to COUNT elements (default 1) from INDEX on of array NAME of every lab dump", 1, 0, NULL, "NAME:INDEX:DELTA[:COUNT]"},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_takes(0, "it runs each lab with the flags of its spec");
@@ -858,8 +887,10 @@ int main(int argc, char **argv) {
         long index;
         double delta;
         const char *c1 = pert ? strchr(pert, ':') : NULL;
-        if (pert && (!c1 || c1 == pert || sscanf(c1 + 1, "%ld:%lf", &index, &delta) != 2))
-            core_usage_error("--perturb wants NAME:INDEX:DELTA (param/final/block1.mlp.w1:17:1e-3), not '%s'", pert);
+        long count = 1;
+        if (pert && (!c1 || c1 == pert || sscanf(c1 + 1, "%ld:%lf:%ld", &index, &delta, &count) < 2 || count < 1))
+            core_usage_error("--perturb wants NAME:INDEX:DELTA[:COUNT] (param/final/block1.mlp.w1:512:1e-4:512), "
+                             "not '%s'", pert);
     }
     if (geteuid() == 0) {
         setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 0);
@@ -882,6 +913,7 @@ int main(int argc, char **argv) {
     o.runs = runs;
     o.json = json;
     o.junit = junit;
+    o.margins = margins;
     o.hidden_seed = hidden;
     o.limit = limit;
     o.watchdog = watchdog;
@@ -976,6 +1008,8 @@ int main(int argc, char **argv) {
     CHECK(g.n > 0, "nothing was graded (no lab of this tree matched --lab %s)", labs ? labs : "");
     grader_print_table(&g);
     write_reports(&g);
+    if (margins) write_margins(&g, margins, solutions ? "solutions" : submission ? submission : mutant ? mutant : "student files",
+                               solutions ? "PASS" : "-");
     int failed = 0;
     for (int i = 0; i < g.n; i++) failed += !g.results[i].pass;
     return failed ? 1 : 0;

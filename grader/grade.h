@@ -18,30 +18,41 @@ typedef struct {
 } RunSpec;
 
 // What the reference measured for one configuration: the size of "the same
-// up to summation order" (build/ref with micro-batches against without).
-// Tolerances are TOL_FACTOR times these measured figures:
+// up to rounding" (build/ref's yardstick runs, train_yardstick: micro-batches
+// and the other rounding, against the plain run). Tolerances are TOL_FACTOR
+// times these measured figures:
 // - the loss per step: the measured difference, but never below one float
 //   rounding of the loss itself (loss_ulp), since no two summation orders
 //   can be asked to agree better than that;
-// - a tensor's relative Frobenius error (parameters, first gradient): its
-//   measured one, but never below the median over tensors, because one
-//   sample of a rounding difference can come out small by chance;
-// - a single element's error: the largest measured anywhere in the model.
-//   After AdamW steps the element-wise drift is heavy-tailed (Adam divides
-//   by the root mean square of each element's own gradients, so an element
-//   whose gradient is near zero turns rounding into a visible step) and can
-//   land in any tensor.
+// - a tensor's relative error (the first gradient: all of it; parameters and
+//   moments: its bulk, see TensorError): its measured one, but never below
+//   the median over tensors, because one sample of a rounding difference can
+//   come out small by chance;
+// - a single element of the final parameters: Adam's reach (adam_reach), the
+//   most two runs of AdamW with the same settings can differ by, whatever
+//   their gradients: after AdamW steps an element whose gradient is near zero
+//   turns rounding into a step of up to lr either way (Adam divides by the
+//   root mean square of each element's own gradients), so no measured sample
+//   bounds the few such elements; Adam's own bound does.
 typedef struct {
     double loss;              // largest per-step loss difference
     double loss_ulp;          // largest float rounding of a loss (|loss| * FLT_EPSILON)
     int ntensors;
     char (*names)[96];        // tensor names (without the "param/final/" prefix)
-    double *param_rel;        // per tensor: relative Frobenius difference of final parameters
-    double *param_abs;        // per tensor: largest absolute difference
-    double *grad_rel;         // per tensor: relative Frobenius difference of the first gradient
-    double *m_rel, *v_rel;    // per tensor: the same for AdamW's final moments
-    double param_rel_median, param_abs_max, grad_rel_median, m_rel_median, v_rel_median;
+    double *grad_rel;         // per tensor: relative error of the first gradient
+    double *param_bulk;       // per tensor: bulk relative error of the final parameters
+    double *m_bulk, *v_bulk;  // per tensor: the same for AdamW's final moments
+    double grad_rel_median, param_bulk_median, m_bulk_median, v_bulk_median;
+    double adam_reach;        // the largest difference AdamW allows an element (INFINITY: not AdamW)
+    int nsamples;             // the yardstick's runs besides the reference
 } Measured;
+
+// A tensor of a run against the reference's (tensor_error).
+typedef struct {
+    double rel;    // ||lab - ref|| over the tensor's scale
+    double bulk;   // the same without its largest ceil(n / 1000) element differences
+    double abs_;   // the largest element difference
+} TensorError;
 
 // Everything about one run, for the checks.
 typedef struct {
@@ -68,6 +79,7 @@ typedef struct {
     char lab[16], run[96], check[96];
     bool pass, hidden;
     char figure[160], bound[160], diagnosis[1024];
+    double ratio;   // the figure over its bound (a check passes at <= 1), NaN when it has none
 } Result;
 
 // The checks recorded so far.
@@ -81,6 +93,16 @@ typedef struct Grader {
 // it had to be; diagnosis (when it fails) what probably went wrong.
 void grade_check(Grader *g, const Run *run, const char *check, bool pass, const char *figure,
                  const char *bound, const char *diagnosis);
+// The last recorded check's figure over its bound, for the yardstick's
+// margins (build/grade --margins).
+void grade_set_ratio(Grader *g, double ratio);
+
+// The words of the labs' diagnoses (LabSpec.words): a diagnosis speaks of
+// what the lab it grades teaches, and of nothing else.
+enum {
+    WORDS_DATA_PARALLEL = 1 << 0,   // replicas, gradients averaged over the ranks, a unit's all-reduce
+    WORDS_SHARDS = 1 << 1,          // ZeRO's shards of a unit
+};
 
 typedef struct LabSpec {
     const char *id;           // "lab01"
@@ -93,6 +115,7 @@ typedef struct LabSpec {
     // Flags of the reference run that matches a lab run (NULL: no reference).
     const char *(*ref_flags)(const struct LabSpec *lab, const Run *run, char *buf, size_t len);
     void (*check)(Grader *g, const struct LabSpec *lab, const Run *run);
+    unsigned words;           // WORDS_*: the concepts its diagnoses may name
 } LabSpec;
 
 extern const LabSpec *const LABS[];
@@ -127,18 +150,27 @@ enum { TOL_FACTOR = 10 };
 const char *diagnose_hang(const char *output, char *buf, size_t len);
 
 // The error of tensor `name` (e.g. "param/final/block0.attn.wq") of `lab`
-// against `ref`: ||lab - ref|| over a scale, and the largest element
-// difference. The scale is the tensor's own norm, or, when that is smaller,
-// what its share of its unit's norm would be (sqrt(n_tensor / n_unit) times
-// the unit's norm): a tensor whose exact gradient is zero (the key bias,
-// since softmax ignores a shift) holds only rounding, and its error is
-// measured against the size of its unit's values instead. False (and an
-// infinite error) when the tensor is missing or its shape differs.
-bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, double *rel, double *abs_);
+// against `ref`: ||lab - ref|| over a scale, the same over the tensor's bulk,
+// and the largest element difference. The scale is the tensor's own norm, or,
+// when that is smaller, what its share of its unit's norm would be
+// (sqrt(n_tensor / n_unit) times the unit's norm): a tensor whose exact
+// gradient is zero (the key bias, since softmax ignores a shift) holds only
+// rounding, and its error is measured against the size of its unit's values
+// instead. The bulk leaves out the largest ceil(n / 1000) element
+// differences, the few elements whose near-zero gradient Adam turned into a
+// step (Adam's reach bounds those). False (and infinite errors) when the
+// tensor is missing or its shape differs.
+bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, TensorError *e);
 
-// The rounding of "the same training up to summation order", measured on
-// reference runs of one configuration: runs[0] without micro-batches, the
-// others with. (verdict.c)
+// The most two AdamW runs with the same settings (the dump's meta/config: lr,
+// beta1, beta2, steps) can differ by in one element, whatever their
+// gradients: 2 lr sum_t max|m_t / sqrt(v_t)|; INFINITY when the optimizer is
+// not AdamW. (checks.c)
+double adam_reach(const DumpFile *ref);
+
+// The rounding of "the same training up to rounding", measured on the
+// yardstick's reference runs of one configuration: runs[0] the reference, the
+// others its micro-batched and otherwise rounded twins. (verdict.c)
 void measure_rounding(DumpFile *const *runs, int nruns, Measured *m);
 void measured_free(Measured *m);
 
@@ -159,9 +191,9 @@ const char *dump_expect(const DumpFile *d, const char *name, DumpKind kind, int 
                         bool required, char *why, size_t len);
 
 // AdamW's moment `which` (0: m, 1: v) of tensor t against the reference's:
-// its relative error into *rel; true when within TOL_FACTOR times the
-// measured rounding. (checks.c)
-bool moment_within_tol(const Run *run, int t, int which, double *rel);
+// its bulk relative error over its bound (TOL_FACTOR times the measured
+// rounding) into *ratio; true when at most 1. (checks.c)
+bool moment_within_tol(const Run *run, int t, int which, double *ratio);
 
 // Small helpers.
 double dump_scalar(const DumpFile *f, const char *name, double missing);

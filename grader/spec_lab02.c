@@ -218,5 +218,5 @@ static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
 const LabSpec LAB02 = {
     .id = "lab02", .dir = "lab02_ddp", .student_file = "ddp.c", .program = "lab02",
     .solution = "lab02_solution", .runs = LAB02_RUNS, .nruns = sizeof LAB02_RUNS / sizeof LAB02_RUNS[0],
-    .ref_flags = lab02_ref_flags, .check = lab02_check,
+    .ref_flags = lab02_ref_flags, .check = lab02_check, .words = WORDS_DATA_PARALLEL,
 };

@@ -77,8 +77,8 @@ static bool moments_match(const Run *run, double *m_ratio) {
         for (int which = 0; which < 2; which++) {
             char name[160];
             snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
-            double rel;
-            match &= moment_within_tol(run, t, which, &rel);
+            double ratio;
+            match &= moment_within_tol(run, t, which, &ratio);
             const DumpArray *x = dump_find(lab, name), *y = dump_find(ref, name);
             for (uint64_t e = 0; !which && x && y && x->count == y->count && e < x->count; e++)
                 a += dump_get(x, e) * dump_get(x, e), b += dump_get(y, e) * dump_get(y, e);
@@ -221,5 +221,5 @@ ZeroBudget zero_budget(int stage, bool prefetch, double psi_pad, int N, double u
 const LabSpec LAB03 = {
     .id = "lab03", .dir = "lab03_zero", .student_file = "zero.c", .program = "lab03",
     .solution = "lab03_solution", .runs = LAB03_RUNS, .nruns = sizeof LAB03_RUNS / sizeof LAB03_RUNS[0],
-    .ref_flags = lab03_ref_flags, .check = lab03_check,
+    .ref_flags = lab03_ref_flags, .check = lab03_check, .words = WORDS_DATA_PARALLEL | WORDS_SHARDS,
 };

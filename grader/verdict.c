@@ -35,6 +35,11 @@ void grade_check(Grader *g, const Run *run, const char *check, bool pass, const 
     snprintf(r->figure, sizeof r->figure, "%s", figure ? figure : "");
     snprintf(r->bound, sizeof r->bound, "%s", bound ? bound : "");
     if (!pass && diagnosis) snprintf(r->diagnosis, sizeof r->diagnosis, "%s", diagnosis);
+    r->ratio = NAN;
+}
+
+void grade_set_ratio(Grader *g, double ratio) {
+    if (g->n > 0) g->results[g->n - 1].ratio = ratio;
 }
 
 int grader_failed(const Grader *g) {
@@ -104,50 +109,47 @@ void measure_rounding(DumpFile *const *runs, int nruns, Measured *m) {
     for (uint64_t s = 0; l0 && s < l0->count; s++) m->loss_ulp = fmax(m->loss_ulp, fabs(dump_get(l0, s)) * FLT_EPSILON);
     size_t n = (size_t)runs[0]->count + 1;
     m->names = calloc(n, sizeof *m->names);
-    m->param_rel = calloc(n, sizeof(double));
-    m->param_abs = calloc(n, sizeof(double));
     m->grad_rel = calloc(n, sizeof(double));
-    m->m_rel = calloc(n, sizeof(double));
-    m->v_rel = calloc(n, sizeof(double));
-    CHECK(m->names && m->param_rel && m->param_abs && m->grad_rel && m->m_rel && m->v_rel, "out of memory");
+    m->param_bulk = calloc(n, sizeof(double));
+    m->m_bulk = calloc(n, sizeof(double));
+    m->v_bulk = calloc(n, sizeof(double));
+    CHECK(m->names && m->grad_rel && m->param_bulk && m->m_bulk && m->v_bulk, "out of memory");
     for (int i = 0; i < runs[0]->count; i++) {
         const char *name = runs[0]->arrays[i].name;
         if (strncmp(name, "param/final/", 12) != 0) continue;
         snprintf(m->names[m->ntensors++], sizeof m->names[0], "%s", name + 12);
     }
+    m->nsamples = nruns - 1;
     for (int k = 1; k < nruns; k++) {
         const DumpArray *lk = dump_find(runs[k], "loss");
         for (uint64_t s = 0; l0 && lk && s < l0->count && s < lk->count; s++)
             m->loss = fmax(m->loss, fabs(dump_get(l0, s) - dump_get(lk, s)));
         for (int t = 0; t < m->ntensors; t++) {
             char name[160];
-            double rel, abs_;
+            TensorError e;
             snprintf(name, sizeof name, "param/final/%s", m->names[t]);
-            tensor_error(runs[k], runs[0], name, &rel, &abs_);
-            m->param_rel[t] = fmax(m->param_rel[t], rel);
-            m->param_abs[t] = fmax(m->param_abs[t], abs_);
+            if (tensor_error(runs[k], runs[0], name, &e)) m->param_bulk[t] = fmax(m->param_bulk[t], e.bulk);
             snprintf(name, sizeof name, "grad/first/%s", m->names[t]);
-            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->grad_rel[t] = fmax(m->grad_rel[t], rel);
+            if (tensor_error(runs[k], runs[0], name, &e)) m->grad_rel[t] = fmax(m->grad_rel[t], e.rel);
             snprintf(name, sizeof name, "optim/m/%s", m->names[t]);
-            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->m_rel[t] = fmax(m->m_rel[t], rel);
+            if (tensor_error(runs[k], runs[0], name, &e)) m->m_bulk[t] = fmax(m->m_bulk[t], e.bulk);
             snprintf(name, sizeof name, "optim/v/%s", m->names[t]);
-            if (tensor_error(runs[k], runs[0], name, &rel, &abs_)) m->v_rel[t] = fmax(m->v_rel[t], rel);
+            if (tensor_error(runs[k], runs[0], name, &e)) m->v_bulk[t] = fmax(m->v_bulk[t], e.bulk);
         }
     }
-    m->param_rel_median = median(m->param_rel, m->ntensors);
-    for (int t = 0; t < m->ntensors; t++) m->param_abs_max = fmax(m->param_abs_max, m->param_abs[t]);
+    m->param_bulk_median = median(m->param_bulk, m->ntensors);
     m->grad_rel_median = median(m->grad_rel, m->ntensors);
-    m->m_rel_median = median(m->m_rel, m->ntensors);
-    m->v_rel_median = median(m->v_rel, m->ntensors);
+    m->m_bulk_median = median(m->m_bulk, m->ntensors);
+    m->v_bulk_median = median(m->v_bulk, m->ntensors);
+    m->adam_reach = adam_reach(runs[0]);
 }
 
 void measured_free(Measured *m) {
     free(m->names);
-    free(m->param_rel);
-    free(m->param_abs);
     free(m->grad_rel);
-    free(m->m_rel);
-    free(m->v_rel);
+    free(m->param_bulk);
+    free(m->m_bulk);
+    free(m->v_bulk);
     memset(m, 0, sizeof *m);
 }
 

@@ -334,10 +334,17 @@ pool_add "grade --solutions --hidden-seed (json, junit)" 300 "" bash -c \
      /usr/bin/python3 grader/tests/check_reports.py build/results-hidden.json build/results-hidden.xml &&
      grep -q "\"visibility\": \"hidden\"" build/results-hidden.json'
 pool_run
-# Negative control of the tolerances: one parameter off by one AdamW step's
-# size (lr = 1e-3), in one element out of 867,072, is caught.
-run_failing "grade rejects a reference run with one parameter perturbed" 300 \
-    "worst: block1.mlp.w1" build/grade --solutions --lab ref --quick --perturb param/final/block1.mlp.w1:17:1e-3
+# Negative controls of the tolerances. One row of a weight matrix (512 of
+# 867,072 parameters) off by a tenth of an AdamW step (lr = 1e-3) is caught
+# by the bulk; one element off by 0.1 is further than AdamW can move an
+# element in 8 steps (Adam's reach), and is caught by that. (One element off
+# by a whole step is not an error a bug makes alone: correct code on another
+# BLAS kernel moves a few elements that far; see the README's Grader section.)
+run_failing "grade rejects a reference run with one row perturbed by a tenth of a step" 300 \
+    "worst: block1.mlp.w1" build/grade --solutions --lab ref --quick --perturb param/final/block1.mlp.w1:512:1e-4:512
+run_failing "grade rejects a reference run with one element beyond Adam's reach" 300 \
+    "further from the reference's than AdamW can move" build/grade --solutions --lab ref --quick \
+    --perturb param/final/block1.mlp.w1:17:0.1
 # A planted bug that no longer fits its solution fails loudly, not silently.
 run_failing "a stale planted bug is refused" 120 "no longer applies" bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
