@@ -75,14 +75,15 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
         for (int m = 0; m < M; m++) memcpy(out + (size_t)m * N, bias, (size_t)N * sizeof(float));
         beta = 1.0f;
     }
-    // The other rounding: the sum over K in two halves, the second added
-    // onto the first (a split-K product, as GPUs make them).
-    int K1 = g_alt && K > 1 ? K / 2 : K;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K1, 1.0f, inp, K, w, N, beta, out,
-                N);
-    if (K1 < K)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K - K1, 1.0f, inp + K1, K,
-                    w + (size_t)K1 * N, N, 1.0f, out, N);
+    // The other rounding: the sum over K in two parts, the last two thirds
+    // first and the first third added onto them (a split-K product, as GPUs
+    // make them; at a third, so that the split is none of BLAS's own blocks).
+    int K1 = g_alt && K > 2 ? K / 3 : 0;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K - K1, 1.0f, inp + K1, K,
+                w + (size_t)K1 * N, N, beta, out, N);
+    if (K1 > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K1, 1.0f, inp, K, w, N, 1.0f,
+                    out, N);
 }
 
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
@@ -92,23 +93,25 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
         return;
     }
     // The other rounding sums each product's inner dimension (N for dinp,
-    // M for dw) in two halves.
-    int N1 = g_alt && N > 1 ? N / 2 : N, M1 = g_alt && M > 1 ? M / 2 : M;
+    // M for dw) in two parts, as the forward does. (Two adds into the
+    // gradient then: a second call adds the same up to rounding, not to the
+    // bit, which only this mode allows.)
+    int N1 = g_alt && N > 2 ? N / 3 : 0, M1 = g_alt && M > 2 ? M / 3 : 0;
     // dinp (M, K) += dout (M, N) @ w^T (N, K)
     if (dinp) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N1, 1.0f, dout, N, w, N, 1.0f,
-                    dinp, K);
-        if (N1 < N)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N - N1, 1.0f, dout + N1, N,
-                        w + N1, N, 1.0f, dinp, K);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N - N1, 1.0f, dout + N1, N, w + N1, N,
+                    1.0f, dinp, K);
+        if (N1 > 0)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N1, 1.0f, dout, N, w, N, 1.0f,
+                        dinp, K);
     }
     // dw (K, N) += inp^T (K, M) @ dout (M, N)
     if (dw) {
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M1, 1.0f, inp, K, dout, N, 1.0f,
-                    dw, N);
-        if (M1 < M)
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M - M1, 1.0f,
-                        inp + (size_t)M1 * K, K, dout + (size_t)M1 * N, N, 1.0f, dw, N);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M - M1, 1.0f, inp + (size_t)M1 * K, K,
+                    dout + (size_t)M1 * N, N, 1.0f, dw, N);
+        if (M1 > 0)
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, N, M1, 1.0f, inp, K, dout, N, 1.0f,
+                        dw, N);
     }
     ops_bias_backward(dbias, dout, M, N);
 }
@@ -184,10 +187,13 @@ static inline float vexpf(float x) {
     return p * scale;
 }
 
-// exp by vexpf, or (the other rounding) by libm's expf. Each loop that calls
-// it reads g_alt once into a local first, so that the compiler makes the loop
-// twice (unswitching) and the vexpf one stays vectorized.
+// exp by vexpf, or (the other rounding) by libm's expf. A loop that calls it
+// is a function of `libm` made twice (EXP_TWICE), so that the vexpf one is
+// vectorized with no test inside it: the compiler does not split a loop on
+// a flag by itself everywhere (GELU's loops were not).
 static inline float exp_of(float x, bool libm) { return libm ? expf(x) : vexpf(x); }
+#define EXP_TWICE(f, ...) (g_alt ? f(__VA_ARGS__, true) : f(__VA_ARGS__, false))
+#define EXP_INLINE static inline __attribute__((always_inline))
 
 // sqrt(2/pi), and the cubic coefficient of the tanh approximation of GELU.
 static const float GELU_K = 0.7978845608028654f;
@@ -199,16 +205,32 @@ static const float GELU_A = 0.044715f;
 // GELU's left tail 1 + tanhf(u) cancels to a few correct digits, while s stays
 // exact to float precision (far in the tail exp saturates near 1.6e38 and s
 // rounds to 0, as it should). No branch, so no mispredicted one on inputs of random sign.
+EXP_INLINE void gelu_forward(float *out, const float *x, size_t n, bool libm) {
+    for (size_t i = 0; i < n; i++) {
+        float xi = x[i];
+        float u = GELU_K * (xi + GELU_A * xi * xi * xi);
+        out[i] = xi / (1.0f + exp_of(-2.0f * u, libm));
+    }
+}
+
 void ops_gelu_forward(float *out, const float *x, size_t n) {   // out may be x
     if (on_gpu()) {
         ops_cuda_gelu_forward(out, x, n);
         return;
     }
-    const bool libm = g_alt;
+    EXP_TWICE(gelu_forward, out, x, n);
+}
+
+// d/dx [x s(2u)] = s + x s (1 - s) 2 du/dx, with u = k (x + a x^3) and
+// du/dx = k (1 + 3 a x^2); s (1 - s) is the sigmoid's derivative.
+EXP_INLINE void gelu_backward(float *restrict dx, const float *restrict dout, const float *restrict x,
+                              size_t n, bool libm) {
     for (size_t i = 0; i < n; i++) {
         float xi = x[i];
         float u = GELU_K * (xi + GELU_A * xi * xi * xi);
-        out[i] = xi / (1.0f + exp_of(-2.0f * u, libm));
+        float s = 1.0f / (1.0f + exp_of(-2.0f * u, libm));
+        float du = GELU_K * (1.0f + 3.0f * GELU_A * xi * xi);
+        dx[i] += (s + 2.0f * xi * s * (1.0f - s) * du) * dout[i];
     }
 }
 
@@ -218,16 +240,7 @@ void ops_gelu_backward(float *restrict dx, const float *restrict dout, const flo
         ops_cuda_gelu_backward(dx, dout, x, n);
         return;
     }
-    // d/dx [x s(2u)] = s + x s (1 - s) 2 du/dx, with u = k (x + a x^3) and
-    // du/dx = k (1 + 3 a x^2); s (1 - s) is the sigmoid's derivative.
-    const bool libm = g_alt;
-    for (size_t i = 0; i < n; i++) {
-        float xi = x[i];
-        float u = GELU_K * (xi + GELU_A * xi * xi * xi);
-        float s = 1.0f / (1.0f + exp_of(-2.0f * u, libm));
-        float du = GELU_K * (1.0f + 3.0f * GELU_A * xi * xi);
-        dx[i] += (s + 2.0f * xi * s * (1.0f - s) * du) * dout[i];
-    }
+    EXP_TWICE(gelu_backward, dx, dout, x, n);
 }
 
 // ---- layer norm --------------------------------------------------------------
@@ -1066,6 +1079,20 @@ void ops_ce_from_parts(float *restrict losses, const float *restrict mx,
     for (int m = 0; m < M; m++) losses[m] = logf(sumexp[m]) - (target_logit[m] - mx[m]);
 }
 
+EXP_INLINE void ce_parts_backward(float *restrict dlogits, const float *restrict x,
+                                  const float *restrict mx, const float *restrict sumexp,
+                                  const int *restrict ids, float scale, int M, int N, bool libm) {
+    for (int m = 0; m < M; m++) {
+        int y = ids[m];
+        ops_check_id("ops_ce_parts_backward", y, m, N);
+        float *dr = dlogits + (size_t)m * N;     // (N)
+        const float *xr = x + (size_t)m * N;     // (N)
+        float mxm = mx[m], inv = 1.0f / sumexp[m];
+        for (int n = 0; n < N; n++)
+            dr[n] += scale * (exp_of(xr[n] - mxm, libm) * inv - (n == y ? 1.0f : 0.0f));
+    }
+}
+
 void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
                            const float *restrict mx, const float *restrict sumexp,
                            const int *restrict ids, float scale, int M, int N) {
@@ -1076,16 +1103,7 @@ void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
     // The probabilities are made again from x and the row's two numbers, as
     // ops_crossentropy_forward makes them; then as ops_crossentropy_backward.
     if (!dlogits) return;
-    const bool libm = g_alt;
-    for (int m = 0; m < M; m++) {
-        int y = ids[m];
-        ops_check_id("ops_ce_parts_backward", y, m, N);
-        float *dr = dlogits + (size_t)m * N;     // (N)
-        const float *xr = x + (size_t)m * N;     // (N)
-        float mxm = mx[m], inv = 1.0f / sumexp[m];
-        for (int n = 0; n < N; n++)
-            dr[n] += scale * (exp_of(xr[n] - mxm, libm) * inv - (n == y ? 1.0f : 0.0f));
-    }
+    EXP_TWICE(ce_parts_backward, dlogits, x, mx, sumexp, ids, scale, M, N);
 }
 
 // ---- dropout keyed by global position ----------------------------------------

@@ -27,7 +27,8 @@ void ops_use_host(bool on);
 void ops_set_tf32(bool on);
 // Another machine's rounding, on the CPU: libm's expf in place of the
 // vectorized exp, every matrix product summed over its inner dimension in two
-// halves (as a split-K GPU product is), attention's products by sgemm rather
+// parts (as a split-K GPU product is; a backward's second call then adds the
+// same up to rounding, not to the bit), attention's products by sgemm rather
 // than by its own kernels. The same training up to rounding, rounded
 // differently at every op: the grader trains its reference once this way to
 // measure how far a correct run on another machine, BLAS kernel or device may

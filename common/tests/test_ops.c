@@ -1369,6 +1369,53 @@ START_TEST(sgd_plain_and_momentum) {
 }
 END_TEST
 
+// The other rounding (ops_set_rounding) is another rounding: the same
+// products to within float rounding of the naive loops (the "alt" test case
+// below runs every comparison of this file under it), but not the same
+// floats as the native one, or the grader's yardstick would sample nothing.
+START_TEST(alt_rounding_rounds_otherwise) {
+    const int M = 64, K = 512, N = 128;
+    float *inp = randn((size_t)M * K, 11, 0, 1), *w = randn((size_t)K * N, 12, 0, 1);
+    float *a = zeros((size_t)M * N), *b = zeros((size_t)M * N);
+    float *x = randn(4096, 13, 0, 3), *ga = zeros(4096), *gb = zeros(4096);
+    float *dout = randn((size_t)M * N, 14, 0, 1);
+    float *dia = zeros((size_t)M * K), *dib = zeros((size_t)M * K), *dwa = zeros((size_t)K * N), *dwb = zeros((size_t)K * N);
+    ops_set_rounding(OPS_ROUNDING_NATIVE);
+    ops_matmul_forward(a, inp, w, NULL, M, K, N);
+    ops_matmul_backward(dia, dwa, NULL, dout, inp, w, M, K, N);
+    ops_gelu_forward(ga, x, 4096);
+    ops_set_rounding(OPS_ROUNDING_ALT);
+    ck_assert_int_eq(ops_rounding(), OPS_ROUNDING_ALT);
+    ops_matmul_forward(b, inp, w, NULL, M, K, N);
+    ops_matmul_backward(dib, dwb, NULL, dout, inp, w, M, K, N);
+    ops_gelu_forward(gb, x, 4096);
+    ops_set_rounding(ops_rounding_default());
+    // Each product against the other, over the scale of its sum (sqrt of
+    // the inner dimension, the inputs being of unit size).
+    const struct { const char *what; const float *p, *q; size_t n; int inner; } prod[] = {
+        {"out", a, b, (size_t)M * N, K}, {"dinp", dia, dib, (size_t)M * K, N}, {"dw", dwa, dwb, (size_t)K * N, M}};
+    for (int k = 0; k < 3; k++) {
+        size_t differ = 0;
+        double worst = 0;
+        for (size_t i = 0; i < prod[k].n; i++) {
+            differ += prod[k].p[i] != prod[k].q[i];
+            worst = fmax(worst, fabs((double)prod[k].p[i] - prod[k].q[i]) / sqrt((double)prod[k].inner));
+        }
+        ck_assert_msg(differ > prod[k].n / 10, "split-K %s: only %zu of %zu elements round differently",
+                      prod[k].what, differ, prod[k].n);
+        ck_assert_msg(worst < 1e-5, "split-K %s differs by %.3g of its scale: more than rounding", prod[k].what, worst);
+    }
+    int gdiffer = 0;
+    for (int i = 0; i < 4096; i++) gdiffer += ga[i] != gb[i];
+    ck_assert_msg(gdiffer > 0, "libm's expf and vexpf gave the same GELU on 4096 inputs");
+    free(inp), free(w), free(a), free(b), free(x), free(ga), free(gb), free(dout);
+    free(dia), free(dib), free(dwa), free(dwb);
+}
+END_TEST
+
+static void alt_setup(void) { ops_set_rounding(OPS_ROUNDING_ALT); }
+static void alt_teardown(void) { ops_set_rounding(ops_rounding_default()); }
+
 static Suite *ops_suite(void) {
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("core");
@@ -1408,7 +1455,28 @@ static Suite *ops_suite(void) {
     tcase_add_test(tc, adamw_matches_closed_form);
     tcase_add_test(tc, adamw_first_step_by_hand);
     tcase_add_test(tc, sgd_plain_and_momentum);
+    tcase_add_test(tc, alt_rounding_rounds_otherwise);
     suite_add_tcase(s, tc);
+    // The ops whose rounding ops_set_rounding changes, against the same naive
+    // loops and finite differences, rounded the other way.
+    TCase *alt = tcase_create("alt rounding");
+    tcase_set_timeout(alt, 30);
+    tcase_add_checked_fixture(alt, alt_setup, alt_teardown);
+    tcase_add_test(alt, matmul_forward_matches_naive);
+    // (The backward's finite differences hold too, but its "a second call
+    // adds the same to the bit" does not: two adds into the gradient.)
+    tcase_add_test(alt, gelu_matches_naive_and_finite_differences);
+    tcase_add_test(alt, attention_forward_matches_naive);
+    tcase_add_test(alt, attention_backward_matches_finite_differences);
+    tcase_add_test(alt, attention_kernel_shapes_match_naive);
+    tcase_add_test(alt, attention_kernel_backward_matches_finite_differences);
+    tcase_add_test(alt, attention_propagates_nan);
+    tcase_add_test(alt, crossentropy_matches_naive_and_finite_differences);
+    tcase_add_test(alt, crossentropy_is_stable_for_large_logits);
+    tcase_add_test(alt, row_max_sumexp_pick_and_ce_from_parts_match_naive);
+    tcase_add_test(alt, vocab_split_crossentropy_equals_whole);
+    tcase_add_test(alt, ce_parts_backward_adds);
+    suite_add_tcase(s, alt);
     return s;
 }
 
