@@ -166,14 +166,19 @@ static void usage(const char *about, const ArgExtra *common, const ArgExtra *ext
 // An input must be a file this process can read. Every rank checks it (each
 // reads it), before MPI starts, so all of them stop alike.
 static void check_input(const char *flag, const char *path) {
-    int fd = open(path, O_RDONLY);
+    // stat before open: opening a FIFO for reading waits for a writer, and
+    // would hang the run here, silently.
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        core_usage_error("--%s %s is a directory; give the path of a file in it", flag, path);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        core_usage_error("--%s %s is not a regular file (a FIFO, a device or a socket); give the path of a "
+                         "file", flag, path);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0)
         core_usage_error("cannot open --%s file %s (%s); give the path of a readable file", flag, path,
                          strerror(errno));
-    struct stat st;
-    int is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
     close(fd);
-    if (is_dir) core_usage_error("--%s %s is a directory; give the path of a file in it", flag, path);
 }
 
 // An output must be creatable: made here and removed again, or opened for

@@ -195,7 +195,7 @@ fi
 # rank: a missing, empty, 1-byte or directory --data, an output that cannot
 # be made, a vocabulary the synthetic data cannot use, a model larger than
 # the machine, a flag the program does not take.
-bad=$(mktemp -d) && : > "$bad/empty" && printf x > "$bad/one-byte"
+bad=$(mktemp -d) && : > "$bad/empty" && printf x > "$bad/one-byte" && mkfifo "$bad/fifo"
 # (A release of some labs has only theirs: the others' lines are skipped.)
 have() { [ -x "build/$1" ]; }
 for lab in build/lab02 build/lab03 build/lab04 build/lab05 build/lab06; do
@@ -204,6 +204,7 @@ for lab in build/lab02 build/lab03 build/lab04 build/lab05 build/lab06; do
     run_refused "$lab --data empty np=2" "has 0 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/empty"
     run_refused "$lab --data 1 byte np=2" "has 1 bytes" "${MPIRUN[@]}" -np 2 $lab --data "$bad/one-byte"
     run_refused "$lab --data directory np=2" "is a directory" "${MPIRUN[@]}" -np 2 $lab --data "$bad"
+    run_refused "$lab --data FIFO np=2 (no hang)" "is not a regular file" "${MPIRUN[@]}" -np 2 $lab --data "$bad/fifo"
     run_refused "$lab --dump in a missing directory np=2" "cannot create --dump file" "${MPIRUN[@]}" -np 2 $lab --dump /missing/run.bin
     run_refused "$lab --vocab 3 np=2" "too small for the synthetic data" "${MPIRUN[@]}" -np 2 $lab --vocab 3
     run_refused "$lab --layers 4096 np=2 (memory)" "but this machine has" "${MPIRUN[@]}" -np 2 $lab --layers 4096 --device cpu
@@ -220,8 +221,9 @@ have lab05 && run_refused "lab05 --figure in a missing directory np=2" "cannot c
 have lab06 && run_refused "lab06 np=3 with 64 tokens a row" "3 ranks cannot split 64 tokens" "${MPIRUN[@]}" -np 3 build/lab06 --heads 6 --dim 96 --vocab 192
 have lab06 && run_refused "lab06 --tp 3 np=4" "--tp 3 does not divide 4 ranks" "${MPIRUN[@]}" -np 4 build/lab06 --tp 3
 have lab01 && run_refused "lab01 --data (a flag it does not take)" "--data is not a flag of this program" build/lab01 --data README.md
+run_refused "grade --json into a missing directory, before any grading" "cannot write --json" build/grade --solutions --json /missing/r.json
 run_refused "hello --data (a flag it does not take)" "--data is not a flag of this program" build/hello --data /missing
-[ -z "$(ls "$bad" | grep -v -x -e empty -e one-byte)" ] || echo "(files left behind in $bad)"
+[ -z "$(ls "$bad" | grep -v -x -e empty -e one-byte -e fifo)" ] || echo "(files left behind in $bad)"
 rm -rf "$bad"
 
 # A student release has no solutions and no mutants: their tests cannot run.
