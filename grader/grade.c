@@ -822,6 +822,22 @@ static void on_signal(int sig) {
     _exit(128 + sig);
 }
 
+// A report's file must be writable before the grading starts, not found
+// unwritable after it: made here (and removed again), or opened to append
+// (unchanged) when it exists.
+static void check_writable(const char *flag, const char *path) {
+    if (!path) return;
+    struct stat st;
+    bool existed = stat(path, &st) == 0;
+    if (existed && S_ISDIR(st.st_mode)) core_usage_error("--%s %s is a directory; give a file name", flag, path);
+    FILE *f = fopen(path, "a");
+    if (!f)
+        core_usage_error("cannot write --%s %s (%s); check that its directory exists and is writable", flag, path,
+                         strerror(errno));
+    fclose(f);
+    if (!existed) unlink(path);
+}
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -854,6 +870,9 @@ int main(int argc, char **argv) {
                "The grader: runs each lab over world sizes and seeds and checks its dumps against the "
                "trusted reference.",
                extras);
+    check_writable("json", json);
+    check_writable("junit", junit);
+    check_writable("margins", margins);
     // From here on, every exit writes the reports and removes the work
     // directory (usage errors included).
     o.json = json;
