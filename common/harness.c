@@ -62,13 +62,22 @@ static void reference_run(const Args *a, YardstickRun y, const char *path, doubl
     ops_set_rounding(was);
 }
 
-// The files of the run's private directory, removed however the run ends.
-static char g_tmp_dir[256], g_tmp_files[HARNESS_MAX_REFS + 1][300];
+// The files of the run's private directory, removed however the run ends:
+// each dump, and the .partial it is written to until it is complete (a run
+// that ends in the middle of writing one leaves that).
+static char g_tmp_dir[256], g_tmp_files[HARNESS_MAX_REFS + 1][300], g_tmp_partial[HARNESS_MAX_REFS + 1][310];
 
 static void remove_tmp(void) {
-    for (int k = 0; k < HARNESS_MAX_REFS + 1; k++)
+    for (int k = 0; k < HARNESS_MAX_REFS + 1; k++) {
         if (g_tmp_files[k][0]) unlink(g_tmp_files[k]);
+        if (g_tmp_partial[k][0]) unlink(g_tmp_partial[k]);
+    }
     if (g_tmp_dir[0]) rmdir(g_tmp_dir);
+}
+
+static void note_tmp(int k, const char *path) {
+    snprintf(g_tmp_files[k], sizeof g_tmp_files[k], "%s", path);
+    snprintf(g_tmp_partial[k], sizeof g_tmp_partial[k], "%s.partial", path);
 }
 
 Reference harness_reference(Comm *c, const Args *a, bool on) {
@@ -78,7 +87,9 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
     if (comm_rank(c) == 0) {
         private_dir(r.dir, sizeof r.dir);
         snprintf(g_tmp_dir, sizeof g_tmp_dir, "%s", r.dir);
-        snprintf(g_tmp_files[HARNESS_MAX_REFS], sizeof g_tmp_files[0], "%s/run.bin", r.dir);
+        char own[300];
+        snprintf(own, sizeof own, "%s/run.bin", r.dir);
+        note_tmp(HARNESS_MAX_REFS, own);
         core_add_cleanup(remove_tmp);
         if (a->dump) snprintf(r.own_dump, sizeof r.own_dump, "%s", a->dump);
         else snprintf(r.own_dump, sizeof r.own_dump, "%s/run.bin", r.dir);
@@ -91,7 +102,7 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
         for (int k = 0; k < r.npaths; k++) {
             snprintf(r.paths[k], sizeof r.paths[k], "%s/ref%d-micro%d-%s.bin", r.dir, k, y[k].micro,
                      ops_rounding_name(y[k].rounding));
-            snprintf(g_tmp_files[k], sizeof g_tmp_files[k], "%s", r.paths[k]);
+            note_tmp(k, r.paths[k]);
             reference_run(a, y[k], r.paths[k], k == 0 ? r.loss : NULL);
         }
     }
