@@ -491,6 +491,34 @@ static RefCache *reference(const Options *o, const char *flags) {
     return rc;
 }
 
+// What the student's object calls, from its undefined symbols (nm -u): MPI
+// or its profiling names (PMPI_*, which no counter of comm.h or mpi_watch.c
+// sees), Open MPI's internals, or the dynamic loader (a way to any of those
+// by name). comm.h is the only door to communication in every lab.
+static void check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
+    if (strcmp(lab->dir, ".") == 0 || !lab->student_file[0]) return;
+    char obj[1400], qobj[1500], line[1700], out[700];
+    const char *file = o->solutions ? "solution/" : "";
+    snprintf(obj, sizeof obj, "%s/build/obj/%s/%s%.*s.o", o->build_tree, lab->dir, file,
+             (int)(strlen(lab->student_file) - 2), lab->student_file);
+    shell_quote(qobj, sizeof qobj, obj);
+    snprintf(line, sizeof line, "nm -u %s 2>/dev/null | awk '{print $NF}' | "
+             "grep -E '^(P?MPI_|ompi_|opal_|mca_|dlopen|dlsym|dlvsym|dlmopen)' | head -n 5 | tr '\n' ' '", qobj);
+    FILE *p = popen(line, "r");
+    out[0] = 0;
+    if (p) {
+        if (!fgets(out, sizeof out, p)) out[0] = 0;
+        pclose(p);
+    }
+    out[strcspn(out, "\n")] = 0;
+    char fig[200], diag[900];
+    snprintf(fig, sizeof fig, "%s", out[0] ? out : "none");
+    snprintf(diag, sizeof diag, "%s calls %s: communication goes through comm.h alone (its calls are what the "
+             "grader counts and checks), and MPI or the dynamic loader called directly, PMPI_ names included, "
+             "steps around it", lab->student_file, out);
+    grade_check(g, NULL, "MPI only through comm.h", out[0] == 0, fig, "no MPI, PMPI or dlsym symbol", diag);
+}
+
 // Whether a failing check among results [from, g->n) says `expect`.
 static bool said(const Grader *g, int from, const char *expect) {
     for (int k = from; k < g->n; k++) {
@@ -539,6 +567,8 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
         grade_check(g, NULL, "build", false, "does not compile", "compiles", text);
         return;
     }
+
+    check_symbols(g, o, lab);
 
     for (int h = 0; h < (o->hidden_seed >= 0 ? 2 : 1); h++)
         for (int i = 0; i < lab->nruns; i++) {
