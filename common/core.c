@@ -54,10 +54,23 @@ void core_run_cleanups(void) {
     }
 }
 
+static bool g_cleanups_sealed;
+
 void core_add_cleanup(void (*fn)(void)) {
+    CHECK(!g_cleanups_sealed, "core_add_cleanup after the harness started: the cleanups are the harness's own "
+          "(they run after the run's dump is written, so nothing else may add one)");
     static bool registered;
     if (!registered) atexit(core_run_cleanups), registered = true;
     if (g_ncleanups < 8) g_cleanups[g_ncleanups++] = fn;
+}
+
+void core_seal_cleanups(void) { g_cleanups_sealed = true; }
+
+// What was registered before (a constructor of any file, before main) is
+// dropped: the harness registers its own next.
+void core_clear_cleanups(void) {
+    CHECK(!g_cleanups_sealed, "core_clear_cleanups after the cleanups were sealed");
+    g_ncleanups = 0;
 }
 
 // Format into one buffer and write it with one call, so lines from several

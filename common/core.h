@@ -53,6 +53,12 @@ void core_set_usage_hook(void (*hook)(void));
 // of paths it already holds). At most 8.
 void core_add_cleanup(void (*fn)(void));
 void core_run_cleanups(void);
+// The training labs' harness owns the cleanups: it clears what was added
+// before it started (a constructor's), adds its own, then seals them, and
+// from then on core_add_cleanup fails the run (a cleanup runs after the dump
+// is written, so one of the student's could rewrite it).
+void core_clear_cleanups(void);
+void core_seal_cleanups(void);
 
 // Hook run by core_fail before the process ends (comm sets it to MPI_Abort).
 void core_set_abort_hook(void (*hook)(int exit_code));

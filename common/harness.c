@@ -16,7 +16,14 @@
 #include "trace.h"
 #include "train.h"
 
+static void remove_tmp(void);
+
 Comm *harness_start(const Args *a, int *argc, char ***argv) {
+    // The cleanups are the harness's alone: none of a constructor's, and
+    // none added later (core.h).
+    core_clear_cleanups();
+    core_add_cleanup(remove_tmp);
+    core_seal_cleanups();
     Comm *c = comm_init(argc, argv, a->timeout);
     mem_init(a->device, comm_local_rank());
     ops_init();
@@ -90,7 +97,6 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
         char own[300];
         snprintf(own, sizeof own, "%s/run.bin", r.dir);
         note_tmp(HARNESS_MAX_REFS, own);
-        core_add_cleanup(remove_tmp);
         if (a->dump) snprintf(r.own_dump, sizeof r.own_dump, "%s", a->dump);
         else snprintf(r.own_dump, sizeof r.own_dump, "%s/run.bin", r.dir);
     }
