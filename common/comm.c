@@ -16,8 +16,11 @@
 #include "trace.h"
 
 // Inside the library's own MPI calls (>0): the MPI watch (mpi_watch.c)
-// counts only the calls made outside, which bypass these counters.
-int comm_mpi_depth;
+// counts only the calls made outside, which bypass these counters. Static,
+// read through comm_in_library: no other file can pretend to be the library.
+static int comm_mpi_depth;
+
+bool comm_in_library(void) { return comm_mpi_depth > 0; }
 #define BACKEND(stmt)      \
     do {                   \
         comm_mpi_depth++;  \
@@ -1028,7 +1031,13 @@ CommStats comm_stats(void) {
     return s;
 }
 
+static bool g_stats_sealed;
+
+void comm_stats_seal(void) { g_stats_sealed = true; }
+
 void comm_stats_reset(void) {
+    CHECK(!g_stats_sealed, "comm_stats_reset after the harness sealed its counters: the bytes and calls a run "
+          "makes are the harness's to count, not to erase");
     memset(&g_stats, 0, sizeof g_stats);
     g_active_since = core_now();   // what is still in flight counts from here
     mpi_watch_reset();

@@ -158,6 +158,8 @@ typedef struct {
 } CommStats;
 CommStats comm_stats(void);
 void comm_stats_reset(void);
+// After this, comm_stats_reset ends the run (harness_seal_measures).
+void comm_stats_seal(void);
 uint64_t comm_stats_total_bus_bytes(const CommStats *s);
 const char *comm_op_name(CommOp op);   // "all_reduce", ...
 

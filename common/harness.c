@@ -119,6 +119,11 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
     return r;
 }
 
+void harness_seal_measures(void) {
+    mem_seal_peaks();
+    comm_stats_seal();
+}
+
 void harness_reference_free(Reference *r) {
     remove_tmp();
     r->dir[0] = 0;

@@ -54,6 +54,12 @@ void harness_reference_free(Reference *r);
 // (The verdict at the end of a run, the grader's own checks on this run's
 // dump at own_dump, is grader/verdict.h's verdict_of_lab_run.)
 
+// The peaks and the counters reset for the last time: from here on
+// mem_reset_peaks and comm_stats_reset end the run, so that nothing the
+// lab's code does can erase what it allocated or sent. Each training lab
+// calls it after its last reset, before the training loop.
+void harness_seal_measures(void);
+
 // The lab's final parameters (whole units, canonical layout, on rank 0)
 // against the reference's: the relative Frobenius error over the whole
 // model, and the tensor holding the largest single difference. Rank 0

@@ -404,7 +404,13 @@ void mem_measured_exclude(ptrdiff_t bytes) {
     else g_gpu_base = (size_t)((ptrdiff_t)g_gpu_base + bytes);
 }
 
+static bool g_peaks_sealed;
+
+void mem_seal_peaks(void) { g_peaks_sealed = true; }
+
 void mem_reset_peaks(void) {
+    CHECK(!g_peaks_sealed, "mem_reset_peaks after the harness sealed its measures: the memory a run takes is the "
+          "harness's to measure, not to erase");
     pthread_mutex_lock(&g_lock);
     for (int c = 0; c < MEM_NCAT; c++) g_peak[c] = g_live[c];
     g_peak_total = g_live_total;

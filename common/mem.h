@@ -76,6 +76,9 @@ size_t mem_measured_peak(void);
 void mem_measured_exclude(ptrdiff_t bytes);
 // Start peaks again from what is live now (to measure one phase).
 void mem_reset_peaks(void);
+// After this, mem_reset_peaks ends the run: the training labs' harness seals
+// the peaks before the lab's own code trains (harness_seal_measures).
+void mem_seal_peaks(void);
 
 const char *mem_category_name(MemCategory cat);   // "PARAMS", ...
 

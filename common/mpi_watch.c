@@ -13,12 +13,13 @@
 // place of its own, and one-sided puts and gets. comm.c folds the count
 // into CommStats (direct_mpi_calls, first_direct_mpi) with mpi_watch_collect.
 #include <mpi.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "comm.h"
 
-extern int comm_mpi_depth; // comm.c: > 0 inside the library's own MPI calls
+bool comm_in_library(void); // comm.c: inside the library's own MPI calls
 
 // Public to comm.c only (declared there): its statistics include these.
 void mpi_watch_collect(CommStats *s);
@@ -30,7 +31,7 @@ static char g_first[32];
 // Only the main thread calls MPI (comm_init asks for MPI_THREAD_FUNNELED),
 // so plain counters do.
 static void note(const char *name) {
-    if (comm_mpi_depth > 0) return;
+    if (comm_in_library()) return;
     if (g_calls++ == 0) snprintf(g_first, sizeof g_first, "%s", name);
 }
 

@@ -71,6 +71,7 @@ int main(int argc, char **argv) {
 
     // The single-device reference, first (rank 0; the others wait).
     Reference ref = harness_reference(c, &a, !no_ref);
+    harness_seal_measures();   // the reference's resets were the last
 
     // This rank's replica: activations for one micro-batch of its rows.
     GptConfig cfg = {.B = micro_rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers,

@@ -118,6 +118,7 @@ int main(int argc, char **argv) {
     dump_run_meta(dw, c, "lab04", &a, extra);
     mem_reset_peaks();
     comm_stats_reset();
+    harness_seal_measures();
 
     for (int s = 0; s < a.steps; s++) {
         CommStats before = comm_stats();

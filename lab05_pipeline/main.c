@@ -301,6 +301,7 @@ int main(int argc, char **argv) {
     int unfreed = 0, unwaited = 0;
     mem_reset_peaks();
     comm_stats_reset();
+    harness_seal_measures();
 
     for (int s = 0; s < a.steps; s++) {
         CommStats before_step = comm_stats();
