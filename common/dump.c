@@ -363,23 +363,21 @@ static const char *parse_record(Cursor *c, int index, DumpArray *a) {
 }
 
 static int compare_names(const void *x, const void *y) {
-    return strcmp(*(char *const *)x, *(char *const *)y);
+    return strcmp((*(DumpArray *const *)x)->name, (*(DumpArray *const *)y)->name);
 }
 
-// Names must be unique, or dump_find would silently pick one of them.
-// Sorting keeps this fast for files with many records.
-static const char *check_unique_names(const DumpFile *f) {
-    if (f->count < 2) return NULL;
-    char **names = malloc((size_t)f->count * sizeof *names);
-    if (!names) return read_fail("out of memory checking %d names", f->count);
-    for (int i = 0; i < f->count; i++) names[i] = f->arrays[i].name;
-    qsort(names, (size_t)f->count, sizeof *names, compare_names);
-    const char *err = NULL;
-    for (int i = 1; i < f->count && !err; i++)
-        if (strcmp(names[i - 1], names[i]) == 0)
-            err = read_fail("the name '%s' appears twice; a dump's names must be unique", names[i]);
-    free(names);
-    return err;
+// The index by name (f->by_name), sorted: dump_find searches it in log n, so
+// that reading a dump with many records and looking each one up stays
+// n log n. Names must be unique, or dump_find would silently pick one.
+static const char *index_names(DumpFile *f) {
+    f->by_name = malloc((size_t)(f->count ? f->count : 1) * sizeof *f->by_name);
+    if (!f->by_name) return read_fail("out of memory indexing %d names", f->count);
+    for (int i = 0; i < f->count; i++) f->by_name[i] = &f->arrays[i];
+    qsort(f->by_name, (size_t)f->count, sizeof *f->by_name, compare_names);
+    for (int i = 1; i < f->count; i++)
+        if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0)
+            return read_fail("the name '%s' appears twice; a dump's names must be unique", f->by_name[i]->name);
+    return NULL;
 }
 
 static const char *parse_file(Cursor *c, DumpFile *f) {
@@ -400,7 +398,7 @@ static const char *parse_file(Cursor *c, DumpFile *f) {
         const char *err = parse_record(c, f->count - 1, a);
         if (err) return err;
     }
-    return check_unique_names(f);
+    return index_names(f);
 }
 
 DumpFile *dump_read(const char *path, const char **err) {
@@ -445,13 +443,24 @@ void dump_free(DumpFile *f) {
         free(f->arrays[i].data);
     }
     free(f->arrays);
+    free(f->by_name);
     free(f);
 }
 
 const DumpArray *dump_find(const DumpFile *f, const char *name) {
     if (!f || !name) return NULL;
-    for (int i = 0; i < f->count; i++)
-        if (strcmp(f->arrays[i].name, name) == 0) return &f->arrays[i];
+    if (!f->by_name) {   // a DumpFile not made by dump_read
+        for (int i = 0; i < f->count; i++)
+            if (strcmp(f->arrays[i].name, name) == 0) return &f->arrays[i];
+        return NULL;
+    }
+    int lo = 0, hi = f->count - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->by_name[mid]->name, name);
+        if (c == 0) return f->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
     return NULL;
 }
 

@@ -51,6 +51,7 @@ void dump_close(DumpWriter *w);
 typedef struct {
     DumpArray *arrays;
     int count;
+    DumpArray **by_name;   // the arrays sorted by name, for dump_find's binary search (dump_read makes it)
 } DumpFile;
 // Read a whole dump, record by record (the magic first, each record's size
 // against the file's). Returns NULL and sets *err (a static sentence) when
