@@ -137,7 +137,10 @@ VERDICT_SRC := $(filter-out grader/grade.c,$(wildcard grader/*.c))
 VERDICT := $(BUILD)/libverdict.a
 GRADER := $(BUILD)/grade
 
-PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER)
+# The grader's own unit test: its arithmetic (grader/tests/test_grader.c).
+GRADER_TEST := $(BUILD)/tests/test_grader
+
+PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST)
 
 .PHONY: all deps check-deps demo test test-run tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release
 all: $(PROGRAMS)
@@ -194,6 +197,11 @@ $(VERDICT): $(VERDICT_SRC:%.c=$(OBJ)/%.o)
 
 $(GRADER): $(OBJ)/grader/grade.o $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+
+$(OBJ)/grader/tests/%.o: CFLAGS += $(CHECK_CFLAGS) -Igrader -Icommon/tests
+$(GRADER_TEST): $(OBJ)/grader/tests/test_grader.o $(BUILD)/libtestutil.a $(VERDICT) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
 
 define LAB_RULES
 $(1)_ID := $(word 1,$(subst _, ,$(1)))

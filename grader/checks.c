@@ -118,12 +118,33 @@ static int send_cycle(const Wait *w, int n, char *ring, size_t len) {
     return 0;
 }
 
+// The rank a "[prog rank R] rank N stopped answering (...)" line names: the
+// runtime's own word that rank N was stopped or frozen, not waiting. -1: none.
+static int silent_rank(const char *out) {
+    const char *p = out ? strstr(out, " stopped answering (") : NULL;
+    if (!p) return -1;
+    const char *b = p;
+    while (b > out && b[-1] != ' ') b--;   // the number before " stopped answering"
+    return b > out + 5 && strncmp(b - 5, "rank ", 5) == 0 ? atoi(b) : -1;
+}
+
 const char *diagnose_hang(const char *output, char *buf, size_t len) {
     Wait w[64];
     int n = parse_waits(output, w, 64);
-    if (n == 0) return NULL;
+    int silent = silent_rank(output);
+    if (n == 0 && silent < 0) return NULL;
     size_t m = 0;
     char ring[160];
+    // The runtime saw a rank stop answering: it is the one to look at, and
+    // the others only waited for it.
+    if (silent >= 0) {
+        m += (size_t)snprintf(buf + m, len - m,
+                              "rank %d stopped answering: it was stopped or frozen (no sign of life from it, and "
+                              "not waiting in a call), and the other ranks only waited for it: a rank stopped "
+                              "by a signal (SIGSTOP, a debugger), or a machine out of memory and swapping. ",
+                              silent);
+        goto context;
+    }
     // Two ranks waiting on each other in the same direction.
     for (int i = 0; i < n; i++)
         for (int j = i + 1; j < n; j++) {
@@ -197,10 +218,14 @@ const char *diagnose_hang(const char *output, char *buf, size_t len) {
                                   "the ranks wait in different calls: they call collectives in different orders, "
                                   "or a rank skipped one; every rank must make the same collective calls in the "
                                   "same order. ");
-        else
+        else if (first[0])
             m += (size_t)snprintf(buf + m, len - m,
                                   "every rank waits in %s: a message or a rank is missing (a send without its "
                                   "receive, or a group that does not include every rank that calls). ", first);
+        else
+            m += (size_t)snprintf(buf + m, len - m,
+                                  "the ranks were stopped while computing, in no communication call: an endless "
+                                  "loop in computation? ");
     }
 context:
     // What the program was doing when it hung (the lab's harness names it).

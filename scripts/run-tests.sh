@@ -164,7 +164,7 @@ pool_run() {
 }
 
 # Unit tests of the library that need no MPI launch.
-for t in rng mem data dump args ops gpt; do
+for t in rng mem data dump args ops gpt grader; do
     run "test_$t" 120 "build/tests/test_$t"
 done
 # The reference trainer as a user runs it.

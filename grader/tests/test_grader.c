@@ -1,0 +1,148 @@
+// test_grader.c: the grader's own arithmetic against what it claims: Adam's
+// reach bounds every AdamW run's element difference (searched over gradient
+// sequences, the worst ones included), a tensor's bulk sets aside exactly its
+// largest 1 in 1000 differences, and the hang diagnosis names a rank the
+// runtime saw stop answering.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "grade.h"
+#include "testutil.h"
+
+// A dump in memory: arrays of floats and one text.
+typedef struct {
+    DumpArray a[8];
+    int n;
+    DumpFile f;
+} Mem;
+
+static void add_f32(Mem *m, const char *name, const float *v, uint64_t n) {
+    DumpArray *a = &m->a[m->n++];
+    memset(a, 0, sizeof *a);
+    a->name = (char *)name;
+    a->type = DUMP_F32;
+    a->ndim = 1;
+    a->shape[0] = n;
+    a->count = n;
+    a->data = (void *)v;
+    m->f = (DumpFile){m->a, m->n, NULL};
+}
+
+static void add_text(Mem *m, const char *name, const char *text) {
+    DumpArray *a = &m->a[m->n++];
+    memset(a, 0, sizeof *a);
+    a->name = (char *)name;
+    a->type = DUMP_TEXT;
+    a->count = strlen(text);
+    a->data = (void *)text;
+    m->f = (DumpFile){m->a, m->n, NULL};
+}
+
+static const char *CONFIG = "steps 0\nlr 0.001\noptimizer adamw\nbeta1 0.899999976\nbeta2 0.949999988\n";
+
+// AdamW's update of one element over a gradient sequence, as ops_adamw
+// makes it (without weight decay: it only shrinks a difference).
+static double adam_path(const double *g, int steps, double lr, double b1, double b2) {
+    double m = 0, v = 0, p = 0;
+    for (int t = 1; t <= steps; t++) {
+        m = b1 * m + (1 - b1) * g[t - 1];
+        v = b2 * v + (1 - b2) * g[t - 1] * g[t - 1];
+        p -= lr / (1 - pow(b1, t)) * m / (sqrt(v / (1 - pow(b2, t))) + 1e-8);
+    }
+    return p;
+}
+
+START_TEST(adam_reach_bounds_every_gradient_sequence) {
+    const int steps = 8;
+    float loss[8] = {0};
+    Mem m = {0};
+    add_text(&m, "meta/config", CONFIG);
+    add_f32(&m, "loss", loss, steps);
+    double reach = adam_reach(&m.f), lr = 1e-3;
+    // One step: the update is the gradient's sign, so two runs differ by at
+    // most 2 lr; the bound is that, tight (and 1% for the float rounding).
+    Mem one = {0};
+    add_text(&one, "meta/config", CONFIG);
+    add_f32(&one, "loss", loss, 1);
+    ck_assert_msg(fabs(adam_reach(&one.f) - 2 * lr * 1.01) < 1e-12, "one step's reach %.9g, not 2 lr", adam_reach(&one.f));
+    // Random sequences, and the ones that push hardest: a large gradient
+    // last after small ones of the same sign, signs flipping, one spike.
+    double worst = 0;
+    srand(7);
+    for (int trial = 0; trial < 20000; trial++) {
+        double g[8], h[8];
+        for (int t = 0; t < steps; t++) {
+            int kind = trial % 4;
+            double r = (double)rand() / RAND_MAX - 0.5;
+            g[t] = kind == 0 ? r : kind == 1 ? pow(10.0, 4 * r) * (t % 2 ? -1 : 1)
+                 : kind == 2 ? pow(1.25, t) * (r > 0 ? 1 : 0.01) : (t == trial % steps ? 100 : 1e-3 * r);
+            h[t] = -g[t] * ((double)rand() / RAND_MAX);   // another run, the other way
+        }
+        double d = fabs(adam_path(g, steps, lr, 0.9, 0.95) - adam_path(h, steps, lr, 0.9, 0.95));
+        worst = fmax(worst, d);
+    }
+    ck_assert_msg(worst <= reach, "an AdamW difference of %.6g beyond Adam's reach %.6g", worst, reach);
+    ck_assert_msg(worst > 0.5 * reach, "the search reached only %.3g of the bound %.3g: not a search", worst, reach);
+    // Not AdamW: no reach.
+    Mem sgd = {0};
+    add_text(&sgd, "meta/config", "steps 0\nlr 0.001\noptimizer sgd\n");
+    add_f32(&sgd, "loss", loss, steps);
+    ck_assert(isinf(adam_reach(&sgd.f)));
+}
+END_TEST
+
+START_TEST(bulk_sets_aside_the_largest_thousandth) {
+    enum { N = 2000 };
+    static float ref[N], lab[N];
+    for (int i = 0; i < N; i++) ref[i] = lab[i] = 1.0f;
+    Mem r = {0}, l = {0};
+    add_f32(&r, "param/final/x.w", ref, N);
+    add_f32(&l, "param/final/x.w", lab, N);
+    // Two elements off (ceil(2000 / 1000) = 2 set aside): the bulk is exact.
+    lab[3] += 1.0f, lab[1500] -= 1.0f;
+    TensorError e;
+    ck_assert(tensor_error(&l.f, &r.f, "param/final/x.w", &e));
+    ck_assert_msg(e.bulk == 0 && e.rel > 0 && e.abs_ == 1.0, "bulk %g rel %g abs %g", e.bulk, e.rel, e.abs_);
+    // A third: it counts, at its own size over the norm (sqrt(2000)).
+    lab[7] += 0.5f;
+    tensor_error(&l.f, &r.f, "param/final/x.w", &e);
+    ck_assert_msg(fabs(e.bulk - 0.5 / sqrt(2000.0)) < 1e-9, "bulk %.9g, not 0.5 / sqrt(2000)", e.bulk);
+    // A NaN is never set aside as rounding: infinitely wrong, and the bulk too
+    // once more elements than the thousandth are off.
+    lab[9] = NAN;
+    tensor_error(&l.f, &r.f, "param/final/x.w", &e);
+    ck_assert_msg(isinf(e.rel) && isinf(e.abs_), "a NaN: rel %g abs %g", e.rel, e.abs_);
+    lab[10] = NAN, lab[11] = NAN;
+    tensor_error(&l.f, &r.f, "param/final/x.w", &e);
+    ck_assert_msg(isinf(e.bulk), "three NaNs: bulk %g", e.bulk);
+}
+END_TEST
+
+START_TEST(hang_names_the_rank_that_stopped_answering) {
+    char buf[2000];
+    const char *out = "[lab02 rank 0] watchdog: waited in recv of 4 B from rank 1 for 2.0 s (--timeout 2); ending the run.\n"
+                      "[lab02 rank 0] rank 1 stopped answering (no sign of life for 2.1 s: stopped or frozen, not waiting)\n"
+                      "[lab02 rank 2] watchdog: waited in barrier over 3 ranks for 2.0 s (--timeout 2); ending the run.\n";
+    const char *d = diagnose_hang(out, buf, sizeof buf);
+    ck_assert_msg(d && strstr(d, "rank 1 stopped answering"), "%s", d ? d : "(none)");
+    ck_assert_msg(!strstr(d, "rank 0 never reached") && !strstr(d, "rank 2 never reached"), "%s", d);
+    // Every rank stopped while computing: no empty operation named.
+    const char *computing = "[lab02 rank 0] stopped while computing for 3.0 s\n[lab02 rank 1] stopped while computing for 3.0 s\n";
+    d = diagnose_hang(computing, buf, sizeof buf);
+    ck_assert_msg(d && !strstr(d, "waits in :") && !strstr(d, "waits in  "), "%s", d ? d : "(none)");
+    ck_assert_ptr_null(diagnose_hang("nothing about a hang\n", buf, sizeof buf));
+}
+END_TEST
+
+int main(void) {
+    Suite *s = suite_create("grader");
+    TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, adam_reach_bounds_every_gradient_sequence);
+    tcase_add_test(tc, bulk_sets_aside_the_largest_thousandth);
+    tcase_add_test(tc, hang_names_the_rank_that_stopped_answering);
+    suite_add_tcase(s, tc);
+    return test_run_suite(s);
+}
