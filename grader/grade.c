@@ -637,23 +637,64 @@ static void json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-// Gradescope's results.json: one test per check, one point each.
+// The checks that say whether a run did the lab's work at all: it ran to
+// its dump, every TODO is written, and it computes what the lab computes
+// (trains as the reference does; lab01's collectives exact). A lab's build
+// checks (it compiles, MPI only through comm.h) gate all of its runs.
+static bool gates(const Result *r) {
+    static const char *const names[] = {"run ends", "every TODO written", "loss per step", "first-step gradient",
+                                        "final parameters", "build", "MPI only through comm.h", NULL};
+    for (const char *const *n = names; *n; n++)
+        if (strcmp(r->check, *n) == 0) return true;
+    return strstr(r->check, " exact") != NULL;
+}
+
+// Why check i earns no point although it passed, or NULL: a gate of its run
+// (or of its lab's build) failed. A check that an unfinished file or another
+// algorithm passes (its memory below a bound, its bytes, its events) is
+// worth nothing on its own.
+static const char *no_points(const Grader *g, int i) {
+    const Result *r = &g->results[i];
+    if (!r->pass) return NULL;
+    for (int k = 0; k < g->n; k++) {
+        const Result *q = &g->results[k];
+        if (q->pass || !gates(q) || strcmp(q->lab, r->lab) != 0) continue;
+        if (strcmp(q->run, "build") == 0) return "no points: this lab's build checks failed";
+        if (strcmp(q->run, r->run) == 0)
+            return strcmp(q->check, "every TODO written") == 0 ? "no points until every TODO of this run is written"
+                   : strcmp(q->check, "run ends") == 0        ? "no points: this run did not end with its results"
+                                                               : "no points until this run computes what the lab computes";
+    }
+    return NULL;
+}
+
+// A check's points: one, but none for the reference against itself (the
+// grader's own self-test) and a lab's build checks (conditions, not work).
+static int max_points(const Result *r) { return strcmp(r->lab, "ref") == 0 || strcmp(r->run, "build") == 0 ? 0 : 1; }
+
+// Gradescope's results.json: one test per check, one point each (max_points);
+// a check earns its point only when its run's gates pass (no_points).
 static void write_json(const Grader *g, const char *path) {
     FILE *f = fopen(path, "w");
     CHECK(f, "cannot write %s", path);
-    int passed = 0;
-    for (int i = 0; i < g->n; i++) passed += g->results[i].pass;
-    fprintf(f, "{\n  \"score\": %d,\n  \"visibility\": \"visible\",\n  \"tests\": [", passed);
+    int score = 0;
+    for (int i = 0; i < g->n; i++) score += g->results[i].pass && !no_points(g, i) ? max_points(&g->results[i]) : 0;
+    fprintf(f, "{\n  \"score\": %d,\n  \"visibility\": \"visible\",\n  \"tests\": [", score);
     for (int i = 0; i < g->n; i++) {
         const Result *r = &g->results[i];
-        char name[400], out[1600];
+        const char *why = no_points(g, i);
+        bool earned = r->pass && !why;
+        int max = max_points(r);
+        char name[400], out[1800];
         snprintf(name, sizeof name, "%s %s: %s", r->lab, r->run, r->check);
-        snprintf(out, sizeof out, "%s (bound: %s)%s%s", r->figure, r->bound, r->diagnosis[0] ? "\n" : "",
-                 r->diagnosis);
+        snprintf(out, sizeof out, "%s%s%s (bound: %s)%s%s", why ? why : "", why ? " (the check itself passes: " : "",
+                 r->figure, r->bound, why ? ")" : "", r->diagnosis[0] ? "\n" : "");
+        size_t n = strlen(out);
+        snprintf(out + n, sizeof out - n, "%s", r->diagnosis);
         fprintf(f, "%s\n    {\"name\": ", i ? "," : "");
         json_string(f, name);
-        fprintf(f, ", \"score\": %d, \"max_score\": 1, \"status\": \"%s\", \"visibility\": \"%s\", \"output\": ",
-                r->pass, r->pass ? "passed" : "failed", r->hidden ? "hidden" : "visible");
+        fprintf(f, ", \"score\": %d, \"max_score\": %d, \"status\": \"%s\", \"visibility\": \"%s\", \"output\": ",
+                earned ? max : 0, max, earned ? "passed" : "failed", r->hidden ? "hidden" : "visible");
         json_string(f, out);
         fputc('}', f);
     }

@@ -310,7 +310,17 @@ done
 pool_add "grade --solutions of labs 04 to 06 (json, junit)" 900 "" bash -c \
     'build/grade --solutions --lab lab04,lab05,lab06 --json build/results-b.json --junit build/results-b.xml &&
      /usr/bin/python3 grader/tests/check_reports.py build/results-b.json build/results-b.xml'
-pool_add "grade (the unfinished student files)" 600 "not written yet" build/grade --quick
+# The unfinished student files fail, saying what is missing, and score
+# nothing: a check they pass (a memory bound, a byte count) earns no point
+# while their runs' TODOs are unwritten.
+pool_add "grade (the unfinished student files): they fail and score 0" 600 "" bash -c '
+    t=$(mktemp -d) && trap "rm -rf $t" EXIT
+    build/grade --quick --json "$t/r.json" --junit "$t/r.xml" > "$t/out.txt" 2>&1
+    rc=$?
+    tail -n 5 "$t/out.txt"
+    [ $rc -ne 0 ] && grep -q "not written yet" "$t/out.txt" || { echo "it did not fail saying: not written yet"; exit 1; }
+    /usr/bin/python3 grader/tests/check_reports.py "$t/r.json" "$t/r.xml" &&
+    /usr/bin/python3 -c "import json, sys; s = json.load(open(sys.argv[1]))[\"score\"]; print(\"score\", s); sys.exit(s != 0)" "$t/r.json"'
 # A release of some labs holds those alone, and its grader grades them alone.
 pool_add "a release of lab01 and lab02 alone: only they are in it, and graded" 600 "" bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT

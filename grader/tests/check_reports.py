@@ -22,13 +22,18 @@ def main(json_path, xml_path):
             assert key in t, f"test {t.get('name')} has no {key}"
         assert t["status"] in ("passed", "failed"), t["status"]
         assert t["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
-        assert (t["status"] == "passed") == (t["score"] == t["max_score"]), t["name"]
+        if t["max_score"] > 0:   # a test worth no points (the grader's self-test, a build check) just says
+            assert (t["status"] == "passed") == (t["score"] == t["max_score"]), t["name"]
+        assert 0 <= t["score"] <= t["max_score"], t["name"]
     assert r["score"] == sum(t["score"] for t in tests), "score is not the sum of the tests"
     root = ET.parse(xml_path).getroot()
     cases = root.findall(".//testcase")
     failures = root.findall(".//testcase/failure")
     assert len(cases) == len(tests), f"{len(cases)} testcases for {len(tests)} tests"
-    failed = sum(t["status"] == "failed" for t in tests)
+    # A check that passed but earns no point (its run's gates failed) is
+    # "failed" with no points in results.json, and a pass in JUnit.
+    unearned = sum(t["status"] == "failed" and t["output"].startswith("no points") for t in tests)
+    failed = sum(t["status"] == "failed" for t in tests) - unearned
     assert len(failures) == failed, f"{len(failures)} JUnit failures for {failed} failed tests"
     assert int(root.get("failures")) == failed
     print(f"reports valid: {len(tests)} tests, {failed} failed, score {r['score']}")
