@@ -203,6 +203,8 @@ typedef struct {
     const char *margins;     // append each check's figure over its bound here (TSV)
     long hidden_seed;        // -1: none
     int limit;               // seconds per run
+    int budget;              // seconds for every run of the grading together
+    double started;          // when the grading began (core_now)
     int watchdog;            // seconds
     const char *keep;        // keep run directories under this path
     const char *perturb;     // NAME:INDEX:DELTA applied to every lab dump (self-test)
@@ -585,6 +587,21 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
             run.hidden = h == 1;
             run.seed = h == 1 ? (uint64_t)o->hidden_seed : 1337;
             snprintf(run.name, sizeof run.name, "%s seed %llu", spec->name, (unsigned long long)run.seed);
+            // A grading has a budget in all, not only each run a limit:
+            // runs that sleep just under the limit would otherwise hold the
+            // grader for hours.
+            double spent = core_now() - o->started;
+            if (o->budget > 0 && spent > o->budget) {
+                char fig[96], bound[96], diag[400];
+                snprintf(fig, sizeof fig, "not run (%.0f s spent)", spent);
+                snprintf(bound, sizeof bound, "every run within --budget %d s in all", o->budget);
+                snprintf(diag, sizeof diag, "the grading's time ran out before this run: its runs together may take "
+                         "%d s, and those before it took %.0f s; a run that waits or sleeps until its time limit "
+                         "(%d s each) uses it up", o->budget, spent, o->limit);
+                grade_check(g, &run, "graded within the time budget", false, fig, bound, diag);
+                print0("  %-10s %-22s not run: the grading's time budget (%d s) is spent\n", lab->id, run.name, o->budget);
+                continue;
+            }
             char flags[1024];
             // A training lab's program runs its own reference only for its
             // verdict on itself; the grader has its own (shared by runs), so
@@ -827,6 +844,7 @@ static int check_mutants(Options *o, const LabSpec *lab, const char *dir) {
         Grader g = {0};
         print0("\n%s: %s\n", path, what);
         double t1 = core_now();
+        o->started = t1;   // each planted bug is a grading of its own, with its own budget
         grade_lab(&g, o, lab, legal ? NULL : expect);
         int failed = grader_failed(&g);
         bool ok = legal ? failed == 0 : said(&g, 0, expect);
@@ -917,7 +935,7 @@ int main(int argc, char **argv) {
     bool solutions = false, quick = false;
     const char *submission = NULL, *mutant = NULL, *labs = NULL, *json = NULL, *junit = NULL,
                *keep = NULL, *pert = NULL, *mutants = NULL, *runs = NULL, *margins = NULL;
-    int hidden = -1, limit = 300, watchdog = 60;
+    int hidden = -1, limit = 300, watchdog = 60, budget = 1800;
     ArgExtra extras[] = {
         {"solutions", ARG_FLAG, &solutions, "grade the reference solutions", 0, 0, NULL, NULL},
         {"submission", ARG_STRING, &submission, "grade the student files in DIR (DIR/labNN_topic/file.c or DIR/file.c)", 1, 0, NULL, "DIR"},
@@ -931,6 +949,7 @@ int main(int argc, char **argv) {
         {"margins", ARG_STRING, &margins, "append each check's figure over its bound to FILE (tab-separated; scripts/yardstick.py reads it)", 1, 0, NULL, NULL},
         {"hidden-seed", ARG_INT, &hidden, "also run every run with this seed, as hidden tests", 0, 2147483647.0, NULL, NULL},
         {"limit", ARG_INT, &limit, "hard time limit of one run, in seconds", 5, 86400, NULL, NULL},
+        {"budget", ARG_INT, &budget, "seconds every run of the grading may take together (0: no budget); the runs past it fail, unrun", 0, 864000, NULL, NULL},
         {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL, NULL},
         {"keep", ARG_STRING, &keep, "keep every run's directory under DIR", 1, 0, NULL, "DIR"},
         {"perturb", ARG_STRING, &pert, "self-test: add DELTA to COUNT elements (default 1) from INDEX on of array NAME of every lab dump", 1, 0, NULL, "NAME:INDEX:DELTA[:COUNT]"},
@@ -1006,6 +1025,8 @@ int main(int argc, char **argv) {
     o.margins = margins;
     o.hidden_seed = hidden;
     o.limit = limit;
+    o.budget = budget;
+    o.started = core_now();
     o.watchdog = watchdog;
     o.keep = keep;
     o.perturb = pert;
