@@ -357,6 +357,9 @@ run_failing "grade rejects a reference run with one row perturbed by a tenth of 
 run_failing "grade rejects a reference run with one element beyond Adam's reach" 300 \
     "further from the reference's than AdamW can move" build/grade --solutions --lab ref --quick \
     --perturb param/final/block1.mlp.w1:17:0.1
+# A grading's time budget: the runs left when it is spent fail unrun.
+run_failing "grade --budget: the runs past the grading's budget fail, unrun" 120 \
+    "graded within the time budget" build/grade --solutions --lab lab02 --budget 1
 # A planted bug that no longer fits its solution fails loudly, not silently.
 run_failing "a stale planted bug is refused" 120 "no longer applies" bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
