@@ -256,6 +256,9 @@ static void make_copy(Options *o) {
     o->build_tree = strdup(cmd);
 }
 
+// Why place_submission refused the submission's file ("" when it is missing).
+static char g_refused[1400];
+
 // Drop the submission's file for `lab` into the copy; returns where it came from.
 static const char *place_submission(const Options *o, const LabSpec *lab, char *from, size_t len) {
     char dst[1024], q1[1100], q2[1100], line[2400];
@@ -283,9 +286,20 @@ static const char *place_submission(const Options *o, const LabSpec *lab, char *
         if (!exists(from)) snprintf(from, len, "%s/%s", o->submission, lab->student_file);
         if (!exists(from)) return NULL;
     }
+    // A plain file of the submission's own, and nothing else: a symbolic
+    // link (to the solution, say) or a hard link is refused, not followed,
+    // and the copy reads the file itself, never through a link.
+    struct stat st;
+    if (lstat(from, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        snprintf(g_refused, sizeof g_refused, "%s is %s: a submission's file must be a plain file of its own; "
+                 "it is refused, not followed", from,
+                 S_ISLNK(st.st_mode) ? "a symbolic link" : !S_ISREG(st.st_mode) ? "not a regular file"
+                                                                               : "a hard link (it has other names)");
+        return NULL;
+    }
     shell_quote(q1, sizeof q1, from);
     shell_quote(q2, sizeof q2, dst);
-    snprintf(line, sizeof line, "cp %s %s && touch %s", q1, q2, q2);
+    snprintf(line, sizeof line, "cp --no-dereference %s %s && touch %s", q1, q2, q2);
     CHECK(shell(line) == 0, "cannot copy %s into the grading tree", from);
     return from;
 }
@@ -374,11 +388,28 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
                  "unshare --pid --fork --kill-child --mount-proc setpriv --reuid=%d --regid=%d --clear-groups ",
                  RUN_UID, RUN_GID);
     }
+    // The run's environment is made, not inherited: PATH, its directory as
+    // HOME and TMPDIR, and the machine's settings that change what runs
+    // (Open MPI's root permission, OpenBLAS's kernel, the visible GPUs);
+    // nothing else of the grader's (not OLDPWD, not the trusted tree's path).
+    char keep[1200] = "";
+    static const char *const pass[] = {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "OPENBLAS_CORETYPE",
+                                       "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE", "CUDA_VISIBLE_DEVICES", NULL};
+    for (const char *const *v = pass; *v; v++) {
+        const char *val = getenv(*v);
+        char q[300];
+        if (!val || strlen(val) > 200) continue;
+        shell_quote(q, sizeof q, val);
+        size_t k = strlen(keep);
+        snprintf(keep + k, sizeof keep - k, " %s=%s", *v, q);
+    }
+    char qpath[2100];
+    shell_quote(qpath, sizeof qpath, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
     char inner[6000], qinner[6400];
     snprintf(inner, sizeof inner,
-             "cd %s && export HOME=%s TMPDIR=%s OMPI_MCA_btl_vader_backing_directory=%s && exec mpirun "
+             "cd %s && exec env -i PATH=%s HOME=%s TMPDIR=%s OMPI_MCA_btl_vader_backing_directory=%s%s mpirun "
              "--oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
-             qdir, qdir, qdir, qdir, np, qbin, flags, o->watchdog);
+             qdir, qpath, qdir, qdir, qdir, keep, np, qbin, flags, o->watchdog);
     shell_quote(qinner, sizeof qinner, inner);
     snprintf(line, sizeof line, "exec %sbash -c %s", prefix, qinner);
     // Limits per process: CPU seconds a little past the time limit, files
@@ -553,9 +584,10 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
         program = lab->solution;
     } else if (o->submission || o->mutant) {
         char from[1024];
+        g_refused[0] = 0;
         if (strcmp(lab->solution, lab->program) != 0 && !place_submission(o, lab, from, sizeof from)) {
-            grade_check(g, NULL, "build", false, "no file", lab->student_file,
-                        "the submission has no file for this lab");
+            grade_check(g, NULL, "build", false, g_refused[0] ? "refused" : "no file", lab->student_file,
+                        g_refused[0] ? g_refused : "the submission has no file for this lab");
             return;
         }
     }

@@ -409,6 +409,8 @@ adversarial include_secret "are not about lab02_ddp/ddp.c itself" "root:x:0"
 adversarial pmpi_allreduce "ddp.c calls PMPI_Allreduce"
 adversarial late_cleanup "core_add_cleanup after the harness started"
 adversarial erase_measures "mem_reset_peaks after the harness sealed its measures"
+adversarial oldpwd_solution "not written yet"
+adversarial symlink_solution "is a symbolic link"
 # Late usage errors still leave a results.json and no work directory.
 run "grader: a late usage error writes its reports and cleans up" 120 bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT

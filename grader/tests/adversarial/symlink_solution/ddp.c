@@ -1,0 +1,1 @@
+../../../../lab02_ddp/solution/ddp.c
