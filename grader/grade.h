@@ -131,10 +131,11 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure);
 // the measured rounding.
 void check_equivalence(Grader *g, const Run *run, int world_size);
 // Each rank's bus bytes (all operations, dump "comm/bus_bytes") against the
-// lab's formula: at most 0.5% above it (each call rounds its bus bytes to a
-// byte). Fewer bytes pass unless the training checks of the same run failed
-// (then the missing bytes are the likely cause). Returns the ratio reported.
-double check_comm_volume(Grader *g, const Run *run, double expected, const char *formula,
+// lab's formula: between `least` (the fewest a legitimate variant moves;
+// `expected` where there is none) and `expected`, 0.5% either way (each call
+// rounds its bus bytes to a byte). Fewer bytes are another algorithm, not a
+// saving; the diagnosis lists the rank's collectives. Returns the ratio.
+double check_comm_volume(Grader *g, const Run *run, double expected, double least, const char *formula,
                          const char *diagnosis_if_more);
 // (Memory per rank against a bound: check_peak, spec_train.h.)
 

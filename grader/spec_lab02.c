@@ -209,7 +209,7 @@ static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
     const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
     double bytes = N > 1 ? steps * 2.0 * (N - 1) / N * 4 * psi + 4 * psi : 0;
-    check_comm_volume(g, run, bytes, "steps x 2(N-1)/N x 4 psi + 4 psi (the first broadcast)",
+    check_comm_volume(g, run, bytes, bytes, "steps x 2(N-1)/N x 4 psi + 4 psi (the first broadcast)",
                       strstr(run->spec->flags, "--accum")
                           ? "with --accum it communicates at every micro-batch: wait for the last one"
                           : "something is all-reduced more than once per step");

@@ -160,7 +160,7 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
     double per_step = tp_bytes_per_step(naive, t, dp, M, C, (int)L, local).total;
-    check_comm_volume(g, run, steps * per_step,
+    check_comm_volume(g, run, steps * per_step, steps * per_step,
                       naive ? "steps x (L x naive MLP and attention + embedding + cross-entropy + data-parallel)"
                             : "steps x (L x 4 all-reduces of M C + 2 of M C + 3 of M + data-parallel 2(d-1)/d x 4 psi_local)",
                       "a collective runs more often than the layers need, or over the whole world instead of the "

@@ -144,7 +144,7 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     double steps = loss ? (double)loss->count : 0;
     double per_step = tp_bytes_per_step(false, t, dp, M, h, (int)L, psi_local).total +
                       (on ? sp_replicated_bytes(t, L, s, h) : 0);
-    check_comm_volume(g, run, steps * per_step,
+    check_comm_volume(g, run, steps * per_step, steps * per_step,
                       on ? "steps x (lab04's tensor-parallel bytes + the replicated gradients' all-reduce)"
                          : "steps x lab04's tensor-parallel bytes",
                       "more bytes than tensor parallelism moves: an all-reduce where a reduce-scatter or an "
