@@ -211,6 +211,7 @@ typedef struct {
     char work[512];          // temporary directory (runs' directories inside)
     char priv[600];          // work/private, mode 0700: the reference's runs and the build logs
     bool isolate;            // root: each run in a PID namespace as an unprivileged user
+    bool net;                // and in a network namespace of its own (ip from iproute2 is there)
     int cuda;                // the trusted build's CUDA=0|1, passed to every make
 } Options;
 
@@ -344,9 +345,37 @@ static void student_diagnostics(const char *log, const char *student, char *out,
 
 // ---- running a lab ---------------------------------------------------------
 
-// The unprivileged user a submission runs as when the grader is root
-// (nobody on Debian and most others).
-enum { RUN_UID = 65534, RUN_GID = 65534 };
+// The unprivileged user a submission runs as when the grader is root: one
+// of its own for each grading (100000 + the grader's process id, a user no
+// account has), so that a submission cannot read or spoil what another
+// grading running beside it writes.
+static int g_run_uid = 65534;
+#define RUN_UID g_run_uid
+#define RUN_GID g_run_uid
+
+// The sandbox of a run when the grader is root, before the command it runs
+// (which follows as "$@"): its own PID namespace (every process of the run
+// ends with it), mount namespace with fresh /tmp, /var/tmp and /dev/shm
+// (what the run leaves there is gone with it, and nothing of another run is
+// there) with the grading's work directory ($0: the runs' directories, the
+// copy of the tree) and the tree the programs are built in ($1) bound back
+// in place, a network namespace with only loopback (no network; Open MPI's
+// ranks talk over it), and then the grading's own user.
+static void sandbox_prefix(const Options *o, char *buf, size_t len) {
+    char qwork[1100], qtree[1100];
+    shell_quote(qwork, sizeof qwork, o->work);
+    shell_quote(qtree, sizeof qtree, o->build_tree ? o->build_tree : o->work);
+    snprintf(buf, len,
+             "unshare --pid --fork --kill-child --mount-proc --mount%s sh -c '"
+             "set -e; %s"
+             "mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm; mkdir /dev/shm/.w /dev/shm/.t; "
+             "mount --bind \"$0\" /dev/shm/.w; mount --bind \"$1\" /dev/shm/.t; "
+             "mount -t tmpfs -o mode=1777,size=1g tmpfs /tmp; mount -t tmpfs -o mode=1777,size=1g tmpfs /var/tmp; "
+             "mkdir -p \"$0\" \"$1\"; mount --bind /dev/shm/.w \"$0\"; mount --bind /dev/shm/.t \"$1\"; "
+             "umount /dev/shm/.w /dev/shm/.t; rmdir /dev/shm/.w /dev/shm/.t; shift; "
+             "exec setpriv --reuid=%d --regid=%d --clear-groups \"$@\"' %s %s ",
+             o->net ? " --net" : "", o->net ? "ip link set lo up; " : "", RUN_UID, RUN_GID, qwork, qtree);
+}
 
 // A file the run left, as the grader may read it: a regular file, not a
 // link (a run could point run.bin at the reference's answers, or
@@ -354,12 +383,12 @@ enum { RUN_UID = 65534, RUN_GID = 65534 };
 static bool plain_file(const Options *o, const char *path) {
     struct stat st;
     return lstat(path, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
-           (!o->isolate || st.st_uid == RUN_UID);
+           (!o->isolate || st.st_uid == (uid_t)RUN_UID);
 }
 
 static void run_program(const Options *o, Run *run, const char *dir, const char *program, int np,
                         const char *flags) {
-    char qdir[1024], qbin[1024], line[8192], bin[1024];
+    char qdir[1024], qbin[1024], line[12000], bin[1024];
     snprintf(run->dir, sizeof run->dir, "%s", dir);
     snprintf(bin, sizeof bin, "%s/build/%s", o->build_tree, program);
     shell_quote(qdir, sizeof qdir, dir);
@@ -381,12 +410,10 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     // writes its session files there); a PID namespace ends every process
     // of the run with it. Only the lab's program runs so: make and the
     // reference are trusted.
-    char prefix[512] = "";
+    char prefix[3000] = "";
     if (o->isolate) {
         CHECK(chown(dir, RUN_UID, RUN_GID) == 0, "cannot hand %s to uid %d: %s", dir, RUN_UID, strerror(errno));
-        snprintf(prefix, sizeof prefix,
-                 "unshare --pid --fork --kill-child --mount-proc setpriv --reuid=%d --regid=%d --clear-groups ",
-                 RUN_UID, RUN_GID);
+        sandbox_prefix(o, prefix, sizeof prefix);
     }
     // The run's environment is made, not inherited: PATH, its directory as
     // HOME and TMPDIR, and the machine's settings that change what runs
@@ -1076,10 +1103,23 @@ int main(int argc, char **argv) {
     // Isolation: as root, every run of a lab program in a PID namespace as
     // an unprivileged user; otherwise the limits alone, said once.
     if (geteuid() == 0) {
-        char probe[256];
-        snprintf(probe, sizeof probe, "unshare --pid --fork --kill-child --mount-proc setpriv --reuid=%d "
-                 "--regid=%d --clear-groups true > /dev/null 2>&1", RUN_UID, RUN_GID);
-        o.isolate = shell(probe) == 0;
+        g_run_uid = 100000 + (int)getpid();
+        // The sandbox, tried on a directory of its own: with a network
+        // namespace where iproute2's ip can bring loopback up, else without.
+        char pdir[] = "/tmp/pl-probe.XXXXXX", pre[3000], probe[3100];
+        CHECK(mkdtemp(pdir), "cannot make a directory in /tmp: %s", strerror(errno));
+        Options p = o;
+        snprintf(p.work, sizeof p.work, "%s", pdir);
+        p.build_tree = pdir;
+        for (int net = 1; net >= 0 && !o.isolate; net--) {
+            p.net = o.net = net;
+            sandbox_prefix(&p, pre, sizeof pre);
+            snprintf(probe, sizeof probe, "%strue > /dev/null 2>&1", pre);
+            o.isolate = shell(probe) == 0;
+        }
+        rmdir(pdir);
+        if (o.isolate && !o.net)
+            print0("note: the runs are not cut off from the network: ip (Debian's iproute2) is missing here\n");
         if (!o.isolate)
             print0("note: the runs are not isolated: unshare or setpriv (util-linux) failed here (a container "
                    "without CAP_SYS_ADMIN?); each run has limits on CPU time, file size and memory, but runs "

@@ -12,7 +12,7 @@ set -euo pipefail
 # Build and test: compiler, Open MPI, Check, OpenBLAS (cblas), pkg-config;
 # Python with NumPy and PyTorch for the independent model oracle.
 PACKAGES=(build-essential pkg-config openmpi-bin libopenmpi-dev check libopenblas-dev
-          python3 python3-numpy python3-torch)
+          python3 python3-numpy python3-torch iproute2)
 
 # What each piece of the build needs, as "test command|what|packages".
 missing() {
@@ -27,6 +27,8 @@ missing() {
     pkg-config --exists openblas 2>/dev/null || out+=("OpenBLAS (cblas)|libopenblas-dev")
     /usr/bin/python3 -c 'import numpy' 2>/dev/null || out+=("NumPy for /usr/bin/python3|python3-numpy")
     /usr/bin/python3 -c 'import torch' 2>/dev/null || out+=("PyTorch for /usr/bin/python3|python3-torch")
+    command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] ||
+        out+=("ip, for the grader's runs without a network|iproute2")
     printf '%s\n' "${out[@]+"${out[@]}"}"
 }
 

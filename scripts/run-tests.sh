@@ -411,6 +411,13 @@ adversarial late_cleanup "core_add_cleanup after the harness started"
 adversarial erase_measures "mem_reset_peaks after the harness sealed its measures"
 adversarial oldpwd_solution "not written yet"
 adversarial symlink_solution "is a symbolic link"
+# As root, a run has its own /tmp, /var/tmp and /dev/shm: what it leaves
+# there is gone with it.
+if [ "$(id -u)" -eq 0 ]; then
+    adversarial leaves_files "not written yet"
+    run "a run's files in /tmp, /var/tmp and /dev/shm are gone with it" 10 bash -c '
+        ! ls /tmp/pl-adversary-left /var/tmp/pl-adversary-left /dev/shm/pl-adversary-left 2>/dev/null'
+fi
 # Late usage errors still leave a results.json and no work directory.
 run "grader: a late usage error writes its reports and cleans up" 120 bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
