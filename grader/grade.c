@@ -237,10 +237,19 @@ static bool exists(const char *path) {
 
 // ---- building --------------------------------------------------------------
 
+// The unprivileged user a submission runs as when the grader is root: one
+// of its own for each grading (100000 + the grader's process id, set in
+// main; a user no account has), so that a submission cannot read or spoil
+// what another grading running beside it writes.
+static int g_run_uid = 65534;
+#define RUN_UID g_run_uid
+#define RUN_GID g_run_uid
+
 // A copy of the trusted tree (with its build products, so only what changes
 // is compiled again) into which the submission's files are dropped. Nothing
 // of the solutions goes into it (sources, binaries, objects): the
 // submission's code runs there and could read or run them.
+
 static void make_copy(Options *o) {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s/tree", o->work);
@@ -255,6 +264,11 @@ static void make_copy(Options *o) {
              qdst, qsrc, qdst);
     CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);
     o->build_tree = strdup(cmd);
+    // The copy is built by the runs' user (build), so it is that user's.
+    if (o->isolate) {
+        snprintf(line, sizeof line, "chown -R %d:%d %s", RUN_UID, RUN_GID, qdst);
+        CHECK(shell(line) == 0, "cannot hand the copy %s to uid %d", cmd, RUN_UID);
+    }
 }
 
 // Why place_submission refused the submission's file ("" when it is missing).
@@ -305,14 +319,53 @@ static const char *place_submission(const Options *o, const LabSpec *lab, char *
     return from;
 }
 
+// The sandbox of a run when the grader is root, before the command it runs
+// (which follows as "$@"): its own PID namespace (every process of the run
+// ends with it), mount namespace with fresh /tmp, /var/tmp and /dev/shm
+// (what the run leaves there is gone with it, and nothing of another run is
+// there) with the grading's work directory ($0: the runs' directories, the
+// copy of the tree) and the tree the programs are built in ($1) bound back
+// in place, a network namespace with only loopback (no network; Open MPI's
+// ranks talk over it), and then the grading's own user. When the programs
+// are built in a copy (a submission, a planted bug), the trusted tree ($2)
+// is hidden under an empty tmpfs: neither the build nor the runs can reach
+// the solutions, whatever the tree's permissions.
+static void sandbox_prefix(const Options *o, char *buf, size_t len) {
+    char qwork[1100], qtree[1100], qhide[1100];
+    bool hide = o->build_tree && o->tree && strcmp(o->build_tree, o->tree) != 0;
+    shell_quote(qwork, sizeof qwork, o->work);
+    shell_quote(qtree, sizeof qtree, o->build_tree ? o->build_tree : o->work);
+    shell_quote(qhide, sizeof qhide, hide ? o->tree : "");
+    snprintf(buf, len,
+             "unshare --pid --fork --kill-child --mount-proc --mount%s sh -c '"
+             "set -e; %s"
+             "mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm; mkdir /dev/shm/.w /dev/shm/.t; "
+             "mount --bind \"$0\" /dev/shm/.w; mount --bind \"$1\" /dev/shm/.t; "
+             "if [ -n \"$2\" ]; then mount -t tmpfs -o size=1m,mode=0755 tmpfs \"$2\"; fi; "
+             "mount -t tmpfs -o mode=1777,size=1g tmpfs /tmp; mount -t tmpfs -o mode=1777,size=1g tmpfs /var/tmp; "
+             "mkdir -p \"$0\" \"$1\"; mount --bind /dev/shm/.w \"$0\"; mount --bind /dev/shm/.t \"$1\"; "
+             "umount /dev/shm/.w /dev/shm/.t; rmdir /dev/shm/.w /dev/shm/.t; shift 2; "
+             "exec setpriv --reuid=%d --regid=%d --clear-groups \"$@\"' %s %s %s ",
+             o->net ? " --net" : "", o->net ? "ip link set lo up; " : "", RUN_UID, RUN_GID, qwork, qtree, qhide);
+}
+
 // make TARGETS in the build tree; on failure the compiler's words go to `log`.
 static bool build(const Options *o, const char *targets, const char *log) {
-    char qt[1024], ql[1024], line[4096];
+    char qt[1024], ql[1024], line[8000], inner[2400], qinner[2600], prefix[3000] = "";
     shell_quote(qt, sizeof qt, o->build_tree);
     shell_quote(ql, sizeof ql, log);
+    // A submission's build (in the copy) is as untrusted as its runs: in the
+    // same sandbox, as the same user, with no standard input (an #include of
+    // /dev/stdin) and limits on CPU time, file size and memory (an #include
+    // of /dev/zero), the trusted tree hidden. The trusted tree's own build
+    // runs as it is.
+    bool copy = o->isolate && strcmp(o->build_tree, o->tree) != 0;
+    if (copy) sandbox_prefix(o, prefix, sizeof prefix);
     // The trusted build's configuration, not one the copy detects on its own.
-    snprintf(line, sizeof line, "make -C %s --no-print-directory -j2 CUDA=%d %s > %s 2>&1", qt, o->cuda,
-             targets, ql);
+    snprintf(inner, sizeof inner, "ulimit -t 900 -f 2097152 -v 16777216 && exec make -C %s --no-print-directory -j2 CUDA=%d %s",
+             qt, o->cuda, targets);
+    shell_quote(qinner, sizeof qinner, inner);
+    snprintf(line, sizeof line, "timeout -k 10 1200 %sbash -c %s < /dev/null > %s 2>&1", prefix, qinner, ql);
     return shell(line) == 0;
 }
 
@@ -345,37 +398,7 @@ static void student_diagnostics(const char *log, const char *student, char *out,
 
 // ---- running a lab ---------------------------------------------------------
 
-// The unprivileged user a submission runs as when the grader is root: one
-// of its own for each grading (100000 + the grader's process id, a user no
-// account has), so that a submission cannot read or spoil what another
-// grading running beside it writes.
-static int g_run_uid = 65534;
-#define RUN_UID g_run_uid
-#define RUN_GID g_run_uid
 
-// The sandbox of a run when the grader is root, before the command it runs
-// (which follows as "$@"): its own PID namespace (every process of the run
-// ends with it), mount namespace with fresh /tmp, /var/tmp and /dev/shm
-// (what the run leaves there is gone with it, and nothing of another run is
-// there) with the grading's work directory ($0: the runs' directories, the
-// copy of the tree) and the tree the programs are built in ($1) bound back
-// in place, a network namespace with only loopback (no network; Open MPI's
-// ranks talk over it), and then the grading's own user.
-static void sandbox_prefix(const Options *o, char *buf, size_t len) {
-    char qwork[1100], qtree[1100];
-    shell_quote(qwork, sizeof qwork, o->work);
-    shell_quote(qtree, sizeof qtree, o->build_tree ? o->build_tree : o->work);
-    snprintf(buf, len,
-             "unshare --pid --fork --kill-child --mount-proc --mount%s sh -c '"
-             "set -e; %s"
-             "mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm; mkdir /dev/shm/.w /dev/shm/.t; "
-             "mount --bind \"$0\" /dev/shm/.w; mount --bind \"$1\" /dev/shm/.t; "
-             "mount -t tmpfs -o mode=1777,size=1g tmpfs /tmp; mount -t tmpfs -o mode=1777,size=1g tmpfs /var/tmp; "
-             "mkdir -p \"$0\" \"$1\"; mount --bind /dev/shm/.w \"$0\"; mount --bind /dev/shm/.t \"$1\"; "
-             "umount /dev/shm/.w /dev/shm/.t; rmdir /dev/shm/.w /dev/shm/.t; shift; "
-             "exec setpriv --reuid=%d --regid=%d --clear-groups \"$@\"' %s %s ",
-             o->net ? " --net" : "", o->net ? "ip link set lo up; " : "", RUN_UID, RUN_GID, qwork, qtree);
-}
 
 // A file the run left, as the grader may read it: a regular file, not a
 // link (a run could point run.bin at the reference's answers, or

@@ -418,6 +418,25 @@ if [ "$(id -u)" -eq 0 ]; then
     run "a run's files in /tmp, /var/tmp and /dev/shm are gone with it" 10 bash -c '
         ! ls /tmp/pl-adversary-left /var/tmp/pl-adversary-left /dev/shm/pl-adversary-left 2>/dev/null'
 fi
+# As root, a submission is built as untrusted as it runs: the trusted tree
+# hidden (an #include of the solution by its path finds nothing), limits on
+# time and memory (#include "/dev/zero"), no standard input ("/dev/stdin").
+if [ "$(id -u)" -eq 0 ]; then
+    run "a submission's build is sandboxed: the solution by path, /dev/zero, /dev/stdin" 400 bash -c '
+        t=$(mktemp -d) && trap "rm -rf $t" EXIT
+        chmod 711 "$t"
+        mkdir "$t/path" "$t/zero" "$t/stdin"
+        printf "#include \"%s/lab02_ddp/solution/ddp.c\"\n" "$PWD" > "$t/path/ddp.c"
+        printf "#include \"/dev/zero\"\n" > "$t/zero/ddp.c"
+        printf "#include \"/dev/stdin\"\n" > "$t/stdin/ddp.c"
+        for s in path zero stdin; do
+            TMPDIR=$t timeout 300 build/grade --submission "$t/$s" --lab lab02 --runs np2-bucketed --json "$t/$s.json" \
+                > "$t/$s.out" 2>&1
+            rc=$?
+            [ $rc -eq 1 ] && grep -q "does not compile" "$t/$s.json" || { tail -5 "$t/$s.out"; echo "$s: exit $rc"; exit 1; }
+            echo "$s: does not compile, as it should"
+        done'
+fi
 # Late usage errors still leave a results.json and no work directory.
 run "grader: a late usage error writes its reports and cleans up" 120 bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
