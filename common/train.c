@@ -85,9 +85,13 @@ int train_yardstick(int batch, YardstickRun *runs, int max) {
     OpsRounding other = own == OPS_ROUNDING_ALT ? OPS_ROUNDING_NATIVE : OPS_ROUNDING_ALT;
     int n = 0;
     if (n < max) runs[n++] = (YardstickRun){1, own};
-    int micros = 0;
-    for (int k = 2; k <= batch && micros < 2 && n < max - 1; k++)
-        if (batch % k == 0) runs[n++] = (YardstickRun){k, own}, micros++;
+    // Micro-batches of two halves and of one row each: the coarsest and the
+    // finest grouping of the rows' sums. (The finest, not the next divisor:
+    // on some BLAS kernels micro-batches of 2 and 4 rows sum exactly as the
+    // whole batch does, and leave no sample, while a pipeline of 8
+    // micro-batches or 8 data-parallel ranks sum row by row.)
+    if (batch % 2 == 0 && n < max - 1) runs[n++] = (YardstickRun){2, own};
+    if (batch > 2 && n < max - 1) runs[n++] = (YardstickRun){batch, own};
     if (n < max) runs[n++] = (YardstickRun){1, other};
     return n;
 }

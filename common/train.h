@@ -42,9 +42,9 @@ double train_step(Trainer *t);
 // The yardstick: the reference runs that measure "the same training up to
 // rounding" for a batch of `batch` rows. The first is the reference itself
 // (the whole batch, this build's rounding); then micro-batches of 2 and of
-// the next divisor of the batch (other sums over the batch's rows, as data
-// parallelism and accumulation make them), and the whole batch rounded the
-// other way (ops_set_rounding: another exp, other sums inside every matrix
+// one row each (other sums over the batch's rows, the coarsest and the
+// finest, as data parallelism, accumulation and a pipeline's micro-batches
+// make them), and the whole batch rounded the other way (ops_set_rounding: another exp, other sums inside every matrix
 // product, as another BLAS kernel, instruction set or a GPU makes them).
 // Writes at most `max`, returns how many; the labs' harness and the grader
 // both use them, so both measure the same rounding.
