@@ -340,6 +340,28 @@ pool_add "a release of lab01 and lab02 alone: only they are in it, and graded" 6
 for lab in lab04 lab05 lab06; do
     pool_add "planted bugs of $lab" 900 "" build/grade --lab "$lab" --mutants "grader/mutants/$lab/" --quick --watchdog 5 --limit 120
 done
+# Correct code passes on other machines' rounding: the runs whose margins
+# the yardstick's matrix found smallest (scripts/yardstick-matrix.sh runs it
+# all), their solutions and legal variants, under two other OpenBLAS kernels
+# (Prescott: SSE3, no FMA; Haswell: AVX2), where this CPU runs them.
+cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+closest="np4-1f1b-m8,np4-gpipe-m8,np3-heads6,np4-naive-accum2,np4-bucketed-accum2,np4-stage3"
+for ct in Prescott Haswell; do
+    if [ "$(uname -m)" != x86_64 ] || { [ $ct = Haswell ] && ! grep -qw avx2 <<<"$cpu_flags"; }; then
+        echo "--- SKIPPED: the closest runs under OPENBLAS_CORETYPE=$ct (this CPU cannot run that kernel)"
+        skipped=$((skipped + 1))
+        continue
+    fi
+    pool_add "the closest runs under OPENBLAS_CORETYPE=$ct: solutions and legal variants pass" 600 "" bash -c '
+        set -e
+        export OPENBLAS_CORETYPE=$1
+        build/grade --solutions --lab lab02,lab03,lab05,lab06 --runs "$2" | tail -n 1
+        t=$(mktemp -d) && trap "rm -rf $t" EXIT
+        for lab in lab05 lab06; do
+            mkdir -p "$t/$lab" && cp grader/mutants/$lab/legal_*.patch "$t/$lab/"
+            build/grade --lab $lab --mutants "$t/$lab" --runs "$2" | tail -n 1
+        done' _ "$ct" "$closest"
+done
 # Hidden runs (a second seed, marked hidden in the reports), on the fastest lab.
 pool_add "grade --solutions --hidden-seed (json, junit)" 300 "" bash -c \
     'build/grade --solutions --lab lab01 --json build/results-hidden.json --junit build/results-hidden.xml --hidden-seed 4242 &&
