@@ -115,15 +115,18 @@ START_TEST(error_printed_once_under_mpirun) {
 }
 END_TEST
 
-// Inputs and outputs are checked before any work: a missing, empty or
-// directory --data, and an output that cannot be made, are usage errors,
+// Inputs and outputs are checked before any work: a missing, empty,
+// directory or device --data, and an output that cannot be made, are usage errors,
 // and a good output is not left behind by the check.
 START_TEST(files_checked_at_start) {
     ck_assert_int_eq(run("--data /nonexistent/input.txt"), 2);
     ck_assert_ptr_nonnull(strstr(out, "cannot open --data file /nonexistent/input.txt"));
     ck_assert_int_eq(run("--data /tmp"), 2);
     ck_assert_ptr_nonnull(strstr(out, "--data /tmp is a directory"));
-    ck_assert_int_eq(run("--data /dev/null"), 0);   // not a regular file: its size is read later
+    // Not a regular file: a device or a FIFO (whose open would wait for a
+    // writer) is refused before it is opened.
+    ck_assert_int_eq(run("--data /dev/null"), 2);
+    ck_assert_ptr_nonnull(strstr(out, "--data /dev/null is not a regular file"));
     ck_assert_int_eq(run("--data common/tests/args_prog.c --seq 100000"), 2);
     ck_assert_ptr_nonnull(strstr(out, "fewer than the 100001 a row of T+1 tokens needs"));
     ck_assert_int_eq(run("--dump /nonexistent/r.bin"), 2);
