@@ -9,6 +9,8 @@
 #   make bench-lab02  data-parallel step times against PyTorch DDP
 #   make bench-gpu  tokens/s and MFU of build/ref on one GPU (GPT-2 small), fp32 and TF32
 #   make gpu-check  the GPU path checked in one go, one table (needs a GPU)
+#   make yardstick  the grader on every legitimate rounding (OpenBLAS kernels, ARCH, ROUNDING=alt)
+#                   and on every planted bug: each check's separation (about an hour; build/yardstick/)
 #   make lab03-figure the ZeRO paper's memory table, measured, as build/lab03-memory.svg
 #   make labNN      build a lab (build/labNN from your file, and the solution)
 #   make check-labNN  grade your file of one lab (the fast subset of runs)
@@ -147,7 +149,7 @@ GRADER_TEST := $(BUILD)/tests/test_grader
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST)
 
-.PHONY: all deps check-deps demo test test-run tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release
+.PHONY: all deps check-deps demo test test-run tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release yardstick
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
@@ -300,6 +302,10 @@ print-opt:
 
 gpu-check:
 	@scripts/gpu-check.sh
+
+# Does correct code pass on every machine, and is every bug still caught?
+yardstick: all
+	@scripts/yardstick-matrix.sh $(BUILD)/yardstick
 
 # Memory per rank by category for ZeRO stages 0 to 3, measured: an SVG.
 NP_FIGURE ?= 4
