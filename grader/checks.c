@@ -847,7 +847,6 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         else
             snprintf(diag, sizeof diag, "worst: %s, bulk relative error %.2e.%s", worst_name, worst_rel,
                      near_rounding(param_ratio, first_step_ok, near, sizeof near));
-        (void)dp;
     }
     grade_check(g, run, "final parameters", bad == 0 && missing == 0, fig, bound, diag);
     grade_set_ratio(g, missing ? INFINITY : param_ratio);
