@@ -55,6 +55,7 @@ static void reference_run(const Args *a, YardstickRun y, const char *path, doubl
     OpsRounding was = ops_rounding();
     ops_set_rounding(y.rounding);
     Trainer *t = train_create(a, y.micro);
+    t->micro_mean = y.micro_mean;
     TrainHistory h;
     train_history_init(&h, t, true);
     for (int s = 0; s < a->steps; s++) {

@@ -55,8 +55,9 @@ double train_grads(Trainer *t) {
     for (int u = 0; u < model->nunits; u++)
         mem_zero(t->grads[u], model->units[u].size * sizeof(float));
     // Each micro-batch's loss gradient is scaled by 1 / (tokens in the whole
-    // batch), so the micro-batches' gradients add up to the full batch's.
-    float scale = 1.0f / (float)((size_t)t->args.batch * T);
+    // batch), so the micro-batches' gradients add up to the full batch's;
+    // or (micro_mean) by its own tokens, and the K averaged at the end.
+    float scale = 1.0f / (float)((size_t)(t->micro_mean ? rows : t->args.batch) * T);
     double loss = 0;
     for (int k = 0; k < t->micro; k++) {
         size_t off = (size_t)k * rows * T;
@@ -64,6 +65,9 @@ double train_grads(Trainer *t) {
         loss += gpt_forward(model, t->params);
         gpt_backward(model, t->params, t->grads);
     }
+    if (t->micro_mean && t->micro > 1)
+        for (int u = 0; u < model->nunits; u++)
+            ops_scale(t->grads[u], 1.0f / (float)t->micro, model->units[u].size);
     return loss / t->micro;
 }
 
@@ -84,15 +88,15 @@ int train_yardstick(int batch, YardstickRun *runs, int max) {
     OpsRounding own = ops_rounding_default();
     OpsRounding other = own == OPS_ROUNDING_ALT ? OPS_ROUNDING_NATIVE : OPS_ROUNDING_ALT;
     int n = 0;
-    if (n < max) runs[n++] = (YardstickRun){1, own};
+    if (n < max) runs[n++] = (YardstickRun){1, false, own};
     // Micro-batches of two halves and of one row each: the coarsest and the
     // finest grouping of the rows' sums. (The finest, not the next divisor:
     // on some BLAS kernels micro-batches of 2 and 4 rows sum exactly as the
     // whole batch does, and leave no sample, while a pipeline of 8
     // micro-batches or 8 data-parallel ranks sum row by row.)
-    if (batch % 2 == 0 && n < max - 1) runs[n++] = (YardstickRun){2, own};
-    if (batch > 2 && n < max - 1) runs[n++] = (YardstickRun){batch, own};
-    if (n < max) runs[n++] = (YardstickRun){1, other};
+    if (batch % 2 == 0 && n < max - 1) runs[n++] = (YardstickRun){2, true, own};
+    if (batch > 2 && n < max - 1) runs[n++] = (YardstickRun){batch, false, own};
+    if (n < max) runs[n++] = (YardstickRun){1, false, other};
     return n;
 }
 

@@ -18,6 +18,12 @@
 typedef struct {
     Args args;
     int micro;             // K micro-batches per step; K divides the batch
+    // Each micro-batch's gradient the mean over its own tokens, the K then
+    // averaged (as data-parallel ranks make it), instead of every one scaled
+    // by the whole batch's tokens (as accumulation and a pipeline make it):
+    // the same gradient, rounded otherwise (1 / (B T) is not a power of two
+    // where 1 / (B T / K) may be).
+    bool micro_mean;
     OptimConfig optim;
     Data data;
     Gpt *model;            // runs B / K rows at a time
@@ -44,12 +50,14 @@ double train_step(Trainer *t);
 // (the whole batch, this build's rounding); then micro-batches of 2 and of
 // one row each (other sums over the batch's rows, the coarsest and the
 // finest, as data parallelism, accumulation and a pipeline's micro-batches
-// make them), and the whole batch rounded the other way (ops_set_rounding: another exp, other sums inside every matrix
+// make them; the halves each their own mean, then averaged, as
+// data-parallel ranks scale them), and the whole batch rounded the other way (ops_set_rounding: another exp, other sums inside every matrix
 // product, as another BLAS kernel, instruction set or a GPU makes them).
 // Writes at most `max`, returns how many; the labs' harness and the grader
 // both use them, so both measure the same rounding.
 typedef struct {
     int micro;            // micro-batches of the step's batch
+    bool micro_mean;      // Trainer.micro_mean: averaged as data-parallel ranks average
     OpsRounding rounding; // ops_set_rounding's mode for the run
 } YardstickRun;
 enum { YARDSTICK_MAX = 4 };

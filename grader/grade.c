@@ -520,8 +520,9 @@ static RefCache g_refs[32];
 static int g_nrefs;
 
 // Run build/ref with `flags` (the trusted tree's) as each of the
-// yardstick's runs (train_yardstick: the whole batch; micro-batches of 2 and
-// of one row each; the whole batch rounded the other way): the largest
+// yardstick's runs (train_yardstick: the whole batch; micro-batches of 2,
+// each its own mean, and of one row each; the whole batch rounded the other
+// way): the largest
 // difference between the first and the others is the honest size of "the
 // same up to rounding", per tensor. Several orders rather than one, because
 // a single sample of a rounding difference can come out small by chance, and
@@ -546,7 +547,8 @@ static RefCache *reference(const Options *o, const char *flags) {
         char dir[700], qdir[800], line[4096], path[800], mflag[64] = "";
         // In the grader's private directory, out of the runs' reach.
         snprintf(dir, sizeof dir, "%s/ref%d-%d", o->priv, g_nrefs, k);
-        int m = y[k].micro > 1 ? snprintf(mflag, sizeof mflag, "--micro %d ", y[k].micro) : 0;
+        int m = y[k].micro > 1 ? snprintf(mflag, sizeof mflag, "--micro %d %s", y[k].micro,
+                                          y[k].micro_mean ? "--micro-mean " : "") : 0;
         snprintf(mflag + m, sizeof mflag - (size_t)m, "--rounding %s", ops_rounding_name(y[k].rounding));
         shell_quote(qdir, sizeof qdir, dir);
         snprintf(line, sizeof line,

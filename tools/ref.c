@@ -20,8 +20,11 @@ int main(int argc, char **argv) {
     Args a = args_defaults();
     int micro = 1;
     const char *rounding = ops_rounding_name(ops_rounding_default());
+    bool micro_mean = false;
     ArgExtra extras[] = {
         {"micro", ARG_INT, &micro, "split each step's batch into K micro-batches (gradient accumulation)", 1, 1 << 20, NULL, NULL},
+        {"micro-mean", ARG_FLAG, &micro_mean, "each micro-batch's gradient its own mean, then averaged (as data-parallel "
+         "ranks make it; the grader's yardstick)", 0, 0, NULL, NULL},
         {"rounding", ARG_CHOICE, &rounding, "native, or alt: another machine's rounding (libm's exp, split-K "
          "products; the grader's yardstick)", 0, 0, "native|alt", NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
@@ -41,6 +44,7 @@ int main(int argc, char **argv) {
     ops_set_rounding(strcmp(rounding, "alt") == 0 ? OPS_ROUNDING_ALT : OPS_ROUNDING_NATIVE);
 
     Trainer *t = train_create(&a, micro);
+    t->micro_mean = micro_mean;
     char model[96], optim[128], data[160];
     print0("[ref] 1 rank · %s · %s · %s · %s\n", mem_device_name(),
            gpt_describe(t->model, model, sizeof model), optim_describe(&t->optim, optim, sizeof optim),
