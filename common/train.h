@@ -50,7 +50,7 @@ double train_step(Trainer *t);
 // (the whole batch, this build's rounding); then micro-batches of 2 and of
 // one row each (other sums over the batch's rows, the coarsest and the
 // finest, as data parallelism, accumulation and a pipeline's micro-batches
-// make them; the halves each their own mean, then averaged, as
+// make them; the finest also with each row its own mean, then averaged, as
 // data-parallel ranks scale them), and the whole batch rounded the other way (ops_set_rounding: another exp, other sums inside every matrix
 // product, as another BLAS kernel, instruction set or a GPU makes them).
 // Writes at most `max`, returns how many; the labs' harness and the grader
@@ -60,7 +60,7 @@ typedef struct {
     bool micro_mean;      // Trainer.micro_mean: averaged as data-parallel ranks average
     OpsRounding rounding; // ops_set_rounding's mode for the run
 } YardstickRun;
-enum { YARDSTICK_MAX = 4 };
+enum { YARDSTICK_MAX = 5 };
 int train_yardstick(int batch, YardstickRun *runs, int max);
 
 // What build/ref --dump writes, recorded step by step: the losses, the

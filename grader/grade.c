@@ -520,9 +520,9 @@ static RefCache g_refs[32];
 static int g_nrefs;
 
 // Run build/ref with `flags` (the trusted tree's) as each of the
-// yardstick's runs (train_yardstick: the whole batch; micro-batches of 2,
-// each its own mean, and of one row each; the whole batch rounded the other
-// way): the largest
+// yardstick's runs (train_yardstick: the whole batch; micro-batches of 2
+// and of one row each, the latter also each its own mean; the whole batch
+// rounded the other way): the largest
 // difference between the first and the others is the honest size of "the
 // same up to rounding", per tensor. Several orders rather than one, because
 // a single sample of a rounding difference can come out small by chance, and
