@@ -345,7 +345,7 @@ done
 # all), their solutions and legal variants, under two other OpenBLAS kernels
 # (Prescott: SSE3, no FMA; Haswell: AVX2), where this CPU runs them.
 cpu_flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
-closest="np4-1f1b-m8,np4-gpipe-m8,np3-heads6,np4-naive-accum2,np4-bucketed-accum2,np4-stage3"
+closest="np4-1f1b-m8,np3-heads6,np4-naive-accum2,np3-stage1"
 for ct in Prescott Haswell; do
     if [ "$(uname -m)" != x86_64 ] || { [ $ct = Haswell ] && ! grep -qw avx2 <<<"$cpu_flags"; }; then
         echo "--- SKIPPED: the closest runs under OPENBLAS_CORETYPE=$ct (this CPU cannot run that kernel)"
@@ -356,6 +356,7 @@ for ct in Prescott Haswell; do
         set -e
         export OPENBLAS_CORETYPE=$1
         build/grade --solutions --lab lab02,lab03,lab05,lab06 --runs "$2" | tail -n 1
+        [ "$1" = Prescott ] || exit 0   # the legal variants under one of the two
         t=$(mktemp -d) && trap "rm -rf $t" EXIT
         for lab in lab05 lab06; do
             mkdir -p "$t/$lab" && cp grader/mutants/$lab/legal_*.patch "$t/$lab/"
