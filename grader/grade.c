@@ -440,15 +440,17 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     }
     // The run's environment is made, not inherited: PATH, its directory as
     // HOME and TMPDIR, and the machine's settings that change what runs
-    // (Open MPI's root permission, OpenBLAS's kernel, the visible GPUs);
+    // (Open MPI's root permission, OpenBLAS's kernel, the visible GPUs, where
+    // the libraries are);
     // nothing else of the grader's (not OLDPWD, not the trusted tree's path).
-    char keep[1200] = "";
+    char keep[3000] = "";
     static const char *const pass[] = {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "OPENBLAS_CORETYPE",
-                                       "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE", "CUDA_VISIBLE_DEVICES", NULL};
+                                       "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE", "CUDA_VISIBLE_DEVICES",
+                                       "LD_LIBRARY_PATH", NULL};
     for (const char *const *v = pass; *v; v++) {
         const char *val = getenv(*v);
-        char q[300];
-        if (!val || strlen(val) > 200) continue;
+        char q[1100];
+        if (!val || strlen(val) > 1000) continue;
         shell_quote(q, sizeof q, val);
         size_t k = strlen(keep);
         snprintf(keep + k, sizeof keep - k, " %s=%s", *v, q);
