@@ -997,22 +997,6 @@ static void on_signal(int sig) {
     _exit(128 + sig);
 }
 
-// A report's file must be writable before the grading starts, not found
-// unwritable after it: made here (and removed again), or opened to append
-// (unchanged) when it exists.
-static void check_writable(const char *flag, const char *path) {
-    if (!path) return;
-    struct stat st;
-    bool existed = stat(path, &st) == 0;
-    if (existed && S_ISDIR(st.st_mode)) core_usage_error("--%s %s is a directory; give a file name", flag, path);
-    FILE *f = fopen(path, "a");
-    if (!f)
-        core_usage_error("cannot write --%s %s (%s); check that its directory exists and is writable", flag, path,
-                         strerror(errno));
-    fclose(f);
-    if (!existed) unlink(path);
-}
-
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -1030,9 +1014,9 @@ int main(int argc, char **argv) {
         {"lab", ARG_STRING, &labs, "only these labs (comma-separated ids: ref,lab01)", 1, 0, NULL, "IDS"},
         {"quick", ARG_FLAG, &quick, "the fast subset of runs (make check-labNN)", 0, 0, NULL, NULL},
         {"runs", ARG_STRING, &runs, "only the runs of these names (comma-separated, as the table names them: np2-flat)", 1, 0, NULL, "NAMES"},
-        {"json", ARG_STRING, &json, "write Gradescope's results.json here", 1, 0, NULL, NULL},
-        {"junit", ARG_STRING, &junit, "write JUnit XML here", 1, 0, NULL, NULL},
-        {"margins", ARG_STRING, &margins, "append each check's figure over its bound to FILE (tab-separated; scripts/yardstick.py reads it)", 1, 0, NULL, NULL},
+        {"json", ARG_OUTPUT, &json, "write Gradescope's results.json here", 1, 0, NULL, NULL},
+        {"junit", ARG_OUTPUT, &junit, "write JUnit XML here", 1, 0, NULL, NULL},
+        {"margins", ARG_OUTPUT, &margins, "append each check's figure over its bound to FILE (tab-separated; scripts/yardstick.py reads it)", 1, 0, NULL, NULL},
         {"hidden-seed", ARG_INT, &hidden, "also run every run with this seed, as hidden tests", 0, 2147483647.0, NULL, NULL},
         {"limit", ARG_INT, &limit, "hard time limit of one run, in seconds", 5, 86400, NULL, NULL},
         {"budget", ARG_INT, &budget, "seconds every run of the grading may take together (0: no budget); the runs past it fail, unrun", 0, 864000, NULL, NULL},
@@ -1046,9 +1030,6 @@ int main(int argc, char **argv) {
                "The grader: runs each lab over world sizes and seeds and checks its dumps against the "
                "trusted reference.",
                extras);
-    check_writable("json", json);
-    check_writable("junit", junit);
-    check_writable("margins", margins);
     // From here on, every exit writes the reports and removes the work
     // directory (usage errors included).
     o.json = json;

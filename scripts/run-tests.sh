@@ -221,7 +221,7 @@ have lab05 && run_refused "lab05 --figure in a missing directory np=2" "cannot c
 have lab06 && run_refused "lab06 np=3 with 64 tokens a row" "3 ranks cannot split 64 tokens" "${MPIRUN[@]}" -np 3 build/lab06 --heads 6 --dim 96 --vocab 192
 have lab06 && run_refused "lab06 --tp 3 np=4" "--tp 3 does not divide 4 ranks" "${MPIRUN[@]}" -np 4 build/lab06 --tp 3
 have lab01 && run_refused "lab01 --data (a flag it does not take)" "--data is not a flag of this program" build/lab01 --data README.md
-run_refused "grade --json into a missing directory, before any grading" "cannot write --json" build/grade --solutions --json /missing/r.json
+run_refused "grade --json into a missing directory, before any grading" "cannot create --json file" build/grade --solutions --json /missing/r.json
 run_refused "hello --data (a flag it does not take)" "--data is not a flag of this program" build/hello --data /missing
 [ -z "$(ls "$bad" | grep -v -x -e empty -e one-byte -e fifo)" ] || echo "(files left behind in $bad)"
 rm -rf "$bad"
