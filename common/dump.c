@@ -27,6 +27,7 @@
 #include "comm.h"
 #include "core.h"
 #include "mem.h"
+#include "ops.h"
 
 static const uint8_t DUMP_MAGIC[8] = {'P', 'L', 'D', 'U', 'M', 'P', '1', '\n'};
 enum { DUMP_MAX_NAME = 4095 };   // bytes; longer lengths mean a damaged file
@@ -542,8 +543,9 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         MemReport mem;
         CommStats comm;
         double live[MEM_NCAT];   // bytes still allocated now, by category (a leak shows here)
+        OpsWork work;
     } RankStats;
-    RankStats mine = {mem ? *mem : mem_report(), comm_stats(), {0}};
+    RankStats mine = {mem ? *mem : mem_report(), comm_stats(), {0}, ops_work()};
     for (int k = 0; k < MEM_NCAT; k++) mine.live[k] = (double)mem_live((MemCategory)k);
     RankStats *all = malloc((size_t)N * sizeof *all);
     CHECK(all, "out of memory gathering statistics");
@@ -562,6 +564,18 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         dump_f64(w, "mem/peak_total", f, 1, shape);
         for (int r = 0; r < N; r++) f[r] = all[r].mem.measured_peak;
         dump_f64(w, "mem/measured_peak", f, 1, shape);
+        // The kernel's count (mem.h): resident memory at the seal, and how far it and the heap rose after.
+        for (int r = 0; r < N; r++) f[r] = all[r].mem.resident_seal;
+        dump_f64(w, "mem/resident_seal", f, 1, shape);
+        for (int r = 0; r < N; r++) f[r] = all[r].mem.resident_growth;
+        dump_f64(w, "mem/resident_growth", f, 1, shape);
+        for (int r = 0; r < N; r++) f[r] = all[r].mem.heap_growth;
+        dump_f64(w, "mem/heap_growth", f, 1, shape);
+        // The work the ops were asked for (ops.h).
+        for (int r = 0; r < N; r++) f[r] = all[r].work.matmul;
+        dump_f64(w, "ops/matmul", f, 1, shape);
+        for (int r = 0; r < N; r++) f[r] = all[r].work.layernorm;
+        dump_f64(w, "ops/layernorm", f, 1, shape);
         shape[1] = MEM_NCAT;
         for (int r = 0; r < N; r++)
             for (int k = 0; k < MEM_NCAT; k++) f[r * MEM_NCAT + k] = all[r].live[k];

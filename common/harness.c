@@ -126,6 +126,8 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
 void harness_seal_measures(void) {
     mem_seal_peaks();
     comm_stats_seal();
+    ops_work_reset();
+    ops_work_seal();
 }
 
 void harness_reference_free(Reference *r) {

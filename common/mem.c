@@ -1,10 +1,12 @@
 // mem.c: tracked allocation by category, and the independent measure.
 #include "mem.h"
 
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -223,6 +225,12 @@ static void (*g_device_hook)(void);
 void mem_set_device_hook(void (*chosen)(void)) { g_device_hook = chosen; }
 
 void mem_init(const char *device, int local_rank) {
+    // Large blocks mapped on their own and given back when freed, and the
+    // heap's free top given back too: the kernel's count of resident memory
+    // then follows what is live, not what glibc keeps for later (its
+    // thresholds would otherwise rise with the first large free).
+    mallopt(M_MMAP_THRESHOLD, 256 << 10);
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
     bool want_cuda = false;
     if (!device || strcmp(device, "cpu") == 0) {
         want_cuda = false;
@@ -404,9 +412,43 @@ void mem_measured_exclude(ptrdiff_t bytes) {
     else g_gpu_base = (size_t)((ptrdiff_t)g_gpu_base + bytes);
 }
 
+// ---- the kernel's count: resident memory ------------------------------------
+// What the kernel says this process holds in RAM, whatever allocated it:
+// malloc around the wrap, mmap, static arrays and the libraries' own memory
+// alike. Its high-water mark is set back to the present when the harness
+// seals its measures (clear_refs), so that the run's training alone is
+// measured; the library's resident baseline at that moment is recorded.
+
+// A "Key:  N kB" line of /proc/self/status, in bytes; -1 when unreadable.
+static double status_bytes(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kb = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, key, n) == 0 && line[n] == ':') {
+            kb = atof(line + n + 1);
+            break;
+        }
+    if (f) fclose(f);
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+static double g_resident_seal = -1;   // VmRSS when the measures were sealed (-1: not sealed, or unknown)
+static size_t g_heap_seal;            // the wrapped heap's live bytes then
+
 static bool g_peaks_sealed;
 
-void mem_seal_peaks(void) { g_peaks_sealed = true; }
+void mem_seal_peaks(void) {
+    g_peaks_sealed = true;
+    FILE *f = fopen("/proc/self/clear_refs", "w");   // "5": the peak resident size starts again from now
+    bool reset = f && fputs("5", f) >= 0;
+    if (f) reset &= fclose(f) == 0;
+    g_resident_seal = reset ? status_bytes("VmRSS") : -1;
+    pthread_mutex_lock(&g_heap_lock);
+    g_heap_seal = g_heap_live;
+    pthread_mutex_unlock(&g_heap_lock);
+}
 
 void mem_reset_peaks(void) {
     CHECK(!g_peaks_sealed, "mem_reset_peaks after the harness sealed its measures: the memory a run takes is the "
@@ -426,6 +468,12 @@ MemReport mem_report(void) {
     for (int c = 0; c < MEM_NCAT; c++) r.peak[c] = (double)g_peak[c];
     r.peak_total = (double)g_peak_total;
     r.measured_peak = (double)mem_measured_peak();
+    r.resident_seal = g_resident_seal;
+    double hwm = g_resident_seal >= 0 ? status_bytes("VmHWM") : -1;
+    r.resident_growth = hwm >= 0 ? hwm - g_resident_seal : -1;
+    pthread_mutex_lock(&g_heap_lock);
+    r.heap_growth = g_heap_peak > g_heap_seal ? (double)(g_heap_peak - g_heap_seal) : 0;
+    pthread_mutex_unlock(&g_heap_lock);
     return r;
 }
 

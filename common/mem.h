@@ -77,7 +77,8 @@ void mem_measured_exclude(ptrdiff_t bytes);
 // Start peaks again from what is live now (to measure one phase).
 void mem_reset_peaks(void);
 // After this, mem_reset_peaks ends the run: the training labs' harness seals
-// the peaks before the lab's own code trains (harness_seal_measures).
+// the peaks before the lab's own code trains (harness_seal_measures). The
+// seal also starts the kernel's count (below) from the present.
 void mem_seal_peaks(void);
 
 const char *mem_category_name(MemCategory cat);   // "PARAMS", ...
@@ -93,9 +94,18 @@ typedef struct MemReport MemReport;
 void mem_print_table(Comm *c, const MemReport *mine);
 
 // Per-rank snapshot, for gathering to rank 0 and writing into a dump.
+//
+// The kernel's count stands beside both, one the process cannot step around
+// from inside: how far its resident memory (VmHWM, whatever allocated it,
+// mmap and static arrays included) rose above what it held when the
+// measures were sealed, beside how far the wrapped heap rose (tracked
+// blocks included). The difference is memory no allocator call made.
 struct MemReport {
     double peak[MEM_NCAT];
     double peak_total;
     double measured_peak;
+    double resident_seal;     // resident bytes at the seal (the library's baseline); -1: not sealed
+    double resident_growth;   // the resident peak since the seal, above resident_seal; -1: not measured
+    double heap_growth;       // the wrapped heap's peak since the seal, above its live bytes then
 };
 MemReport mem_report(void);

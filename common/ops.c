@@ -34,6 +34,21 @@ static bool on_gpu(void) { return mem_device() == DEVICE_CUDA && !g_use_host; }
 
 void ops_set_tf32(bool on) { ops_cuda_set_tf32(on); }
 
+// ---- the work asked for (ops.h) ------------------------------------------------
+
+static OpsWork g_work;
+static bool g_work_sealed;
+
+OpsWork ops_work(void) { return g_work; }
+
+void ops_work_reset(void) {
+    CHECK(!g_work_sealed, "ops_work_reset after the harness sealed its measures: the work a run does is the "
+          "harness's to count, not to erase");
+    g_work = (OpsWork){0, 0};
+}
+
+void ops_work_seal(void) { g_work_sealed = true; }
+
 // The other rounding (ops.h): libm's expf, every matrix product summed in
 // two halves of its inner dimension, attention by sgemm. make ROUNDING=alt
 // makes it the default of every program.
@@ -64,6 +79,7 @@ void ops_init(void) {
 
 void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M,
                         int K, int N) {
+    g_work.matmul += (double)M * K * N;
     if (on_gpu()) {
         ops_cuda_matmul_forward(out, inp, w, bias, M, K, N);
         return;
@@ -88,6 +104,7 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
 
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int M, int K, int N) {
+    g_work.matmul += (double)M * K * N * ((dinp != NULL) + (dw != NULL));
     if (on_gpu()) {
         ops_cuda_matmul_backward(dinp, dw, dbias, dout, inp, w, M, K, N);
         return;
@@ -250,6 +267,7 @@ static const float LN_EPS = 1e-5f;
 void ops_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
                            const float *restrict x, const float *restrict w,
                            const float *restrict b, int M, int C) {
+    g_work.layernorm += M;
     if (on_gpu()) {
         ops_cuda_layernorm_forward(out, mean, rstd, x, w, b, M, C);
         return;
@@ -273,6 +291,7 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
                             const float *restrict dout, const float *restrict x,
                             const float *restrict w, const float *restrict mean,
                             const float *restrict rstd, int M, int C) {
+    g_work.layernorm += M;
     if (on_gpu()) {
         ops_cuda_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, M, C);
         return;
@@ -773,6 +792,7 @@ static void att_backward_head_sgemm(float *dqh, float *dkh, float *dvh, float *d
 
 void ops_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                            int B, int T, int C, int NH) {
+    g_work.matmul += 2.0 * B * T * T * C;   // q k^T and att v, every head: B NH T T hs each
     if (on_gpu()) {
         ops_cuda_attention_forward(out, att, q, k, v, B, T, C, NH);
         return;
@@ -798,6 +818,7 @@ void ops_attention_forward(float *out, float *att, const float *q, const float *
 void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                             const float *att, const float *q, const float *k, const float *v,
                             int B, int T, int C, int NH) {
+    g_work.matmul += 4.0 * B * T * T * C;   // the gradients of att, v, q and k
     if (on_gpu()) {
         ops_cuda_attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, B, T, C, NH);
         return;

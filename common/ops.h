@@ -39,6 +39,22 @@ OpsRounding ops_rounding(void);
 OpsRounding ops_rounding_default(void);   // this build's (ROUNDING=alt: OPS_ROUNDING_ALT)
 const char *ops_rounding_name(OpsRounding r);   // "native", "alt"
 
+// The work the ops were asked for, counted where each is called (on either
+// device): the multiply-adds of the matrix products, attention's two
+// included, and the rows of the LayerNorms, forward and backward. A run
+// that computes its share of the model does its share of these: the
+// grader compares the ranks' sums with single-device training's, so that a
+// rank computing whole layers (or the whole sequence) where its lab splits
+// them shows. Started again from zero when the harness seals its measures
+// (harness_seal_measures); after that, ops_work_reset ends the run.
+typedef struct {
+    double matmul;      // multiply-adds of matrix products
+    double layernorm;   // LayerNorm rows
+} OpsWork;
+OpsWork ops_work(void);
+void ops_work_reset(void);
+void ops_work_seal(void);
+
 // ---- matrix product ----
 // out (M, N) = inp (M, K) @ w (K, N) + bias (N); bias may be NULL.
 void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M,

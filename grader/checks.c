@@ -383,7 +383,9 @@ static const char *dump_malformed(const Run *run, char *why, size_t len) {
     }
     uint64_t cat[2] = {N, MEM_NCAT}, ops[2] = {N, COMM_NOPS}, rows[1] = {N};
     static const char *const mem2[] = {"mem/peak", "mem/live", NULL}, *const comm2[] = {"comm/calls", "comm/bytes", "comm/bus_bytes", NULL},
-                             *const per_rank[] = {"mem/peak_total", "mem/measured_peak", "comm/helper_calls", "comm/direct_mpi_calls", NULL};
+                             *const per_rank[] = {"mem/peak_total", "mem/measured_peak", "mem/resident_seal", "mem/resident_growth",
+                                                  "mem/heap_growth", "ops/matmul", "ops/layernorm", "comm/helper_calls",
+                                                  "comm/direct_mpi_calls", NULL};
     for (const char *const *k = mem2; *k; k++)
         if ((bad = dump_expect(d, *k, DUMP_KIND_NUMBERS, 2, cat, false, why, len))) return bad;
     for (const char *const *k = comm2; *k; k++)
@@ -395,7 +397,7 @@ static const char *dump_malformed(const Run *run, char *why, size_t len) {
     for (int i = 0; run->ref && i < d->count; i++) {
         const DumpArray *a = &d->arrays[i], *b = dump_find(run->ref, a->name);
         if (!b || strncmp(a->name, "meta/", 5) == 0 || strncmp(a->name, "mem/", 4) == 0 ||
-            strncmp(a->name, "comm/", 5) == 0 || strcmp(a->name, "loss") == 0)
+            strncmp(a->name, "comm/", 5) == 0 || strncmp(a->name, "ops/", 4) == 0 || strcmp(a->name, "loss") == 0)
             continue;
         if ((bad = dump_expect(d, a->name, DUMP_KIND_NUMBERS, b->ndim, b->shape, true, why, len))) return bad;
     }

@@ -582,28 +582,102 @@ static RefCache *reference(const Options *o, const char *flags) {
 // or its profiling names (PMPI_*, which no counter of comm.h or mpi_watch.c
 // sees), Open MPI's internals, or the dynamic loader (a way to any of those
 // by name). comm.h is the only door to communication in every lab.
+// What a student's file may call: the course's own interfaces (ops.h,
+// comm.h, mem.h, core.h, optim.h and the lab's header), less the harness's
+// levers among them, and the C library's functions that reach neither
+// memory nor the machine (strings, printing, mathematics). Everything else
+// steps around what the grader measures: an allocator (malloc, mmap,
+// __real_malloc) is memory no category sees, MPI or NCCL called directly is
+// communication no counter sees, a file or a system call (open, syscall,
+// prctl, dlsym) reaches past the harness.
+static const char *const ALLOWED_CALLS =
+    "^((ops|comm|mem|core|optim|pp|tp|tpg|sp|trace)_[a-z0-9_]*|lab_todo|print0|printr|_GLOBAL_OFFSET_TABLE_|"
+    "__stack_chk_fail|__assert_fail|abort|exit|mem(cpy|move|set|cmp)|str(cmp|ncmp|len|nlen|chr|rchr|str|cpy|ncpy|"
+    "cat|ncat|tol|toul|tod|tof)|ato[ifl]|(v?s?n?|f)printf|puts|fputs|putchar|fputc|putc|fflush|stdout|stderr|"
+    "__(v?s?n?|f|vf)printf_chk|__(memcpy|memmove|memset|strcpy|strcat|strncpy)_chk|__ctype_(b|tolower|toupper)_loc|"
+    "tolower|toupper|l?l?abs|qsort|bsearch|s?rand|(__isoc99_)?sscanf|clock|time|clock_gettime|getenv|"
+    "(sqrt|exp|exp2|expm1|log|log2|log10|log1p|pow|fabs|floor|ceil|round|lround|trunc|fmod|fmax|fmin|tanh|sinh|cosh|"
+    "sin|cos|tan|atan|atan2|erf|erfc|hypot|cbrt|copysign|nearbyint|rint|lrint|ldexp|frexp)f?)$";
+static const char *const HARNESS_LEVERS =
+    "^(mem_(measured_exclude|set_free_check|set_device_hook|init|seal_peaks)|core_(clear|seal)_cleanups|"
+    "comm_(init|finalize|stats_seal)|ops_(work_reset|work_seal|use_host|set_rounding|set_tf32|init))$";
+
+// The first few lines a shell pipeline prints, joined by spaces ("" when none).
+static void pipeline_words(const char *line, char *out, size_t len) {
+    FILE *p = popen(line, "r");
+    out[0] = 0;
+    if (p) {
+        size_t n = fread(out, 1, len - 1, p);
+        out[n] = 0;
+        pclose(p);
+    }
+    for (char *c = out; *c; c++)
+        if (*c == '\n') *c = ' ';
+    size_t n = strlen(out);
+    while (n && out[n - 1] == ' ') out[--n] = 0;
+}
+
 static void check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
     if (strcmp(lab->dir, ".") == 0 || !lab->student_file[0]) return;
-    char obj[1400], qobj[1500], line[1700], out[700];
+    char obj[1400], qobj[1500], line[4000], out[160], fig[200], diag[1200];
     const char *file = o->solutions ? "solution/" : "";
     snprintf(obj, sizeof obj, "%s/build/obj/%s/%s%.*s.o", o->build_tree, lab->dir, file,
              (int)(strlen(lab->student_file) - 2), lab->student_file);
     shell_quote(qobj, sizeof qobj, obj);
-    snprintf(line, sizeof line, "nm -u %s 2>/dev/null | awk '{print $NF}' | "
-             "grep -E '^(P?MPI_|ompi_|opal_|mca_|dlopen|dlsym|dlvsym|dlmopen)' | head -n 5 | tr '\n' ' '", qobj);
-    FILE *p = popen(line, "r");
-    out[0] = 0;
-    if (p) {
-        if (!fgets(out, sizeof out, p)) out[0] = 0;
-        pclose(p);
-    }
-    out[strcspn(out, "\n")] = 0;
-    char fig[200], diag[900];
-    snprintf(fig, sizeof fig, "%s", out[0] ? out : "none");
-    snprintf(diag, sizeof diag, "%s calls %s: communication goes through comm.h alone (its calls are what the "
-             "grader counts and checks), and MPI or the dynamic loader called directly, PMPI_ names included, "
-             "steps around it", lab->student_file, out);
-    grade_check(g, NULL, "MPI only through comm.h", out[0] == 0, fig, "no MPI, PMPI or dlsym symbol", diag);
+
+    // 1. What it calls.
+    snprintf(line, sizeof line, "nm -u %s 2>/dev/null | awk '{print $NF}' | sed 's/@.*//' | "
+             "{ grep -vE '%s' || true; } | head -n 6; nm -u %s 2>/dev/null | awk '{print $NF}' | "
+             "grep -E '%s' | head -n 3", qobj, ALLOWED_CALLS, qobj, HARNESS_LEVERS);
+    pipeline_words(line, out, sizeof out);
+    snprintf(fig, sizeof fig, "%s", out[0] ? out : "none outside them");
+    snprintf(diag, sizeof diag, "%s calls %s: a lab's code computes through ops.h, communicates through comm.h and "
+             "allocates through mem.h, the interfaces whose calls the grader counts and checks; an allocator called "
+             "another way (malloc, mmap, __real_malloc) is memory no measure sees, MPI (PMPI_ names included) or "
+             "NCCL called directly is communication no counter sees, and a file, a system call or the dynamic "
+             "loader (open, syscall, prctl, dlsym) or one of the harness's own levers reaches past the harness; "
+             "the C library's strings, printing and mathematics are allowed", lab->student_file, out);
+    grade_check(g, NULL, "only ops.h, comm.h and mem.h", out[0] == 0, fig,
+                "the course's interfaces and the C library's strings, printing and mathematics", diag);
+
+    // 2. What it defines: no name of the harness, the course's library or
+    //    the C library (a definition of fopen or mem_report in the student's
+    //    file would replace the one everything else calls).
+    char lib[1400], qlib[1500], dir[1400], qdir[1500];
+    snprintf(lib, sizeof lib, "%s/build/libcommon.a", o->build_tree);
+    snprintf(dir, sizeof dir, "%s/build/obj/%s", o->build_tree, lab->dir);
+    shell_quote(qlib, sizeof qlib, lib);
+    shell_quote(qdir, sizeof qdir, dir);
+    char base[200];   // the student's object, as the lab's directory holds it (its given version)
+    snprintf(base, sizeof base, "%.*s.o", (int)(strlen(lab->student_file) - 2), lab->student_file);
+    snprintf(line, sizeof line, "mine=$(nm -g --defined-only %s 2>/dev/null | awk 'NF==3{print $3}' | sort -u); "
+             "[ -n \"$mine\" ] || exit 0; "
+             "{ nm -g --defined-only %s 2>/dev/null | awk 'NF==3{print $3}'; "
+             "for f in %s/*.o; do [ \"${f##*/}\" = %s ] || nm -g --defined-only \"$f\" 2>/dev/null | awk 'NF==3{print $3}'; "
+             "done; for l in libc.so.6 libm.so.6; do nm -D --defined-only \"$(gcc -print-file-name=$l)\" 2>/dev/null | "
+             "awk '{print $NF}' | sed 's/@.*//'; done; } | sort -u | comm -12 - <(printf '%%s\\n' \"$mine\") | head -n 5",
+             qobj, qlib, qdir, base);
+    char bash_line[4200];
+    char qline[4100];
+    shell_quote(qline, sizeof qline, line);
+    snprintf(bash_line, sizeof bash_line, "bash -c %s", qline);
+    pipeline_words(bash_line, out, sizeof out);
+    snprintf(fig, sizeof fig, "%s", out[0] ? out : "none of theirs");
+    snprintf(diag, sizeof diag, "%s defines %s, a name the harness, the course's library or the C library already "
+             "has: the student's definition would replace theirs for the whole program (its measures and its "
+             "checks included); make a helper static, or give it a name of its own", lab->student_file, out);
+    grade_check(g, NULL, "no name of the harness's or the C library's", out[0] == 0, fig,
+                "only the lab's functions and names of its own", diag);
+
+    // 3. No system call of its own (an instruction, not a symbol).
+    snprintf(line, sizeof line, "objdump -d --no-show-raw-insn %s 2>/dev/null | "
+             "grep -cE '[[:space:]](syscall|sysenter|int[[:space:]]+\\$0x80)([[:space:]]|$)'", qobj);
+    pipeline_words(line, out, sizeof out);
+    bool none = out[0] == 0 || strcmp(out, "0") == 0;
+    snprintf(fig, sizeof fig, "%s", none ? "none" : out);
+    snprintf(diag, sizeof diag, "%s makes system calls of its own (%s syscall instructions): the kernel is reached "
+             "through the harness alone", lab->student_file, out);
+    grade_check(g, NULL, "no system call of its own", none, fig, "none", diag);
 }
 
 // Whether a failing check among results [from, g->n) says `expect`.
@@ -742,11 +816,16 @@ static void json_string(FILE *f, const char *s) {
 
 // The checks that say whether a run did the lab's work at all: it ran to
 // its dump, every TODO is written, and it computes what the lab computes
-// (trains as the reference does; lab01's collectives exact). A lab's build
-// checks (it compiles, MPI only through comm.h) gate all of its runs.
+// (trains as the reference does, with the lab's share of the work on each
+// rank; lab01's collectives exact). A lab's build checks (it compiles, it
+// calls only the course's interfaces) gate all of its runs.
 static bool gates(const Result *r) {
     static const char *const names[] = {"run ends", "every TODO written", "loss per step", "first-step gradient",
-                                        "final parameters", "build", "MPI only through comm.h", NULL};
+                                        "final parameters", "build", "only ops.h, comm.h and mem.h",
+                                        "no name of the harness's or the C library's", "no system call of its own",
+                                        "matrix products, all ranks together", "LayerNorm rows, all ranks together",
+                                        "matrix products, each rank its share", "LayerNorm rows, each rank its share",
+                                        NULL};
     for (const char *const *n = names; *n; n++)
         if (strcmp(r->check, *n) == 0) return true;
     return strstr(r->check, " exact") != NULL;

@@ -165,6 +165,10 @@ static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
     int N = (int)dump_scalar(d, "meta/world_size", 0);
     if (N > 1) check_every_gradient(g, run, N);
     check_equivalence(g, run, N);
+    check_work(g, run, 1, 1, true,
+               "a rank computed more than its own rows of the batch: data parallelism gives each of the N ranks B/N rows, and averages the gradients rather than computing them again",
+               "a rank ran the model on more than its own rows of the batch: data parallelism gives each of the N ranks B/N rows");
+    check_resident(g, run);
     check_events(g, run, N);
 
     // Memory. The harness allocates the parameters, the gradients and the

@@ -117,6 +117,15 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     bool naive = dump_scalar(d, "tp/naive", 0) != 0;
     check_probe(g, run, t);
     check_equivalence(g, run, N);
+    // The split layers' products are shared out over the group; the
+    // LayerNorms run whole on each of its t ranks (lab06 splits them).
+    check_work(g, run, 1, t, true,
+               "a rank computed whole layers (their weights gathered, or a whole matrix product) where tensor "
+               "parallelism gives each of the t ranks its own columns or rows of every split layer and its own "
+               "heads of attention: 1/t of the products",
+               "the LayerNorms ran more than once per rank: tensor parallelism runs each on the whole batch on each "
+               "of the t ranks of a group, once");
+    check_resident(g, run);
 
     // Replicated tensors: every rank computes the same gradient for them,
     // so they stay equal to the bit.

@@ -123,6 +123,10 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                 "so pp_partition must share the blocks as evenly as it can");
 
     check_equivalence(g, run, N);
+    check_work(g, run, 1, 1, false,
+               "a stage computed units that are not its own, or a micro-batch more than once: each stage runs its own units, once forward and once backward per micro-batch",
+               "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once");
+    check_resident(g, run);
 
     // The gradient of one step: m micro-batches added, each scaled by the
     // step's tokens.

@@ -97,6 +97,16 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
         check_probe(g, run);
     }
     check_equivalence(g, run, N);
+    // With sequence parallelism the LayerNorms are shared out too (T/t
+    // tokens each); without it every rank of a group runs them whole.
+    check_work(g, run, 1, on ? 1 : t, true,
+               "a rank computed whole layers where the given tensor-parallel layers give each of the t ranks its "
+               "own columns or rows: 1/t of the products",
+               "the LayerNorms ran on more than this rank's tokens: sequence parallelism gives each of the t ranks "
+               "T/t tokens of every row for the LayerNorms, dropout and the residual adds, and all-gathers the "
+               "tokens only before a split layer (tensor parallelism alone runs them whole on every rank: the "
+               "work and the activations t times over)");
+    check_resident(g, run);
 
     // The replicated tensors: each rank's gradient covers its own tokens; the
     // sum over the group keeps them equal to the bit.
@@ -136,6 +146,11 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     double psi_local = dump_scalar(d, "sp/psi_local", 0);
     check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * psi_local, "4 bytes per parameter this rank holds",
                "a rank holds more parameters than its parts");
+    double heap = 16 * psi_local + acts + 65536 + 4 * largest_unit_floats(d) + (1 << 20);
+    check_peak(g, run, PEAK_HEAP, "heap (independent measure)", heap,
+               "16 bytes of this rank's parameters + the activations + one whole unit (gathered for the dump) + 1 MiB",
+               "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate through "
+               "mem_alloc, and free what you allocate");
 
     // Bytes: tensor parallelism's (lab04's formula), plus with sequence
     // parallelism the replicated gradients summed over the group.

@@ -24,3 +24,18 @@ void check_peak(Grader *g, const Run *run, int source, const char *what, double 
 // category, MEM_NCAT of them, a rank's peaks), written into buf as "3.47 MB
 // more than the formula as COMM": for a total over its bound, where to look.
 const char *excess_category(const Run *run, const double *expected, char *buf, size_t len);
+
+// The work the ops were asked for (ops.h's counters, summed over the ranks)
+// against single-device training's (the reference run's), times how many
+// ranks repeat it (1 where the lab shares it out; t where tensor
+// parallelism leaves the LayerNorms whole on every rank). `balanced`: every
+// rank does an equal share. `more_*`: why a run would do more.
+void check_work(Grader *g, const Run *run, double matmul_times, double layernorm_times, bool balanced,
+                const char *more_matmul, const char *more_layernorm);
+
+// The kernel's count of each rank's resident memory during training (mem.h)
+// against the wrapped heap's: it may rise above the heap's rise by the
+// libraries' own buffers (MPI's shared memory and temporary buffers; at
+// most 5.2 MB measured), no more.
+#define RESIDENT_SLACK (8.0 * (1 << 20))
+void check_resident(Grader *g, const Run *run);

@@ -82,6 +82,8 @@ void pp_begin_micro(Pp *pp, int mb, float loss_scale) {
     check_mb(pp, mb, "pp_begin_micro");
     CHECK(!run->acts[mb], "pp_begin_micro: micro-batch %d is already alive on stage %d (begun twice in a step?)", mb,
           pp->s);
+    CHECK(!run->forward_done[mb], "pp_begin_micro: micro-batch %d has already had its forward pass on stage %d this "
+          "step (begun twice in a step?)", mb, pp->s);
     run->acts[mb] = gpt_acts_create(run->model, pp->u0, pp->u1);
     size_t off = (size_t)mb * pp->micro_rows * pp->T;
     gpt_acts_set_batch(run->model, run->acts[mb], run->x + off, run->y + off, run->step,
@@ -132,13 +134,26 @@ void pp_backward_compute(Pp *pp, int mb) {
     record(pp, 1, mb, t0);
 }
 
+// mb's activations go (the harness's own tidying at the end of a step, too).
+static void end_micro(Pp *pp, int mb) {
+    PpRun *run = pp->run;
+    gpt_acts_free(run->model, run->acts[mb]);   // refused while a send from it is in flight
+    run->acts[mb] = NULL;
+    run->live--;
+}
+
 void pp_end_micro(Pp *pp, int mb) {
     PpRun *run = pp->run;
     check_mb(pp, mb, "pp_end_micro");
     CHECK(run->acts[mb], "pp_end_micro: micro-batch %d is not alive on stage %d (ended twice?)", mb, pp->s);
-    gpt_acts_free(run->model, run->acts[mb]);   // refused while a send from it is in flight
-    run->acts[mb] = NULL;
-    run->live--;
+    // Between its forward and its backward pass a micro-batch is alive,
+    // whatever holds its activations: ending it there and beginning it
+    // again would count a GPipe order as 1F1B's memory.
+    CHECK(!run->forward_done[mb] || run->backward_done[mb], "pp_end_micro: micro-batch %d's activations on stage "
+          "%d were freed before its backward pass (pp_end_micro came too early: its forward pass is done and its "
+          "backward pass is not, which needs them; a micro-batch is alive from its forward pass to its backward "
+          "pass, wherever its activations are kept in between)", mb, pp->s);
+    end_micro(pp, mb);
 }
 
 static GptActs *alive(Pp *pp, int mb, const char *fn) {
@@ -319,7 +334,7 @@ int main(int argc, char **argv) {
                 if (*h[i]) comm_wait(*h[i]), *h[i] = NULL, unwaited++;
         }
         for (int mb = 0; mb < micro; mb++)
-            if (run.acts[mb]) pp_end_micro(&pp, mb), unfreed++;
+            if (run.acts[mb]) end_micro(&pp, mb), unfreed++;
         if (run.max_live > run.max_live_ever) run.max_live_ever = run.max_live;
         // Data parallelism across pipelines, once a step after the last
         // backward pass: the same stage on ranks p apart.

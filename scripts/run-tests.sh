@@ -395,13 +395,14 @@ run_failing "a stale planted bug is refused" 120 "no longer applies" bash -c '
 # tries to cheat or to break the grader. Graded with --submission, each must
 # fail saying PATTERN (and never FORBIDDEN), with results.json written, the
 # grader's work directory removed and no process of it left running.
-adversarial() {
-    local name=$1 pattern=$2 forbidden=${3:-}
+adversarial() { adversarial_in lab02 np2-bucketed "$@"; }
+adversarial_in() {
+    local lab=$1 runs=$2 name=$3 pattern=$4 forbidden=${5:-}
     run "adversarial submission: $name" 300 bash -c '
-        name=$1 pattern=$2 forbidden=$3
+        lab=$1 runs=$2 name=$3 pattern=$4 forbidden=$5
         t=$(mktemp -d) && trap "rm -rf $t" EXIT
         chmod 711 "$t"   # the runs user (uid 65534, when root) passes through it
-        TMPDIR=$t build/grade --submission "grader/tests/adversarial/$name" --lab lab02 --runs np2-bucketed \
+        TMPDIR=$t build/grade --submission "grader/tests/adversarial/$name" --lab "$lab" --runs "$runs" \
             --watchdog 5 --limit 60 --json "$t/results.json" > "$t/out.txt" 2>&1
         rc=$?
         tail -n 6 "$t/out.txt"
@@ -413,7 +414,7 @@ adversarial() {
         fi
         ! ls -d "$t"/grade.* 2>/dev/null || { echo "the work directory is left behind"; exit 1; }
         if pgrep -x pl-adversary; then echo "a process of it is still running"; exit 1; fi
-        echo "failed as it should: $pattern"' _ "$name" "$pattern" "$forbidden"
+        echo "failed as it should: $pattern"' _ "$lab" "$runs" "$name" "$pattern" "$forbidden"
 }
 adversarial exec_solution "not written yet"
 adversarial read_answers "not written yet" "SIGABRT"
@@ -434,6 +435,19 @@ adversarial late_cleanup "core_add_cleanup after the harness started"
 adversarial erase_measures "mem_reset_peaks after the harness sealed its measures"
 adversarial oldpwd_solution "not written yet"
 adversarial symlink_solution "is a symbolic link"
+# Memory no allocator call makes, and the levers around the measures: the
+# symbols a student's file calls and defines, and its own system calls.
+adversarial real_malloc "ddp.c calls __real_malloc"
+adversarial mmap_hoard "ddp.c calls mmap"
+adversarial static_hoard "memory that no allocator call made"
+adversarial syscall_asm "makes system calls of its own"
+adversarial defines_fopen "ddp.c defines fopen"
+# The lab's parallelism itself, not its side effects: lab04 computing whole
+# layers, lab05's 1F1B in GPipe's order with its micro-batches "ended"
+# between their passes, lab06 running the LayerNorms on the whole sequence.
+adversarial_in lab04 np2 lab04_whole_layers "a rank computed whole layers"
+adversarial_in lab05 np3-1f1b-m8 lab05_gpipe_as_1f1b "were freed before its backward pass"
+adversarial_in lab06 np2 lab06_whole_sequence "the LayerNorms ran on more than this rank's tokens"
 # As root, a run has its own /tmp, /var/tmp and /dev/shm: what it leaves
 # there is gone with it.
 if [ "$(id -u)" -eq 0 ]; then

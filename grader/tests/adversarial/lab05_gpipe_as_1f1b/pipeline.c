@@ -1,0 +1,95 @@
+// An adversarial lab05 submission: 1F1B that is GPipe. Every micro-batch forward, each "ended" as soon as its
+// forward pass is done (its activations to be kept elsewhere), then begun again before its backward pass:
+// the micro-batches the harness is told are alive stay at one, while the order is GPipe's.
+// pipeline.c: pipeline parallelism, the solution. See pipeline.h for the
+// hooks and README.md for the pictures.
+#include "pipeline.h"
+
+#include "comm.h"
+#include "core.h"
+
+// ---- 1. the partition -------------------------------------------------------------
+
+void pp_partition(int nunits, int p, int s, int *u0, int *u1) {
+    int L = nunits - 2;
+    if (p <= L) {
+        // The blocks shared as evenly as they go, [s L / p, (s + 1) L / p);
+        // the embeddings ride with the first stage and the head with the last.
+        *u0 = s == 0 ? 0 : 1 + s * L / p;
+        *u1 = s == p - 1 ? nunits : 1 + (s + 1) * L / p;
+    } else {
+        // More stages than blocks: every unit counts alike.
+        *u0 = s * nunits / p;
+        *u1 = (s + 1) * nunits / p;
+    }
+}
+
+// ---- 2. moving a micro-batch ------------------------------------------------------
+
+// Sends return at once: the stage goes on computing while the message
+// travels, and a receive on the other side can come in any order with
+// this stage's own receives (two blocking sends towards each other would
+// wait forever).
+void pp_send_activations(Pp *pp, int mb) {
+    pp->send_act[mb] = comm_send_async(pp->group, pp_act_out(pp, mb), pp_message_floats(pp), pp->s + 1);
+}
+
+void pp_recv_activations(Pp *pp, int mb) {
+    comm_recv(pp->group, pp_act_in(pp, mb), pp_message_floats(pp), pp->s - 1);
+}
+
+void pp_send_gradients(Pp *pp, int mb) {
+    pp->send_grad[mb] = comm_send_async(pp->group, pp_grad_out(pp, mb), pp_message_floats(pp), pp->s - 1);
+}
+
+void pp_recv_gradients(Pp *pp, int mb) {
+    comm_recv(pp->group, pp_grad_in(pp, mb), pp_message_floats(pp), pp->s + 1);
+}
+
+// ---- one micro-batch through this stage ---------------------------------------------
+
+static void forward(Pp *pp, int mb, float loss_scale) {
+    pp_begin_micro(pp, mb, loss_scale);
+    if (pp->s > 0) pp_recv_activations(pp, mb);
+    pp_forward_compute(pp, mb);
+    if (pp->s < pp->p - 1) pp_send_activations(pp, mb);
+}
+
+static void backward(Pp *pp, int mb) {
+    if (pp->s < pp->p - 1) pp_recv_gradients(pp, mb);
+    pp_backward_compute(pp, mb);
+    if (pp->s > 0) pp_send_gradients(pp, mb);
+    // 5. Its buffers go as soon as the sends from them are done.
+    CommHandle **h[] = {&pp->send_act[mb], &pp->send_grad[mb]};
+    for (int i = 0; i < 2; i++)
+        if (*h[i]) comm_wait(*h[i]), *h[i] = NULL;
+    pp_end_micro(pp, mb);
+}
+
+// Each micro-batch's loss is its share of the step's mean: scaled by the
+// step's tokens, not the micro-batch's, so the m gradients add up to the
+// full batch's.
+static float loss_scale(const Pp *pp) { return 1.0f / ((float)pp->rows * (float)pp->T); }
+
+// ---- 3. GPipe ---------------------------------------------------------------------
+
+void pp_gpipe(Pp *pp) {
+    pp_zero_grads(pp);
+    for (int mb = 0; mb < pp->m; mb++) forward(pp, mb, loss_scale(pp));
+    for (int mb = 0; mb < pp->m; mb++) backward(pp, mb);
+}
+
+// ---- 4. 1F1B ----------------------------------------------------------------------
+
+void pp_1f1b(Pp *pp) {
+    pp_zero_grads(pp);
+    for (int mb = 0; mb < pp->m; mb++) {
+        forward(pp, mb, loss_scale(pp));
+        if (pp->send_act[mb]) comm_wait(pp->send_act[mb]), pp->send_act[mb] = NULL;
+        pp_end_micro(pp, mb);   // "ended": its activations would be copied out first
+    }
+    for (int mb = 0; mb < pp->m; mb++) {
+        pp_begin_micro(pp, mb, loss_scale(pp));   // and copied back in here
+        backward(pp, mb);
+    }
+}
