@@ -2,11 +2,14 @@
 //
 // Every tensor a lab allocates goes through mem_alloc with a category, so each
 // rank can report its live and peak bytes per category: the numbers the ZeRO
-// paper's formulas predict. Beside them stands an independent measure that
-// code cannot sidestep: on the host, every malloc/calloc/realloc/free made by
-// the program's own code is counted (the link wraps the allocator), including
+// paper's formulas predict. Beside them stand two independent measures. The
+// heap's: on the host, every malloc/calloc/realloc/free made by the
+// program's own code is counted (the link wraps the allocator), including
 // allocations that never went through mem_alloc; on the GPU, the device's
-// used memory.
+// used memory. Code can step around the wrap (__real_malloc, mmap, a static
+// array), so beside it stands the kernel's count of resident memory
+// (MemReport), which no code in the process changes without a system call
+// or a file the grader does not let a lab's code reach.
 #pragma once
 
 #include <stdbool.h>

@@ -125,6 +125,8 @@ void train_history_init(TrainHistory *h, const Trainer *t, bool tensors) {
     CHECK(h->loss && h->x && h->y, "out of memory");
     h->tensors = tensors;
     if (tensors) h->init_params = snapshot(t, t->params);
+    OpsWork w = ops_work();
+    h->work0[0] = w.matmul, h->work0[1] = w.layernorm;
 }
 
 double train_step_recorded(Trainer *t, TrainHistory *h) {
@@ -158,7 +160,17 @@ void train_history_dump(const TrainHistory *h, const Trainer *t, DumpWriter *w, 
     gpt_dump_units(t->model, w, "param/final", t->params);
     gpt_dump_units(t->model, w, "optim/m", t->m);
     gpt_dump_units(t->model, w, "optim/v", t->v);
-    if (c) dump_rank_stats(w, c, NULL);
+    if (c) {
+        dump_rank_stats(w, c, NULL);   // the work among them (a process that trained once)
+    } else {
+        // This training's work alone: a lab's own reference runs train the
+        // yardstick's samples one after another in one process.
+        OpsWork now = ops_work();
+        double mm = now.matmul - h->work0[0], ln = now.layernorm - h->work0[1];
+        uint64_t one = 1;
+        dump_f64(w, "ops/matmul", &mm, 1, &one);
+        dump_f64(w, "ops/layernorm", &ln, 1, &one);
+    }
 }
 
 void train_history_free(TrainHistory *h, const Trainer *t) {

@@ -73,6 +73,7 @@ typedef struct {
     float **init_params;    // the units before the first step
     float **first_grads;    // the units' gradients of the first step
     bool tensors;           // keep init_params and first_grads
+    double work0[2];        // ops_work() when it began (matrix products, LayerNorm rows)
 } TrainHistory;
 // tensors: also the parameter and gradient copies (a dump wants them; a run
 // without one would only pay their memory).
@@ -80,7 +81,8 @@ void train_history_init(TrainHistory *h, const Trainer *t, bool tensors);
 // One step (gradients, update) recorded; returns its loss.
 double train_step_recorded(Trainer *t, TrainHistory *h);
 // The dump: meta, losses, batches, param/init, grad/first, param/final,
-// optim/m, optim/v, and each rank's statistics when c is not NULL
+// optim/m, optim/v, the work the training asked of ops.h (ops/matmul,
+// ops/layernorm), and each rank's statistics when c is not NULL
 // (collective over c then).
 typedef struct Comm Comm;
 void train_history_dump(const TrainHistory *h, const Trainer *t, DumpWriter *w, Comm *c);

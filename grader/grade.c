@@ -654,8 +654,9 @@ static void check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
              "[ -n \"$mine\" ] || exit 0; "
              "{ nm -g --defined-only %s 2>/dev/null | awk 'NF==3{print $3}'; "
              "for f in %s/*.o; do [ \"${f##*/}\" = %s ] || nm -g --defined-only \"$f\" 2>/dev/null | awk 'NF==3{print $3}'; "
-             "done; for l in libc.so.6 libm.so.6; do nm -D --defined-only \"$(gcc -print-file-name=$l)\" 2>/dev/null | "
-             "awk '{print $NF}' | sed 's/@.*//'; done; } | sort -u | comm -12 - <(printf '%%s\\n' \"$mine\") | head -n 5",
+             "done; for l in $(gcc -print-file-name=libc.so.6) $(gcc -print-file-name=libm.so.6) "
+             "$(ldconfig -p 2>/dev/null | awk '/lib(openblas|cblas|blas|mpi)\\.so[ .]/ {print $NF}'); do "
+             "nm -D --defined-only \"$l\" 2>/dev/null | awk '{print $NF}' | sed 's/@.*//'; done; } | sort -u | comm -12 - <(printf '%%s\\n' \"$mine\") | head -n 5",
              qobj, qlib, qdir, base);
     char bash_line[4200];
     char qline[4100];
@@ -663,8 +664,8 @@ static void check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
     snprintf(bash_line, sizeof bash_line, "bash -c %s", qline);
     pipeline_words(bash_line, out, sizeof out);
     snprintf(fig, sizeof fig, "%s", out[0] ? out : "none of theirs");
-    snprintf(diag, sizeof diag, "%s defines %s, a name the harness, the course's library or the C library already "
-             "has: the student's definition would replace theirs for the whole program (its measures and its "
+    snprintf(diag, sizeof diag, "%s defines %s, a name the harness, the course's library or the C, BLAS or MPI "
+             "libraries already have: the student's definition would replace theirs for the whole program (its measures and its "
              "checks included); make a helper static, or give it a name of its own", lab->student_file, out);
     grade_check(g, NULL, "no name of the harness's or the C library's", out[0] == 0, fig,
                 "only the lab's functions and names of its own", diag);
