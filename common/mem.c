@@ -438,9 +438,16 @@ static double g_resident_seal = -1;   // VmRSS when the measures were sealed (-1
 static size_t g_heap_seal;            // the wrapped heap's live bytes then
 
 static bool g_peaks_sealed;
+static bool g_resident_sealed;
 
 void mem_seal_peaks(void) {
     g_peaks_sealed = true;
+    mem_start_resident();
+}
+
+void mem_start_resident(void) {
+    CHECK(!g_resident_sealed, "mem_start_resident after the harness sealed its measures");
+    g_resident_sealed = g_peaks_sealed;
     FILE *f = fopen("/proc/self/clear_refs", "w");   // "5": the peak resident size starts again from now
     bool reset = f && fputs("5", f) >= 0;
     if (f) reset &= fclose(f) == 0;

@@ -83,6 +83,9 @@ void mem_reset_peaks(void);
 // the peaks before the lab's own code trains (harness_seal_measures). The
 // seal also starts the kernel's count (below) from the present.
 void mem_seal_peaks(void);
+// The kernel's count starts again from now (a program that measures several
+// phases unsealed; the seal calls it once, and after the seal it ends the run).
+void mem_start_resident(void);
 
 const char *mem_category_name(MemCategory cat);   // "PARAMS", ...
 

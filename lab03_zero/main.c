@@ -122,7 +122,12 @@ static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
     comm_stats_reset();
     // Sealed for the graded run; --figure trains every stage again after it
     // (its dump and verdict are written by then), and resets between them.
-    if (g_seal) harness_seal_measures();
+    if (g_seal) {
+        harness_seal_measures();
+    } else {
+        ops_work_reset();       // each training's own work and resident memory
+        mem_start_resident();
+    }
     zero_setup(z);
     // Initial parameters from the counter-based generator: a rank makes just
     // its shard when it keeps only a shard, and it equals the same slice of
