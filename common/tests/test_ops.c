@@ -1416,11 +1416,46 @@ END_TEST
 static void alt_setup(void) { ops_set_rounding(OPS_ROUNDING_ALT); }
 static void alt_teardown(void) { ops_set_rounding(ops_rounding_default()); }
 
+// The work counters (ops.h) against the shapes counted by hand: M K N
+// multiply-adds a product, one for each gradient a backward computes,
+// attention's two products of B T T C each way (four backward), a row per
+// LayerNorm row; and a reset after the seal ends the run.
+START_TEST(work_counts_what_was_asked) {
+    const int M = 3, K = 4, N = 5, B = 2, T = 4, C = 8, NH = 2;
+    float *a = zeros(64 * 64), *b = zeros(64 * 64), *c = zeros(64 * 64), *d = zeros(64 * 64), *e = zeros(64 * 64);
+    float *att = zeros((size_t)B * NH * T * T), *sc = zeros((size_t)B * NH * T * T);
+    ops_work_reset();
+    ops_matmul_forward(c, a, b, NULL, M, K, N);
+    ck_assert_double_eq(ops_work().matmul, (double)M * K * N);
+    ops_matmul_backward(d, e, NULL, c, a, b, M, K, N);
+    ck_assert_double_eq(ops_work().matmul, 3.0 * M * K * N);
+    ops_matmul_backward(NULL, e, NULL, c, a, b, M, K, N);
+    ck_assert_double_eq(ops_work().matmul, 4.0 * M * K * N);
+    ops_work_reset();
+    ops_attention_forward(c, att, a, b, d, B, T, C, NH);
+    ops_attention_backward(e, e, e, sc, c, att, a, b, d, B, T, C, NH);
+    ck_assert_double_eq(ops_work().matmul, 6.0 * B * T * T * C);
+    ops_layernorm_forward(c, d, e, a, b, b, M, K);
+    ops_layernorm_backward(NULL, NULL, NULL, c, a, b, d, e, M, K);
+    ck_assert_double_eq(ops_work().layernorm, 2.0 * M);
+    free(a), free(b), free(c), free(d), free(e), free(att), free(sc);
+}
+END_TEST
+
+START_TEST(work_reset_after_the_seal_ends_the_run) {
+    ops_work_seal();
+    ops_work_reset();
+}
+END_TEST
+
+
 static Suite *ops_suite(void) {
     Suite *s = suite_create("ops");
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, matmul_forward_matches_naive);
+    tcase_add_test(tc, work_counts_what_was_asked);
+    tcase_add_exit_test(tc, work_reset_after_the_seal_ends_the_run, EXIT_CHECK);
     tcase_add_test(tc, matmul_backward_matches_finite_differences);
     tcase_add_test(tc, layernorm_forward_matches_naive);
     tcase_add_test(tc, layernorm_backward_matches_finite_differences);
