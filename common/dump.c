@@ -17,6 +17,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -560,22 +561,24 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         for (int r = 0; r < N; r++)
             for (int k = 0; k < MEM_NCAT; k++) f[r * MEM_NCAT + k] = all[r].mem.peak[k];
         dump_f64(w, "mem/peak", f, 2, shape);
-        for (int r = 0; r < N; r++) f[r] = all[r].mem.peak_total;
-        dump_f64(w, "mem/peak_total", f, 1, shape);
-        for (int r = 0; r < N; r++) f[r] = all[r].mem.measured_peak;
-        dump_f64(w, "mem/measured_peak", f, 1, shape);
-        // The kernel's count (mem.h): resident memory at the seal, and how far it and the heap rose after.
-        for (int r = 0; r < N; r++) f[r] = all[r].mem.resident_seal;
-        dump_f64(w, "mem/resident_seal", f, 1, shape);
-        for (int r = 0; r < N; r++) f[r] = all[r].mem.resident_growth;
-        dump_f64(w, "mem/resident_growth", f, 1, shape);
-        for (int r = 0; r < N; r++) f[r] = all[r].mem.heap_growth;
-        dump_f64(w, "mem/heap_growth", f, 1, shape);
-        // The work the ops were asked for (ops.h).
-        for (int r = 0; r < N; r++) f[r] = all[r].work.matmul;
-        dump_f64(w, "ops/matmul", f, 1, shape);
-        for (int r = 0; r < N; r++) f[r] = all[r].work.layernorm;
-        dump_f64(w, "ops/layernorm", f, 1, shape);
+        // One figure per rank each: the peaks, the kernel's count (mem.h: resident memory at the
+        // seal, and how far it and the heap rose after), the work the ops were asked for (ops.h).
+        static const struct {
+            const char *name;
+            size_t at;   // of a double in RankStats
+        } per_rank[] = {
+            {"mem/peak_total", offsetof(RankStats, mem.peak_total)},
+            {"mem/measured_peak", offsetof(RankStats, mem.measured_peak)},
+            {"mem/resident_seal", offsetof(RankStats, mem.resident_seal)},
+            {"mem/resident_growth", offsetof(RankStats, mem.resident_growth)},
+            {"mem/heap_growth", offsetof(RankStats, mem.heap_growth)},
+            {"ops/matmul", offsetof(RankStats, work.matmul)},
+            {"ops/layernorm", offsetof(RankStats, work.layernorm)},
+        };
+        for (size_t i = 0; i < sizeof per_rank / sizeof per_rank[0]; i++) {
+            for (int r = 0; r < N; r++) memcpy(&f[r], (const char *)&all[r] + per_rank[i].at, sizeof f[r]);
+            dump_f64(w, per_rank[i].name, f, 1, shape);
+        }
         shape[1] = MEM_NCAT;
         for (int r = 0; r < N; r++)
             for (int k = 0; k < MEM_NCAT; k++) f[r * MEM_NCAT + k] = all[r].live[k];

@@ -190,14 +190,25 @@ static char g_device_name[32] = "cpu";
 static size_t g_gpu_base;   // device bytes in use before this rank allocated any
 static size_t g_gpu_peak;
 
-double mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
+// The "Key:  N kB" line of a /proc file (meminfo, self/status), in bytes;
+// -1 when the file or the line cannot be read.
+static double proc_bytes(const char *path, const char *key) {
+    FILE *f = fopen(path, "r");
     char line[256];
     double kb = -1;
+    size_t n = strlen(key);
     while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
+        if (strncmp(line, key, n) == 0 && line[n] == ':') {
+            kb = atof(line + n + 1);
+            break;
+        }
     if (f) fclose(f);
-    if (kb > 0) return kb * 1024;
+    return kb < 0 ? -1 : kb * 1024;
+}
+
+double mem_available(void) {
+    double bytes = proc_bytes("/proc/meminfo", "MemAvailable");
+    if (bytes > 0) return bytes;
     return (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
 }
 
@@ -419,39 +430,22 @@ void mem_measured_exclude(ptrdiff_t bytes) {
 // seals its measures (clear_refs), so that the run's training alone is
 // measured; the library's resident baseline at that moment is recorded.
 
-// A "Key:  N kB" line of /proc/self/status, in bytes; -1 when unreadable.
-static double status_bytes(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    double kb = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (strncmp(line, key, n) == 0 && line[n] == ':') {
-            kb = atof(line + n + 1);
-            break;
-        }
-    if (f) fclose(f);
-    return kb < 0 ? -1 : kb * 1024;
-}
-
 static double g_resident_seal = -1;   // VmRSS when the measures were sealed (-1: not sealed, or unknown)
 static size_t g_heap_seal;            // the wrapped heap's live bytes then
 
 static bool g_peaks_sealed;
-static bool g_resident_sealed;
 
 void mem_seal_peaks(void) {
+    mem_start_resident();   // the last time: sealed from here on
     g_peaks_sealed = true;
-    mem_start_resident();
 }
 
 void mem_start_resident(void) {
-    CHECK(!g_resident_sealed, "mem_start_resident after the harness sealed its measures");
-    g_resident_sealed = g_peaks_sealed;
+    CHECK(!g_peaks_sealed, "mem_start_resident after the harness sealed its measures");
     FILE *f = fopen("/proc/self/clear_refs", "w");   // "5": the peak resident size starts again from now
     bool reset = f && fputs("5", f) >= 0;
     if (f) reset &= fclose(f) == 0;
-    g_resident_seal = reset ? status_bytes("VmRSS") : -1;
+    g_resident_seal = reset ? proc_bytes("/proc/self/status", "VmRSS") : -1;
     pthread_mutex_lock(&g_heap_lock);
     g_heap_seal = g_heap_live;
     pthread_mutex_unlock(&g_heap_lock);
@@ -476,7 +470,7 @@ MemReport mem_report(void) {
     r.peak_total = (double)g_peak_total;
     r.measured_peak = (double)mem_measured_peak();
     r.resident_seal = g_resident_seal;
-    double hwm = g_resident_seal >= 0 ? status_bytes("VmHWM") : -1;
+    double hwm = g_resident_seal >= 0 ? proc_bytes("/proc/self/status", "VmHWM") : -1;
     r.resident_growth = hwm >= 0 ? hwm - g_resident_seal : -1;
     pthread_mutex_lock(&g_heap_lock);
     r.heap_growth = g_heap_peak > g_heap_seal ? (double)(g_heap_peak - g_heap_seal) : 0;

@@ -125,8 +125,7 @@ void train_history_init(TrainHistory *h, const Trainer *t, bool tensors) {
     CHECK(h->loss && h->x && h->y, "out of memory");
     h->tensors = tensors;
     if (tensors) h->init_params = snapshot(t, t->params);
-    OpsWork w = ops_work();
-    h->work0[0] = w.matmul, h->work0[1] = w.layernorm;
+    h->work0 = ops_work();
 }
 
 double train_step_recorded(Trainer *t, TrainHistory *h) {
@@ -166,7 +165,7 @@ void train_history_dump(const TrainHistory *h, const Trainer *t, DumpWriter *w, 
         // This training's work alone: a lab's own reference runs train the
         // yardstick's samples one after another in one process.
         OpsWork now = ops_work();
-        double mm = now.matmul - h->work0[0], ln = now.layernorm - h->work0[1];
+        double mm = now.matmul - h->work0.matmul, ln = now.layernorm - h->work0.layernorm;
         uint64_t one = 1;
         dump_f64(w, "ops/matmul", &mm, 1, &one);
         dump_f64(w, "ops/layernorm", &ln, 1, &one);

@@ -73,7 +73,7 @@ typedef struct {
     float **init_params;    // the units before the first step
     float **first_grads;    // the units' gradients of the first step
     bool tensors;           // keep init_params and first_grads
-    double work0[2];        // ops_work() when it began (matrix products, LayerNorm rows)
+    OpsWork work0;          // ops_work() when it began
 } TrainHistory;
 // tensors: also the parameter and gradient copies (a dump wants them; a run
 // without one would only pay their memory).
