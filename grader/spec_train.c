@@ -122,6 +122,11 @@ static void check_one_work(Grader *g, const Run *run, const char *name, const ch
     if (!balanced || n <= 1) return;
     double share = mine / n;
     snprintf(check, sizeof check, "%s, each rank its share", what);
+    if (!(mine > 0)) {   // nothing to share: the check above says why
+        snprintf(diag, sizeof diag, "no rank asked ops.h for any %s: there is no share to compare", what);
+        grade_check(g, run, check, false, "none asked for", "x1.000 +- 0.5%", diag);
+        return;
+    }
     snprintf(fig, sizeof fig, "the most: x%.3f of an equal share", most / share);
     snprintf(diag, sizeof diag, "one rank asked ops.h for %.2f times an equal share (1/%d) of the run's %s: the "
              "ranks of this lab split the work alike, so one of them computed what belongs to another", most / share,
