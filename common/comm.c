@@ -293,6 +293,9 @@ static void *wd_main(void *arg) {
 // Every call is described, timed and counted the same way.
 typedef struct {
     CommOp op;
+    int peer;        // send, recv: the group rank of the other side; -1
+    int seq;         // its place in the log of events (-1: none)
+    const Comm *comm;
     double t0;
     char what[160];
 } CallInfo;
@@ -301,6 +304,9 @@ static void describe(CallInfo *ci, Comm *c, CommOp op, size_t bytes, int peer, c
     char b[32];
     core_fmt_bytes((double)bytes, b, sizeof b);
     ci->op = op;
+    ci->peer = op == COMM_OP_SEND || op == COMM_OP_RECV ? peer : -1;
+    ci->seq = -1;
+    ci->comm = c;
     ci->t0 = core_now();
     if (op == COMM_OP_SEND)
         snprintf(ci->what, sizeof ci->what, "send of %s to rank %d%s", b, peer, extra);
@@ -327,11 +333,18 @@ static double bus_factor(CommOp op, int n) {
     }
 }
 
-static void count(Comm *c, CommOp op, size_t bytes) {
+static void ledger_add(const Comm *c, CommOp op, size_t bytes, int peer);
+static int log_post(const Comm *c, CommOp op, int peer);
+static void log_done(const Comm *c, CommOp op, int peer, int seq);
+
+// Counted, and its start logged: its place in the log (-1: none).
+static int count(Comm *c, CommOp op, size_t bytes, int peer) {
     if (c->size == 1 && (op == COMM_OP_SEND || op == COMM_OP_RECV)) bytes = 0;
+    ledger_add(c, op, bytes, peer);
     g_stats.calls[op]++;
     g_stats.bytes[op] += bytes;
     g_stats.bus_bytes[op] += (uint64_t)(bus_factor(op, c->size) * (double)bytes + 0.5);
+    return log_post(c, op, peer);
 }
 
 // Busy time is the union of the operations' intervals, not their sum: two
@@ -360,6 +373,7 @@ static void leave(CallInfo *ci, int track) {
     if (track == TRACE_TRACK_MAIN) {   // a blocking call: blocked all along
         busy_end(t1);
         g_stats.seconds_blocked += t1 - ci->t0;
+        log_done(ci->comm, ci->op, ci->peer, ci->seq);
     }
     wd_set(0, "computing; its last call was %s", ci->what);
     if (trace_on()) {
@@ -510,6 +524,7 @@ Comm *comm_init(int *argc, char ***argv, double timeout_s) {
     g_world.mpi = MPI_COMM_WORLD;
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));
+    g_world.members = g_world.size < 64 ? (UINT64_C(1) << g_world.size) - 1 : 0;
     core_set_rank(g_world.rank, g_world.size);
     core_set_abort_hook(abort_all);
 
@@ -596,6 +611,11 @@ Comm *comm_split(Comm *c, int color, int key) {
     BACKEND(MPI_CHECK(MPI_Comm_split(c->mpi, color, key, &g->mpi)));
     MPI_CHECK(MPI_Comm_rank(g->mpi, &g->rank));
     MPI_CHECK(MPI_Comm_size(g->mpi, &g->size));
+    // Which world ranks it holds, for the ledger and the log of events.
+    g->world = malloc((size_t)g->size * sizeof *g->world);
+    CHECK(g->world, "out of memory");
+    BACKEND(MPI_CHECK(MPI_Allgather(&g_world.rank, 1, MPI_INT, g->world, 1, MPI_INT, g->mpi)));
+    for (int q = 0; q < g->size && g_world.size < 64; q++) g->members |= UINT64_C(1) << g->world[q];
     if (g_backend == BACKEND_NCCL) nccl_start(g, "a group from comm_split");
     return g;
 }
@@ -614,6 +634,7 @@ void comm_free(Comm *c) {
         wd_restore(&saved);
     }
     MPI_CHECK(MPI_Comm_free(&c->mpi));
+    free(c->world);
     free(c);
 }
 
@@ -663,6 +684,7 @@ struct CommHandle {
     Pending pending;      // the operation, in the backend that started it
     const Comm *comm;     // the group it runs on
     bool ended;           // seen finished (by a test, a progress call or its wait): no longer busy
+    bool logged;          // its end is in the log of events (a test found it done, or its wait)
     const void *buf[2];   // the buffers the operation reads or writes until it is waited on
     size_t bytes[2];
     CommHandle *prev, *next;
@@ -701,7 +723,7 @@ static const char *group_busy(const Comm *c) {
 static CommHandle *start(CallInfo *ci, Comm *c, size_t bytes, bool nccl) {
     CommHandle *h = calloc(1, sizeof *h);
     CHECK(h, "out of memory");
-    count(c, ci->op, bytes);
+    ci->seq = count(c, ci->op, bytes, ci->peer);
     busy_begin(ci->t0);
     h->ci = *ci;
     h->pending.backend = nccl ? BACKEND_NCCL : BACKEND_MPI;
@@ -741,6 +763,7 @@ void comm_wait(CommHandle *h) {
     // Waiting for an operation already finished waits for nothing.
     if (!h->ended) g_stats.seconds_blocked += t1 - t0;
     handle_ended(h, t1);
+    if (!h->logged) log_done(h->comm, h->ci.op, h->ci.peer, h->ci.seq);
     leave(&h->ci, TRACE_TRACK_COMM_ASYNC);
     if (h->prev) h->prev->next = h->next;
     else g_inflight = h->next;
@@ -754,6 +777,7 @@ bool comm_test(CommHandle *h) {
     bool done;
     BACKEND(done = pending_test(&h->pending));
     if (done) handle_ended(h, core_now());
+    if (done && !h->logged) log_done(h->comm, h->ci.op, h->ci.peer, h->ci.seq), h->logged = true;
     return done;
 }
 
@@ -810,7 +834,7 @@ void comm_all_reduce(Comm *c, float *buf, size_t count_, CommReduce op) {
     bool nccl = use_nccl(c, true, "its first call: all_reduce");
     CallInfo ci;
     describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(count_), -1, tag(nccl));
-    count(c, ci.op, FLOATS(count_));
+    ci.seq = count(c, ci.op, FLOATS(count_), -1);
     enter(&ci);
     if (nccl) BACKEND(nccl_all_reduce(c, buf, count_, reduction(op), NULL));
     else BACKEND(mpi_all_reduce(c, buf, count_, reduction(op), NULL));
@@ -832,7 +856,7 @@ void comm_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, Comm
     bool nccl = use_nccl(c, even_blocks(c, n), "its first call: reduce_scatter");
     CallInfo ci;
     describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, tag(nccl));
-    count(c, ci.op, FLOATS(n));
+    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
     enter(&ci);
     if (nccl) BACKEND(nccl_reduce_scatter(c, send, recv, n, reduction(op), NULL));
     else BACKEND(mpi_reduce_scatter(c, send, recv, n, reduction(op), NULL));
@@ -854,7 +878,7 @@ void comm_all_gather(Comm *c, const float *send, float *recv, size_t n) {
     bool nccl = use_nccl(c, even_blocks(c, n), "its first call: all_gather");
     CallInfo ci;
     describe(&ci, c, COMM_OP_ALL_GATHER, FLOATS(n), -1, tag(nccl));
-    count(c, ci.op, FLOATS(n));
+    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
     enter(&ci);
     if (nccl) BACKEND(nccl_all_gather(c, send, recv, n, NULL));
     else BACKEND(mpi_all_gather(c, send, recv, n, NULL));
@@ -867,7 +891,7 @@ void comm_broadcast(Comm *c, float *buf, size_t n, int root) {
     bool nccl = use_nccl(c, true, "its first call: broadcast");
     CallInfo ci;
     describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, tag(nccl));
-    count(c, ci.op, FLOATS(n));
+    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
     enter(&ci);
     if (nccl) BACKEND(nccl_broadcast(c, buf, n, root, NULL));
     else BACKEND(mpi_broadcast(c, buf, n, root, NULL));
@@ -880,7 +904,7 @@ void comm_send(Comm *c, const float *buf, size_t n, int peer) {
     bool nccl = use_nccl(c, true, "its first call: send");
     CallInfo ci;
     describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, tag(nccl));
-    count(c, ci.op, FLOATS(n));
+    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
     enter(&ci);
     if (nccl) BACKEND(nccl_send(c, buf, n, peer, NULL));
     else BACKEND(mpi_send(c, buf, n, peer, NULL));
@@ -893,7 +917,7 @@ void comm_recv(Comm *c, float *buf, size_t n, int peer) {
     bool nccl = use_nccl(c, true, "its first call: recv");
     CallInfo ci;
     describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, tag(nccl));
-    count(c, ci.op, FLOATS(n));
+    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
     enter(&ci);
     if (nccl) BACKEND(nccl_recv(c, buf, n, peer, NULL));
     else BACKEND(mpi_recv(c, buf, n, peer, NULL));
@@ -913,19 +937,20 @@ void comm_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, 
     snprintf(extra, sizeof extra, " while sending to rank %d%s", dst, tag(nccl));
     describe(&ci, c, COMM_OP_RECV, FLOATS(nr), src, extra);
     // Only bytes that reach another rank count: a message to itself moves nothing.
-    count(c, COMM_OP_SEND, dst == c->rank ? 0 : FLOATS(ns));
-    count(c, COMM_OP_RECV, src == c->rank ? 0 : FLOATS(nr));
+    int sent = count(c, COMM_OP_SEND, dst == c->rank ? 0 : FLOATS(ns), dst);
+    ci.seq = count(c, COMM_OP_RECV, src == c->rank ? 0 : FLOATS(nr), src);
     enter(&ci);
     if (nccl) BACKEND(nccl_sendrecv(c, send, ns, dst, recv, nr, src));
     else BACKEND(mpi_sendrecv(c, send, ns, dst, recv, nr, src));
     leave(&ci, TRACE_TRACK_MAIN);
+    log_done(c, COMM_OP_SEND, dst, sent);
 }
 
 void comm_barrier(Comm *c) {
     bool nccl = use_nccl(c, true, "its first call: barrier");
     CallInfo ci;
     describe(&ci, c, COMM_OP_BARRIER, 0, -1, tag(nccl));
-    count(c, ci.op, 0);
+    ci.seq = count(c, ci.op, 0, -1);
     enter(&ci);
     if (nccl) BACKEND(nccl_barrier(c, NULL));
     else BACKEND(mpi_barrier(c, NULL));
@@ -1031,6 +1056,103 @@ CommStats comm_stats(void) {
     return s;
 }
 
+// ---- the ledger and the log of events ----------------------------------------
+
+static CommLedgerLine g_ledger[COMM_LEDGER_LINES];
+static int g_ledger_n;
+static uint64_t g_ledger_full;
+
+static int world_rank_of(const Comm *c, int r) { return c->world ? c->world[r] : r; }
+
+// The group of an operation: its communicator's ranks, or for a send or a
+// receive the two sides.
+static uint64_t group_of(const Comm *c, CommOp op, int peer, int *size) {
+    if (op == COMM_OP_SEND || op == COMM_OP_RECV) {
+        int me = g_world.rank, other = world_rank_of(c, peer);
+        *size = me == other ? 1 : 2;
+        return g_world.size < 64 ? (UINT64_C(1) << me) | (UINT64_C(1) << other) : 0;
+    }
+    *size = c->size;
+    return c->members;
+}
+
+static void ledger_add(const Comm *c, CommOp op, size_t bytes, int peer) {
+    int size;
+    uint64_t group = group_of(c, op, peer, &size);
+    for (int i = 0; i < g_ledger_n; i++) {
+        CommLedgerLine *l = &g_ledger[i];
+        if (l->op == (int32_t)op && l->group == group && l->group_size == size && l->bytes == bytes) {
+            l->calls++;
+            return;
+        }
+    }
+    if (g_ledger_n == COMM_LEDGER_LINES) {
+        g_ledger_full++;
+        return;
+    }
+    g_ledger[g_ledger_n++] = (CommLedgerLine){(int32_t)op, size, group, bytes, 1};
+}
+
+uint64_t comm_ledger(CommLedgerLine *out) {
+    for (int i = 0; i < COMM_LEDGER_LINES; i++)
+        out[i] = i < g_ledger_n ? g_ledger[i] : (CommLedgerLine){-1, 0, 0, 0, 0};
+    return g_ledger_full;
+}
+
+static CommEvent *g_ev;
+static int g_ev_cap, g_ev_n;
+// The places: per (group, kind of call, peer), how many so far.
+enum { EV_PLACES = 256 };
+typedef struct {
+    uint64_t group;
+    int kind, peer, next;   // kind: 0 sends, 1 receives, 2 collectives
+} EvPlace;
+static EvPlace g_places[EV_PLACES];
+static int g_nplaces;
+
+static void log_event(int kind, int op, int peer, int seq, uint64_t group) {
+    if (!g_ev) return;
+    if (g_ev_n < g_ev_cap) g_ev[g_ev_n] = (CommEvent){kind, op, peer, seq, group};
+    g_ev_n++;
+}
+
+// An operation starts: its place among its kind, logged; -1 when no log is on.
+static int log_post(const Comm *c, CommOp op, int peer) {
+    if (!g_ev) return -1;
+    int size, kind = op == COMM_OP_SEND ? 0 : op == COMM_OP_RECV ? 1 : 2;
+    uint64_t group = group_of(c, op, peer, &size);
+    int other = kind < 2 ? world_rank_of(c, peer) : -1, seq = -1;
+    for (int i = 0; i < g_nplaces && seq < 0; i++)
+        if (g_places[i].group == group && g_places[i].kind == kind && g_places[i].peer == other)
+            seq = g_places[i].next++;
+    if (seq < 0) {
+        CHECK(g_nplaces < EV_PLACES, "the log of events holds %d pairs of ranks and groups at most", EV_PLACES);
+        g_places[g_nplaces++] = (EvPlace){group, kind, other, 1};
+        seq = 0;
+    }
+    log_event(COMM_EVENT_POST, op, other, seq, group);
+    return seq;
+}
+
+static void log_done(const Comm *c, CommOp op, int peer, int seq) {
+    if (!g_ev || seq < 0) return;
+    int size;
+    uint64_t group = group_of(c, op, peer, &size);
+    log_event(COMM_EVENT_DONE, op, op == COMM_OP_SEND || op == COMM_OP_RECV ? world_rank_of(c, peer) : -1, seq,
+              group);
+}
+
+void comm_events_start(CommEvent *buf, int cap) {
+    g_ev = buf, g_ev_cap = cap, g_ev_n = 0, g_nplaces = 0;
+}
+
+int comm_events_stop(void) {
+    g_ev = NULL;
+    return g_ev_n;
+}
+
+void comm_events_mark(int what, int arg) { log_event(COMM_EVENT_MARK, what, arg, -1, 0); }
+
 static bool g_stats_sealed;
 
 void comm_stats_seal(void) { g_stats_sealed = true; }
@@ -1039,6 +1161,7 @@ void comm_stats_reset(void) {
     CHECK(!g_stats_sealed, "comm_stats_reset after the harness sealed its counters: the bytes and calls a run "
           "makes are the harness's to count, not to erase");
     memset(&g_stats, 0, sizeof g_stats);
+    g_ledger_n = 0, g_ledger_full = 0;
     g_active_since = core_now();   // what is still in flight counts from here
     mpi_watch_reset();
 }

@@ -163,6 +163,46 @@ void comm_stats_seal(void);
 uint64_t comm_stats_total_bus_bytes(const CommStats *s);
 const char *comm_op_name(CommOp op);   // "all_reduce", ...
 
+// The ledger: this rank's calls since start or the last reset, one line per
+// distinct operation, size of one call and group. A step's formula says
+// which collectives it needs, of what size, on which group and how often;
+// the ledger is what the rank did, call by call (the totals above cannot
+// tell 119 small all-reduces from one large one).
+typedef struct {
+    int32_t op;          // CommOp
+    int32_t group_size;  // ranks of the group (a send or a receive: the two sides, 2)
+    uint64_t group;      // its world ranks, bit r for world rank r (0 where the world has over 63)
+    uint64_t bytes;      // the payload of each call
+    uint64_t calls;
+} CommLedgerLine;
+enum { COMM_LEDGER_LINES = 64 };
+// Copies the lines into out[COMM_LEDGER_LINES] (op -1 past the last) and
+// returns how many calls found the ledger full (counted above, not in it).
+uint64_t comm_ledger(CommLedgerLine *out);
+
+// The order of events, for a replay of what waited for what (lab05's
+// harness logs each step's schedule): each operation's start (a blocking
+// call's entry, an asynchronous one's start) and its end (a blocking call's
+// return, the wait or the first test that finds it done), and the caller's
+// own marks between them. Sends and receives between two ranks pair up in
+// order (the k-th send from a to b is the k-th receive at b from a), and
+// collectives on a group in order, so a replay can say what each end waited
+// for. The harness's alone: a lab's own code does not call these.
+typedef enum { COMM_EVENT_POST, COMM_EVENT_DONE, COMM_EVENT_MARK } CommEventKind;
+typedef struct {
+    int32_t kind;    // CommEventKind
+    int32_t op;      // CommOp; a mark: the caller's number (lab05: 0 a forward pass begins, 1 a backward)
+    int32_t peer;    // a send or a receive: the world rank of the other side; a mark: the caller's; else -1
+    int32_t seq;     // its place among the sends from this rank to peer, the receives from peer, or the
+                     // collectives on its group, from 0 at comm_events_start
+    uint64_t group;  // the group's world ranks, bit r for world rank r
+} CommEvent;
+// Log into buf (cap events) from now on, the places counted from 0.
+void comm_events_start(CommEvent *buf, int cap);
+// Stop; the events there were (those past cap are lost: the count says so).
+int comm_events_stop(void);
+void comm_events_mark(int what, int arg);
+
 // The watchdog: change the timeout (seconds; 0 turns it off) for what
 // follows, and name what the program is doing, for its lines ("checking
 // ring_all_reduce, count 4099"; NULL clears it).

@@ -13,6 +13,8 @@ struct Comm {
     MPI_Comm mpi;
     int rank, size;
     struct NcclComm *nccl;   // in an NCCL run, the group's NCCL communicator; NULL until made
+    int *world;              // (size) the world rank of each rank of the group; NULL for the world
+    uint64_t members;        // the group's world ranks, bit r for world rank r (0 when the world has over 63)
 };
 
 // The library that moves the data of the buffers: MPI (host memory, or

@@ -545,14 +545,21 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         CommStats comm;
         double live[MEM_NCAT];   // bytes still allocated now, by category (a leak shows here)
         OpsWork work;
+        double step_live[MEM_STEPS_NOTED];   // the live total after each step
+        int steps;
+        uint64_t ledger_full;
+        CommLedgerLine ledger[COMM_LEDGER_LINES];
     } RankStats;
-    RankStats mine = {mem ? *mem : mem_report(), comm_stats(), {0}, ops_work()};
+    RankStats mine = {mem ? *mem : mem_report(), comm_stats(), {0}, ops_work(), {0}, 0, 0, {{0}}};
     for (int k = 0; k < MEM_NCAT; k++) mine.live[k] = (double)mem_live((MemCategory)k);
+    mine.steps = mem_steps_live(mine.step_live);
+    mine.ledger_full = comm_ledger(mine.ledger);
     RankStats *all = malloc((size_t)N * sizeof *all);
     CHECK(all, "out of memory gathering statistics");
     comm_all_gather_host(c, &mine, sizeof mine, all);
     if (comm_rank(c) == 0) {
-        size_t cells = (size_t)N * ((int)MEM_NCAT > (int)COMM_NOPS ? (int)MEM_NCAT : (int)COMM_NOPS);
+        size_t cells = (size_t)N * MEM_STEPS_NOTED;   // more than MEM_NCAT and COMM_NOPS
+        _Static_assert((int)MEM_STEPS_NOTED >= (int)MEM_NCAT && (int)MEM_STEPS_NOTED >= (int)COMM_NOPS, "a row of cells holds them");
         double *f = malloc(cells * sizeof *f);
         int64_t *calls = malloc(3 * cells * sizeof *calls);
         CHECK(f && calls, "out of memory gathering statistics");
@@ -600,6 +607,30 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         }
         dump_i64(w, "comm/helper_calls", calls, 1, shape);
         dump_i64(w, "comm/direct_mpi_calls", bytes, 1, shape);
+        // The live total after each step, per rank (as many steps as every rank noted).
+        int steps = MEM_STEPS_NOTED;
+        for (int r = 0; r < N; r++) steps = all[r].steps < steps ? all[r].steps : steps;
+        if (steps > 0) {
+            shape[1] = (uint64_t)steps;
+            for (int r = 0; r < N; r++)
+                for (int k = 0; k < steps; k++) f[r * steps + k] = all[r].step_live[k];
+            dump_f64(w, "mem/live_per_step", f, 2, shape);
+        }
+        // The ledger: per rank and line, the operation, the group's size and
+        // world ranks, the bytes of one call and the calls (op -1: no line).
+        int64_t *led = malloc((size_t)N * COMM_LEDGER_LINES * 5 * sizeof *led);
+        CHECK(led, "out of memory gathering statistics");
+        for (int r = 0; r < N; r++)
+            for (int i = 0; i < COMM_LEDGER_LINES; i++) {
+                const CommLedgerLine *l = &all[r].ledger[i];
+                int64_t v[5] = {l->op, l->group_size, (int64_t)l->group, (int64_t)l->bytes, (int64_t)l->calls};
+                memcpy(led + ((size_t)r * COMM_LEDGER_LINES + i) * 5, v, sizeof v);
+            }
+        uint64_t lshape[3] = {(uint64_t)N, COMM_LEDGER_LINES, 5};
+        dump_i64(w, "comm/ledger", led, 3, lshape);
+        for (int r = 0; r < N; r++) calls[r] = (int64_t)all[r].ledger_full;
+        dump_i64(w, "comm/ledger_full", calls, 1, shape);
+        free(led);
         free(f);
         free(calls);
     }

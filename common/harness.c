@@ -229,6 +229,7 @@ void harness_dump_unfinished(DumpWriter *w) {
 
 void harness_print_step(const Reference *r, int step, int steps, double loss, double seconds,
                         double comm_busy, double comm_blocked, double tokens) {
+    mem_note_step();
     char ref[64] = "";
     if (r->on) snprintf(ref, sizeof ref, " (ref %.4f, |d| %.1e)", r->loss[step], fabs(loss - r->loss[step]));
     print0("step %4d/%d  loss %.4f%s  %6.1f ms (compute %.1f, comm %.1f, exposed %.1f)  %5.1fk tok/s\n",

@@ -393,6 +393,19 @@ void mem_zero(void *dev_ptr, size_t bytes) {
 size_t mem_live(MemCategory cat) { return (unsigned)cat < MEM_NCAT ? g_live[cat] : 0; }
 size_t mem_peak(MemCategory cat) { return (unsigned)cat < MEM_NCAT ? g_peak[cat] : 0; }
 size_t mem_live_total(void) { return g_live_total; }
+
+static double g_step_live[MEM_STEPS_NOTED];
+static int g_steps_noted;
+
+void mem_note_step(void) {
+    g_step_live[g_steps_noted < MEM_STEPS_NOTED ? g_steps_noted : MEM_STEPS_NOTED - 1] = (double)g_live_total;
+    if (g_steps_noted < MEM_STEPS_NOTED) g_steps_noted++;
+}
+
+int mem_steps_live(double out[MEM_STEPS_NOTED]) {
+    memcpy(out, g_step_live, sizeof g_step_live);
+    return g_steps_noted;
+}
 size_t mem_peak_total(void) { return g_peak_total; }
 
 size_t mem_measured_live(void) {
@@ -446,6 +459,7 @@ void mem_start_resident(void) {
     bool reset = f && fputs("5", f) >= 0;
     if (f) reset &= fclose(f) == 0;
     g_resident_seal = reset ? proc_bytes("/proc/self/status", "VmRSS") : -1;
+    g_steps_noted = 0;
     pthread_mutex_lock(&g_heap_lock);
     g_heap_seal = g_heap_live;
     pthread_mutex_unlock(&g_heap_lock);

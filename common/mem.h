@@ -70,6 +70,13 @@ size_t mem_live(MemCategory cat);
 size_t mem_peak(MemCategory cat);
 size_t mem_live_total(void);
 size_t mem_peak_total(void);      // the peak of the sum (not the sum of peaks)
+// The live total at the end of each step (the harness notes it as it prints
+// the step, from the seal on): a leak grows from step to step, a copy kept
+// for good does not. The first MEM_STEPS_NOTED steps, the last in the last
+// place after that; returns how many places hold a step.
+enum { MEM_STEPS_NOTED = 64 };
+void mem_note_step(void);
+int mem_steps_live(double out[MEM_STEPS_NOTED]);
 // The independent measure: heap bytes live now and at peak (host), or device
 // memory in use (GPU), counted from program start or the last reset.
 size_t mem_measured_live(void);

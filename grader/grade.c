@@ -599,8 +599,8 @@ static const char *const ALLOWED_CALLS =
     "(sqrt|exp|exp2|expm1|log|log2|log10|log1p|pow|fabs|floor|ceil|round|lround|trunc|fmod|fmax|fmin|tanh|sinh|cosh|"
     "sin|cos|tan|atan|atan2|erf|erfc|hypot|cbrt|copysign|nearbyint|rint|lrint|ldexp|frexp)f?)$";
 static const char *const HARNESS_LEVERS =
-    "^(mem_(measured_exclude|set_free_check|set_device_hook|init|seal_peaks|start_resident)|core_(clear|seal)_cleanups|"
-    "comm_(init|finalize|stats_seal)|ops_(work_reset|work_seal|use_host|set_rounding|set_tf32|init))$";
+    "^(mem_(measured_exclude|set_free_check|set_device_hook|init|seal_peaks|start_resident|note_step)|"
+    "core_(clear|seal)_cleanups|comm_(init|finalize|stats_seal|events_start|events_stop|events_mark)|ops_(work_reset|work_seal|use_host|set_rounding|set_tf32|init))$";
 
 // The first few lines a shell pipeline prints, joined by spaces ("" when none).
 static void pipeline_words(const char *line, char *out, size_t len) {
