@@ -1,6 +1,9 @@
 // pp_schedule.c: the replay of a pipeline schedule (pp_schedule.h).
 #include "pp_schedule.h"
 
+#include <math.h>
+
+#include <stdint.h>
 #include <stdlib.h>
 
 double pp_bubble_formula(int p, int m) { return (double)(p - 1) / (double)(m + p - 1); }
@@ -48,4 +51,123 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
     free(done);
     *makespan = last;
     return last > 0 ? (p * last - busy) / (p * last) : 0;
+}
+
+// ---- the timeline ----------------------------------------------------------------
+
+static bool p2p(const CommEvent *e) { return e->op == COMM_OP_SEND || e->op == COMM_OP_RECV; }
+
+// The index in rank q's log of the start that the end e (of rank r) waits
+// for, or -1: for a receive, q's send to r of the same place; for a send,
+// q's receive from r; for a collective, q's start of the same place on the
+// same group.
+static int start_of(const CommEvent *const *ev, const int *n, int r, const CommEvent *e, int q) {
+    for (int i = 0; i < n[q]; i++) {
+        const CommEvent *f = &ev[q][i];
+        if (f->kind != COMM_EVENT_POST || f->seq != e->seq || f->group != e->group) continue;
+        if (p2p(e) ? f->op == (e->op == COMM_OP_SEND ? COMM_OP_RECV : COMM_OP_SEND) && f->peer == r
+                   : !p2p(f))
+            return i;
+    }
+    return -1;
+}
+
+double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n, double *order_bubble,
+                          PpLate *late) {
+    if (N < 1 || p < 1 || p > N || p > 64) return -1;
+    int most = 1;
+    for (int r = 0; r < N; r++) most = n[r] > most ? n[r] : most;
+    double *at = calloc((size_t)N * most, sizeof *at), *raised = calloc((size_t)N * most, sizeof *raised);
+    double *clock = calloc((size_t)N, sizeof *clock);   // N >= 1
+    int *next = calloc((size_t)N, sizeof *next);
+    *late = (PpLate){-1, 0, 0, 0, -1, {0, 0, 0, 0, 0}};
+    *order_bubble = -1;
+    int left = 0;
+    for (int r = 0; r < N; r++) left += n[r];
+    // Each pass over the ranks runs every event that can run; a pass that
+    // runs none leaves an end waiting for a start that never comes.
+    while (left > 0) {
+        int ran = 0;
+        for (int r = 0; r < N; r++)
+            while (next[r] < n[r]) {
+                const CommEvent *e = &ev[r][next[r]];
+                double t = clock[r];
+                if (e->kind == COMM_EVENT_DONE) {
+                    for (int q = 0; q < N && q < 64; q++) {
+                        bool member = p2p(e) ? q == e->peer : (e->group >> q) & 1;
+                        if (!member || q == r) continue;
+                        int k = start_of(ev, n, r, e, q);
+                        if (k < 0 || k >= next[q]) {   // not yet replayed (or never)
+                            t = -1;
+                            break;
+                        }
+                        if (at[(size_t)q * most + k] > t) t = at[(size_t)q * most + k];
+                    }
+                    if (t < 0) break;
+                    raised[(size_t)r * most + next[r]] = t - clock[r];
+                }
+                at[(size_t)r * most + next[r]] = t;
+                clock[r] = t + (e->kind == COMM_EVENT_MARK ? (e->op == 0 ? 1.0 : 2.0) : 0.0);
+                next[r]++, left--, ran++;
+            }
+        if (!ran) break;
+    }
+    double bubble = -1;
+    if (left == 0) {
+        // Pipeline 0's passes, in the order each stage ran them, for the
+        // order's own replay and the comparison.
+        PpEvent *rows[64] = {0};
+        int counts[64] = {0}, *index = calloc((size_t)p * most, sizeof *index);
+        double busy = 0, span = 0;
+        for (int s = 0; s < p && s < 64; s++) {
+            rows[s] = calloc((size_t)most, sizeof **rows);
+            counts[s] = 0;
+            for (int i = 0; i < n[s]; i++) {
+                const CommEvent *e = &ev[s][i];
+                if (e->kind != COMM_EVENT_MARK) continue;
+                double d = e->op == 0 ? 1.0 : 2.0, end = at[(size_t)s * most + i] + d;
+                busy += d;
+                span = end > span ? end : span;
+                index[(size_t)s * most + counts[s]] = i;
+                rows[s][counts[s]++] = (PpEvent){e->op, e->peer, d, 0, 0};
+            }
+        }
+        bubble = span > 0 ? (p * span - busy) / (p * span) : 0;
+        double order_span;
+        *order_bubble = pp_replay(p, rows, counts, true, &order_span);
+        // The first pass later than its order allows, and what held it.
+        double first = INFINITY;
+        for (int s = 0; *order_bubble >= 0 && s < p; s++)
+            for (int j = 0; j < counts[s]; j++) {
+                int i = index[(size_t)s * most + j];
+                double t = at[(size_t)s * most + i], over = t - rows[s][j].start;
+                if (over > 1e-9 && t < first)
+                    first = t, *late = (PpLate){s, rows[s][j].kind, rows[s][j].mb, over, -1, {0, 0, 0, 0, 0}};
+            }
+        // Back from that pass along what set each time (the event before it
+        // on its rank, or the start an end waited for) to the first end that
+        // waited for something other than a message: what held it.
+        int r = late->rank, i = -1;
+        for (int j = 0; r >= 0 && j < counts[r]; j++)
+            if (rows[r][j].kind == late->kind && rows[r][j].mb == late->mb) i = index[(size_t)r * most + j];
+        for (int steps = 0; r >= 0 && i > 0 && steps < N * most; steps++) {
+            const CommEvent *e = &ev[r][i - 1];
+            if (e->kind != COMM_EVENT_DONE || raised[(size_t)r * most + i - 1] <= 1e-9) {
+                i--;
+                continue;
+            }
+            late->cause_rank = r, late->cause = *e;
+            if (e->op != COMM_OP_RECV) break;
+            int q = e->peer, k = start_of(ev, n, r, e, q);
+            if (k < 0) break;
+            r = q, i = k;
+        }
+        for (int s = 0; s < p && s < 64; s++) free(rows[s]);
+        free(index);
+    }
+    free(at);
+    free(raised);
+    free(clock);
+    free(next);
+    return bubble;
 }

@@ -13,6 +13,8 @@
 
 #include <stdbool.h>
 
+#include "comm.h"
+
 typedef struct {
     int kind;        // 0 F, 1 B
     int mb;          // micro-batch
@@ -30,3 +32,24 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
 
 // The bubble of GPipe and 1F1B with equal stages: (p - 1) / (m + p - 1).
 double pp_bubble_formula(int p, int m);
+
+// The timeline: every rank's log of one step (comm.h's events; its marks
+// are the passes, what 0 F and 1 B, arg the micro-batch), replayed with
+// equal stages (F 1, B 2) and with what each end of an operation waits
+// for: a receive its send's start, a send its receive's start (a message
+// leaves when the other side asks for it, as a large one does), a
+// collective every member's start. A schedule whose stages wait only for
+// their inputs replays as its order does (pp_replay); one whose stages also
+// wait for each other (a barrier, a blocking send, a receive of every
+// input before the first pass) replays later, though its order is the same.
+typedef struct {
+    int rank, kind, mb;   // the first pass (in replayed time) that starts later than its order allows; rank -1: none
+    double late;          // by how much (F = 1)
+    int cause_rank;       // and what it waited for: an event of cause_rank's log (-1: not found)
+    CommEvent cause;
+} PpLate;
+// Ranks 0 .. p - 1 are pipeline 0. Returns the bubble of pipeline 0 in the
+// timeline (-1: the logs cannot all run, an end waits for a start no rank
+// logged), the order's bubble in *order_bubble, the first late pass in *late.
+double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n, double *order_bubble,
+                          PpLate *late);

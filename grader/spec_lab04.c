@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "grade.h"
 #include "mem.h"
@@ -12,7 +13,8 @@
 
 // Two blocks of lab04's default width keep the runs fast. t = 3 needs heads,
 // channels and vocabulary that 3 divides. np4-dp2-tp2 is the grid: two
-// data-parallel groups of two tensor-parallel ranks. The quick subset holds
+// data-parallel groups of two tensor-parallel ranks, np2-dp2-tp1 the grid
+// of two groups of one (a communicator mixed up shows on both). The quick subset holds
 // a cheap run of every diagnosis: t = 2 (probes, f and g), the odd t, the
 // grid (two communicators), and the naive MLP.
 #define SMALL "--layers 2 --steps 3 "
@@ -22,6 +24,7 @@ static const RunSpec LAB04_RUNS[] = {
     {"np4", 4, SMALL, false, false},
     {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192", true, false},
     {"np4-dp2-tp2", 4, SMALL "--tp 2", true, false},
+    {"np2-dp2-tp1", 2, SMALL "--tp 1", false, false},
     {"np2-dropout", 2, SMALL "--dropout 0.1", false, false},
     {"np2-naive", 2, SMALL "--mlp naive", true, false},
 };
@@ -107,6 +110,43 @@ static void check_probe(Grader *g, const Run *run, int t) {
                 "whose range holds it (a zero row elsewhere), summed over the group, and the positions added once");
 }
 
+// A step's collectives, call by call: on the tensor-parallel group, per
+// block f's and g's all-reduces of M C (two each, Megatron), or the naive
+// MLP's gathers, its reduce-scatter and its one all-reduce; the
+// embedding's and the head's all-reduces of M C, the cross-entropy's three
+// of M; on the data-parallel group, one all-reduce per unit of this rank's
+// parts.
+typedef struct {
+    bool naive;
+    int t, dp;
+    double M, C, L, psi_local, nunits;
+} Lab04Step;
+
+static int lab04_wants(const Run *run, int rank, LedgerWant *w, const void *ctx) {
+    (void)run, (void)rank;
+    const Lab04Step *k = ctx;
+    double M = k->M, C = k->C, L = k->L, MC = 4 * M * C;
+    int n = 0;
+    if (k->t == 1) {   // a group of one moves nothing
+    } else if (!k->naive) {
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * (4 * L + 2) + 3 * 4 * M, 4 * L + 5,
+                              "per block f's and g's all-reduces of M C, the embedding's and the head's, and the "
+                              "cross-entropy's three of M"};
+    } else {
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * (3 * L + 2) + 3 * 4 * M, 3 * L + 5,
+                              "attention's f and g and the naive MLP's last all-reduce of M C per block, the "
+                              "embedding's and the head's, and the cross-entropy's three of M"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, L * 5 * MC, 2 * L,
+                              "the naive MLP's gathers of the hidden (M 4C) and output (M C) columns"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, L * 4 * MC, L,
+                              "the naive MLP's reduce-scatter of the hidden gradient (M 4C)"};
+    }
+    if (k->dp > 1)
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, 4 * k->psi_local, k->nunits,
+                              "the data-parallel all-reduce of this rank's parts, a unit at a time"};
+    return n;
+}
+
 static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) return;
@@ -174,6 +214,9 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
                             : "steps x (L x 4 all-reduces of M C + 2 of M C + 3 of M + data-parallel 2(d-1)/d x 4 psi_local)",
                       "a collective runs more often than the layers need, or over the whole world instead of the "
                       "group");
+    Lab04Step k = {naive, t, dp, M, C, L, local, L + 2};
+    static const char *const names[] = {"its tensor-parallel group", "its data-parallel group"};
+    check_ledger(g, run, t, names, lab04_wants, &k);
 }
 
 const LabSpec LAB04 = {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "grade.h"
 #include "mem.h"
@@ -11,19 +12,27 @@
 #include "spec_train.h"
 
 // The course's default shape (4 blocks), three steps. p = 3 cuts 4 blocks
-// unevenly; m runs from 1 (no pipelining at all) to 8 (one row each);
-// np4-dp2-pp2 is the grid. The quick subset holds a run of each kind of
-// bug: p = 2 (scaling, accumulation), p = 3 (a deadlock needs three
-// stages; 1F1B's memory bound), p = 4 with m = 8 and the grid.
+// unevenly; m runs from 1 (no pipelining at all) to 8 (one row each), and
+// below p - 1 (1F1B's warm-up cut short by m); more stages than blocks
+// (--layers 2 at p = 4: the partition's second branch); np4-dp2-pp2 and
+// np2-dp2-pp1 are grids. The quick subset holds a run of each kind of bug:
+// p = 2 (scaling, accumulation), p = 3 (a deadlock needs three stages;
+// 1F1B's memory bound; GPipe's order and overlap), p = 4 with m = 8, m
+// below p - 1, more stages than blocks, and the grid.
 static const RunSpec LAB05_RUNS[] = {
     {"np1-gpipe-m2", 1, "--steps 3 --schedule gpipe --micro 2", false, false},
     {"np2-1f1b-m4", 2, "--steps 3 --schedule 1f1b --micro 4", true, false},
     {"np2-gpipe-m1", 2, "--steps 3 --schedule gpipe --micro 1", false, false},
     {"np3-1f1b-m8", 3, "--steps 3 --schedule 1f1b --micro 8", true, false},
-    {"np3-gpipe-m4", 3, "--steps 3 --schedule gpipe --micro 4", false, false},
+    {"np3-gpipe-m4", 3, "--steps 3 --schedule gpipe --micro 4", true, false},
+    {"np3-1f1b-m1", 3, "--steps 3 --schedule 1f1b --micro 1", false, false},
     {"np4-gpipe-m8", 4, "--steps 3 --schedule gpipe --micro 8", false, false},
     {"np4-1f1b-m8", 4, "--steps 3 --schedule 1f1b --micro 8", true, false},
+    {"np4-1f1b-m2", 4, "--steps 3 --schedule 1f1b --micro 2", true, false},
+    {"np4-layers2", 4, "--steps 3 --layers 2 --schedule 1f1b --micro 4", true, false},
+    {"np3-layers1-gpipe", 3, "--steps 3 --layers 1 --schedule gpipe --micro 2", false, false},
     {"np4-dp2-pp2", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2", true, false},
+    {"np2-dp2-pp1", 2, "--steps 3 --schedule gpipe --micro 2 --pp 1", false, false},
 };
 
 static const char *lab05_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
@@ -89,6 +98,101 @@ static double replayed_bubble(const DumpFile *d, int p) {
     double span, bubble = pp_replay(p, rows, n, true, &span);
     free(all);
     return bubble;
+}
+
+// A step's messages, call by call: each micro-batch's activations to the
+// next stage and their gradients back, one send and one receive each way
+// per neighbour; on the data-parallel group, one all-reduce per unit of
+// the stage.
+typedef struct {
+    const DumpArray *per;
+    int p, m, dp, nunits;
+    double message;   // bytes of one micro-batch's activations
+} Lab05Step;
+
+static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx) {
+    const Lab05Step *k = ctx;
+    int s = rank % k->p, n = 0;
+    int u0 = (int)dump_get(k->per, 7 * (uint64_t)rank + 1), u1 = (int)dump_get(k->per, 7 * (uint64_t)rank + 2);
+    double bytes = k->m * k->message, params = 0;
+    for (int u = u0; u < u1; u++) params += unit_floats(run->dump, u, k->nunits);
+    if (s < k->p - 1) {
+        w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_SEND, bytes, k->m, "each micro-batch's activations, once"};
+        w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_RECV, bytes, k->m, "each micro-batch's output gradient, once"};
+    }
+    if (s > 0) {
+        w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_RECV, bytes, k->m, "each micro-batch's activations, once"};
+        w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_SEND, bytes, k->m, "each micro-batch's input gradient, once"};
+    }
+    if (k->dp > 1)
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, 4 * params, u1 - u0,
+                              "the data-parallel all-reduce of the stage's units, one each"};
+    return n;
+}
+
+// What each stage waited for: the last step's log of every rank replayed
+// with what each end of an operation waits for (pp_replay_timeline). A
+// stage that has its input and waits for anything else (a barrier after
+// every forward, a blocking send, every input received before the first
+// pass) keeps its order, so the bubble of the order alone does not show it;
+// the stages no longer overlap in time, and this does.
+static void check_overlap(Grader *g, const Run *run, int N, int p) {
+    const DumpArray *tl = dump_find(run->dump, "pp/timeline");
+    const char *check = "stages wait only for their inputs";
+    if (!tl || tl->ndim != 3 || (int)tl->shape[0] != N || tl->shape[2] != 5) {
+        grade_check(g, run, check, false, "no pp/timeline", "every rank's log of the last step",
+                    "the dump was not written by lab05's harness");
+        return;
+    }
+    int most = (int)tl->shape[1], *n = calloc((size_t)N, sizeof *n);
+    CommEvent *all = calloc((size_t)N * most, sizeof *all);
+    const CommEvent **ev = calloc((size_t)N, sizeof *ev);
+    for (int r = 0; r < N; r++) {
+        ev[r] = all + (size_t)r * most;
+        for (int k = 0; k < most; k++) {
+            uint64_t at = ((uint64_t)r * most + k) * 5;
+            if (dump_get(tl, at) < 0) break;
+            all[(size_t)r * most + k] = (CommEvent){(int32_t)dump_get(tl, at), (int32_t)dump_get(tl, at + 1),
+                                                    (int32_t)dump_get(tl, at + 2), (int32_t)dump_get(tl, at + 3),
+                                                    (uint64_t)dump_get(tl, at + 4)};
+            n[r]++;
+        }
+    }
+    double order;
+    PpLate late;
+    double bubble = pp_replay_timeline(N, p, ev, n, &order, &late);
+    char fig[200], bound[200], diag[900], cause[300] = "";
+    snprintf(fig, sizeof fig, "%.1f%% idle", 100 * bubble);
+    snprintf(bound, sizeof bound, "the order's own %.1f%% (+- 0.5%%)", 100 * order);
+    if (late.cause_rank >= 0) {
+        const CommEvent *e = &late.cause;
+        int members = 0;
+        for (int q = 0; q < 64; q++) members += (int)((e->group >> q) & 1);
+        if (e->op == COMM_OP_SEND)
+            snprintf(cause, sizeof cause, "rank %d's send to rank %d, which waited until rank %d asked for the "
+                     "message (a blocking send, or a wait on the send before the next pass: wait on a send only when "
+                     "its buffer is needed again)", late.cause_rank, e->peer, e->peer);
+        else if (e->op == COMM_OP_RECV)
+            snprintf(cause, sizeof cause, "rank %d's receive from rank %d, of a message sent late", late.cause_rank,
+                     e->peer);
+        else
+            snprintf(cause, sizeof cause, "a %s over %d ranks on rank %d (every rank of it waits for the slowest)",
+                     comm_op_name((CommOp)e->op), members, late.cause_rank);
+    }
+    if (bubble < 0)
+        snprintf(diag, sizeof diag, "the last step's log cannot be replayed: an operation waits for one no rank "
+                 "started");
+    else
+        snprintf(diag, sizeof diag, "replayed with equal stages and what each operation waits for, the step leaves "
+                 "%.1f%% idle where its order of passes leaves %.1f%%: the first pass to start late is stage %d's "
+                 "%s of micro-batch %d, %.0f forward pass%s later than its input allows, held by %s. The order of "
+                 "passes is right; the stages wait for each other besides their inputs, so they no longer overlap",
+                 100 * bubble, 100 * order, late.rank, late.kind ? "backward" : "forward", late.mb, late.late,
+                 late.late == 1 ? "" : "es", cause[0] ? cause : "something before it");
+    grade_check(g, run, check, bubble >= 0 && order >= 0 && bubble <= order + 0.005, fig, bound, diag);
+    free(n);
+    free(all);
+    free(ev);
 }
 
 static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
@@ -233,6 +337,9 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     grade_check(g, run, "bytes communicated per rank", bus && fabs(worst_ratio - 1) <= 0.005, fig,
                 "steps x (m micro-batches x (B/m) T C floats, each way, per neighbour, sent and received + the "
                 "data-parallel all-reduce), each rank within 0.5%", diag);
+    Lab05Step k = {per, p, m, dp, nunits, message};
+    static const char *const names[] = {"its pipeline", "its data-parallel group"};
+    check_ledger(g, run, p, names, lab05_wants, &k);
     check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * stage_max, "4 bytes per parameter of the largest stage's units",
                "a stage holds parameters beyond its own units");
     check_peak(g, run, PEAK_HEAP, "heap (independent measure)",
@@ -255,6 +362,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                  "%.1f%%: a stage waits for work it could have done earlier (a forward held back, or a backward "
                  "waiting for a later micro-batch)", 100 * replay, gpipe ? "GPipe" : "1F1B", 100 * formula);
     grade_check(g, run, "the schedule's bubble", replay >= 0 && fabs(replay - formula) <= 0.005, fig, bound, diag);
+    check_overlap(g, run, N, p);
 }
 
 const LabSpec LAB05 = {

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "grade.h"
 #include "mem.h"
@@ -13,7 +14,8 @@
 
 // Two blocks, dropout 0.1 (the lab's default). t = 3 needs a shape 3 cuts,
 // tokens included; np2-sp-off is tensor parallelism alone (the given
-// composition), the yardstick of the memory and the bytes. The quick subset
+// composition), the yardstick of the memory and the bytes; np4-dp2-tp2 and
+// np2-dp2-tp1 are grids (t = 1: the block's own bugs, no collective). The quick subset
 // holds t = 2 (the probes, the replicated tensors), the odd t and the grid.
 #define SMALL "--layers 2 --steps 3 "
 static const RunSpec LAB06_RUNS[] = {
@@ -23,6 +25,7 @@ static const RunSpec LAB06_RUNS[] = {
     {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 51", true, false},
     {"np2-sp-off", 2, SMALL "--sp off", false, false},
     {"np4-dp2-tp2", 4, SMALL "--tp 2", true, false},
+    {"np2-dp2-tp1", 2, SMALL "--tp 1", false, false},
 };
 #undef SMALL
 
@@ -83,6 +86,44 @@ static void check_probe(Grader *g, const Run *run) {
           "token's gradient), and the layer's input gradient reduce-scattered";
     grade_check(g, run, "a block against tensor parallelism alone", fwd <= 1e-5 && bwd <= 1e-5, fig,
                 "rel. error <= 1e-5 each", diag);
+}
+
+// A step's collectives, call by call, on the tensor-parallel group: with
+// sequence parallelism, per block an all-gather before each split layer
+// and a reduce-scatter after it, each way, and the embedding's and head's
+// of M C; the cross-entropy's three all-reduces of M; the replicated
+// gradients summed, at most one call per tensor. Without it, lab04's
+// all-reduces. On the data-parallel group, one all-reduce per unit.
+typedef struct {
+    bool on;
+    int t, dp;
+    double M, C, L, s, psi_local, nunits;
+} Lab06Step;
+
+static int lab06_wants(const Run *run, int rank, LedgerWant *w, const void *ctx) {
+    (void)run, (void)rank;
+    const Lab06Step *k = ctx;
+    double MC = 4 * k->M * k->C, L = k->L, h = k->C;
+    int n = 0;
+    if (k->t > 1 && k->on) {
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, MC * (4 * L + 2), 4 * L + 2,
+                              "the tokens gathered before each split layer and the embedding's and head's "
+                              "gradients, M C each"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, MC * (4 * L + 2), 4 * L + 2,
+                              "the split layers' outputs and the gathers' gradients scattered, M C each"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, 3 * 4 * k->M + 4 * (6 * L * h + 2 * h + k->s * h),
+                              3 + 6 * L + 3,
+                              "the cross-entropy's three of M and the replicated tensors' gradients, one call "
+                              "per tensor at most"};
+    } else if (k->t > 1) {
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * (4 * L + 2) + 3 * 4 * k->M, 4 * L + 5,
+                              "per block f's and g's all-reduces of M C, the embedding's and the head's, and the "
+                              "cross-entropy's three of M"};
+    }
+    if (k->dp > 1)
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, 4 * k->psi_local, k->nunits,
+                              "the data-parallel all-reduce of this rank's parts, a unit at a time"};
+    return n;
 }
 
 static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
@@ -164,6 +205,9 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
                          : "steps x lab04's tensor-parallel bytes",
                       "more bytes than tensor parallelism moves: an all-reduce where a reduce-scatter or an "
                       "all-gather belongs, or a tensor gathered twice");
+    Lab06Step k = {on, t, dp, M, h, L, s, psi_local, L + 2};
+    static const char *const names[] = {"its tensor-parallel group", "its data-parallel group"};
+    check_ledger(g, run, t, names, lab06_wants, &k);
 }
 
 const LabSpec LAB06 = {

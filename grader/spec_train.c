@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "mem.h"
 
@@ -175,4 +176,111 @@ void check_resident(Grader *g, const Run *run) {
              "from mem_alloc", (unsigned long long)at, b1, core_fmt_bytes(worst, b3, sizeof b3));
     grade_check(g, run, check, worst <= RESIDENT_SLACK, fig, bound, diag);
     grade_set_ratio(g, fmax(worst, 0) / RESIDENT_SLACK);
+}
+
+// ---- the ledger ----------------------------------------------------------------------
+
+static LedgerGroup group_class(uint64_t mask, int size, int op, int rank, int N, int inner) {
+    uint64_t one = 1, base = (uint64_t)(rank / inner * inner), in = 0, out = 0;
+    for (int q = 0; q < inner; q++) in |= one << (base + (uint64_t)q);
+    for (int q = rank % inner; q < N; q += inner) out |= one << q;
+    if (op == COMM_OP_SEND || op == COMM_OP_RECV) {
+        if (size != 2) return LEDGER_OTHER;
+        uint64_t peer = mask & ~(one << rank);
+        if (rank % inner < inner - 1 && peer == one << (rank + 1)) return LEDGER_NEXT;
+        if (rank % inner > 0 && peer == one << (rank - 1)) return LEDGER_PREV;
+        return LEDGER_OTHER;
+    }
+    if (mask == in) return LEDGER_INNER;
+    if (mask == out) return LEDGER_OUTER;
+    if (N < 64 && mask == (one << N) - 1) return LEDGER_WORLD;
+    return LEDGER_OTHER;
+}
+
+static const char *group_words(LedgerGroup k, const char *const *names) {
+    static const char *const words[] = {NULL, NULL, "the whole world", "its next stage", "its previous stage",
+                                        "a group of no step's"};
+    return k <= LEDGER_OUTER ? names[k] : words[k];
+}
+
+void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want,
+                  const void *ctx) {
+    const DumpArray *led = dump_find(run->dump, "comm/ledger"), *full = dump_find(run->dump, "comm/ledger_full"),
+                    *loss = dump_find(run->dump, "loss");
+    int N = (int)dump_scalar(run->dump, "meta/world_size", 0);
+    const char *ops_check = "collectives by operation, group and size", *calls_check = "calls per collective";
+    if (!led || led->ndim != 3 || (int)led->shape[0] != N || led->shape[2] != 5 || !loss || N > 63) {
+        grade_check(g, run, ops_check, false, "no comm/ledger", "every rank's calls",
+                    "the harness did not write its ledger of calls (comm.h)");
+        return;
+    }
+    double steps = (double)loss->count;
+    // The worst line of each check, over the ranks.
+    bool ops_ok = true, calls_ok = true;
+    char ops_fig[160] = "as the formula has them", ops_diag[1024] = "", calls_fig[160] = "", calls_diag[1024] = "";
+    double calls_worst = 0;
+    for (int r = 0; r < N; r++) {
+        LedgerWant w[LEDGER_MAX];
+        int nw = want(run, r, w, ctx);
+        double bytes[LEDGER_NGROUPS][COMM_NOPS] = {{0}}, calls[LEDGER_NGROUPS][COMM_NOPS] = {{0}};
+        for (uint64_t i = 0; i < led->shape[1]; i++) {
+            uint64_t at = ((uint64_t)r * led->shape[1] + i) * 5;
+            int op = (int)dump_get(led, at), size = (int)dump_get(led, at + 1);
+            if (op < 0 || op >= COMM_NOPS || size <= 1) continue;   // a group of one moves nothing
+            LedgerGroup k = group_class((uint64_t)dump_get(led, at + 2), size, op, r, N, inner);
+            bytes[k][op] += dump_get(led, at + 3) * dump_get(led, at + 4);
+            calls[k][op] += dump_get(led, at + 4);
+        }
+        char b1[32], b2[32];
+        if (full && (uint64_t)r < full->count && dump_get(full, (uint64_t)r) > 0 && ops_ok) {
+            ops_ok = false;
+            snprintf(ops_fig, sizeof ops_fig, "rank %d: over %d kinds of call", r, COMM_LEDGER_LINES);
+            snprintf(ops_diag, sizeof ops_diag, "rank %d made collectives of more than %d different sizes or groups: "
+                     "a step of this lab needs a handful (one size per tensor it moves)", r, COMM_LEDGER_LINES);
+        }
+        for (int k = 0; k < LEDGER_NGROUPS; k++)
+            for (int op = 0; op < COMM_NOPS; op++) {
+                const LedgerWant *wanted = NULL;
+                for (int j = 0; j < nw; j++)
+                    if ((int)w[j].group == k && w[j].op == op) wanted = &w[j];
+                double want_bytes = wanted ? wanted->bytes * steps : 0, want_calls = wanted ? wanted->calls * steps : 0;
+                if (!calls[k][op] && !want_bytes) continue;
+                const char *opname = comm_op_name((CommOp)op), *grp = group_words((LedgerGroup)k, names);
+                if (fabs(bytes[k][op] - want_bytes) > 0.5 && ops_ok) {
+                    ops_ok = false;
+                    core_fmt_bytes(bytes[k][op], b1, sizeof b1);
+                    core_fmt_bytes(want_bytes, b2, sizeof b2);
+                    if (strcmp(b1, b2) == 0) snprintf(b1, sizeof b1, "%.0f B", bytes[k][op]), snprintf(b2, sizeof b2, "%.0f B", want_bytes);
+                    snprintf(ops_fig, sizeof ops_fig, "rank %d: %s over %s, %s", r, opname, grp, b1);
+                    if (!wanted)
+                        snprintf(ops_diag, sizeof ops_diag, "rank %d made %.0f %s call%s over %s (%s in all), which "
+                                 "no step of this lab needs: a collective added (to keep copies in sync?) or run on "
+                                 "the wrong communicator", r, calls[k][op], opname, calls[k][op] == 1 ? "" : "s", grp, b1);
+                    else if (!calls[k][op])
+                        snprintf(ops_diag, sizeof ops_diag, "rank %d made no %s over %s, where %d steps need %s (%s): "
+                                 "they ran on another communicator, or not at all", r, opname, grp, (int)steps, b2,
+                                 wanted->what);
+                    else
+                        snprintf(ops_diag, sizeof ops_diag, "rank %d's %s calls over %s moved %s where %d steps need "
+                                 "%s (%s), %+.0f bytes: %s", r, opname, grp, b1, (int)steps, b2, wanted->what,
+                                 bytes[k][op] - want_bytes, bytes[k][op] > want_bytes
+                                     ? "a collective added (a few bytes: one to keep copies in sync?) or one too large"
+                                     : "a collective missing, or one too small");
+                }
+                if (wanted && calls[k][op] > want_calls && calls[k][op] / want_calls > calls_worst) {
+                    calls_ok = false;
+                    calls_worst = calls[k][op] / want_calls;
+                    snprintf(calls_fig, sizeof calls_fig, "rank %d: %.0f %s over %s, x%.1f", r, calls[k][op], opname,
+                             grp, calls_worst);
+                    snprintf(calls_diag, sizeof calls_diag, "rank %d made %.0f %s calls over %s where %d steps need "
+                             "%.0f at most (%s): the same bytes in %.1f times the calls; every call pays the "
+                             "network's latency once, so a collective cut into pieces (one per token, per row or per "
+                             "tensor where one would do) is slower by the calls, not the bytes", r, calls[k][op],
+                             opname, grp, (int)steps, want_calls, wanted->what, calls_worst);
+                }
+            }
+    }
+    grade_check(g, run, ops_check, ops_ok, ops_fig, "the formula's operations, groups and bytes, exactly", ops_diag);
+    grade_check(g, run, calls_check, calls_ok, calls_ok ? "within the formula's" : calls_fig,
+                "at most the formula's calls per operation and group", calls_diag);
 }

@@ -39,3 +39,31 @@ void check_work(Grader *g, const Run *run, double matmul_times, double layernorm
 // most 5.2 MB measured), no more.
 #define RESIDENT_SLACK (8.0 * (1 << 20))
 void check_resident(Grader *g, const Run *run);
+
+// ---- the ledger: which collective, on which group, of what size, how often ----
+
+// The groups of a grid whose inner groups are `inner` consecutive ranks
+// (tensor parallelism's or a pipeline's) and whose outer groups are the
+// ranks `inner` apart (data parallelism's); for a send or a receive, the
+// rank's neighbours in its inner group.
+typedef enum { LEDGER_INNER, LEDGER_OUTER, LEDGER_WORLD, LEDGER_NEXT, LEDGER_PREV, LEDGER_OTHER, LEDGER_NGROUPS } LedgerGroup;
+
+// What one step needs of one operation on one group: its payload bytes (all
+// calls together) and the most calls it takes. Fewer calls for the same
+// bytes are allowed (two collectives merged into one); more calls (one per
+// token or row) or other bytes (a collective added, a size wrong) are not.
+typedef struct {
+    LedgerGroup group;
+    int op;          // CommOp
+    double bytes;    // payload per step, all calls together
+    double calls;    // at most, per step
+    const char *what;   // what makes them: "g, f, the embedding's and the head's all-reduces of M C ..."
+} LedgerWant;
+
+// Every rank's ledger (comm.h, the dump's comm/ledger) against what `want`
+// says that rank needs per step (up to LEDGER_MAX lines; it returns how
+// many), times the steps: one check for the operations and sizes, one for
+// the calls. names[LEDGER_INNER] and [LEDGER_OUTER]: "tensor-parallel group", ...
+enum { LEDGER_MAX = 16 };
+typedef int (*LedgerWants)(const Run *run, int rank, LedgerWant *out, const void *ctx);
+void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want, const void *ctx);
