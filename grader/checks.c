@@ -663,6 +663,24 @@ static const char *near_rounding(double ratio, bool first_step_ok, char *buf, si
     return buf;
 }
 
+// The causes of this lab whose factor `ratio` is (within 3%), joined into
+// buf ("" when none): "x2.00 the reference's, which is t = 2: ...; or dp = 2: ...".
+static const char *ratio_cause(const Grader *g, const Run *run, double ratio, const char *what, char *buf,
+                               size_t len) {
+    const LabSpec *spec = g->lab ? lab_spec(g->lab) : NULL;
+    RatioCause causes[MAX_RATIO_CAUSES];
+    int n = spec && spec->ratio_causes ? spec->ratio_causes(run, causes) : 0, found = 0;
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && used < len; i++) {
+        if (!(fabs(ratio - causes[i].factor) <= 0.03 * causes[i].factor) || causes[i].factor == 1) continue;
+        int k = found++ == 0 ? snprintf(buf, len, "%s are x%.3f the reference's, %s", what, ratio, causes[i].cause)
+                             : snprintf(buf + used, len - used, "; or %s", causes[i].cause);
+        used += k > 0 ? (size_t)k : 0;
+    }
+    return buf;
+}
+
 void check_equivalence(Grader *g, const Run *run, int N) {
     // TF32 matrix products round to 10 bits of mantissa: such a run is not
     // the same training up to fp32 rounding, and is not graded.
@@ -684,41 +702,6 @@ void check_equivalence(Grader *g, const Run *run, int N) {
     unsigned words = spec ? spec->words : 0;
     bool dp = words & WORDS_DATA_PARALLEL, shards = words & WORDS_SHARDS;
     char fig[160], bound[160], diag[1024], near[400];
-
-    // Per-step losses.
-    bool loss_ok = false;
-    const DumpArray *ll = dump_find(lab, "loss"), *lr = dump_find(ref, "loss");
-    if (!ll || !lr || ll->count != lr->count) {
-        snprintf(fig, sizeof fig, "%llu steps", ll ? (unsigned long long)ll->count : 0ull);
-        snprintf(bound, sizeof bound, "%llu steps", lr ? (unsigned long long)lr->count : 0ull);
-        grade_check(g, run, "loss per step", false, fig, bound, "the dump's loss array is missing or has the wrong length");
-    } else {
-        double worst = 0, tol = TOL_FACTOR * fmax(m->loss, m->loss_ulp);
-        uint64_t at = 0, first = lr->count;   // the worst step, and the first above tolerance
-        for (uint64_t s = 0; s < lr->count; s++) {
-            double d = fabs(dump_get(ll, s) - dump_get(lr, s));
-            if (!(d <= worst)) worst = d, at = s;   // NaN counts as the worst
-            if (!(d <= tol) && first == lr->count) first = s;
-        }
-        snprintf(fig, sizeof fig, "max |dloss| %.2e (step %llu)", worst, (unsigned long long)at + 1);
-        snprintf(bound, sizeof bound, "<= %.1e (%dx measured)", tol, TOL_FACTOR);
-        diag[0] = 0;
-        if (first < lr->count) {
-            uint64_t f = first;
-            int n = snprintf(diag, sizeof diag, "the loss first leaves the reference at step %llu (%.6g, the "
-                             "reference's %.6g)", (unsigned long long)f + 1, dump_get(ll, f), dump_get(lr, f));
-            if (f > 0)
-                snprintf(diag + n, sizeof diag - (size_t)n, "; the steps before agree, so the forward pass and "
-                         "the start were right and an update differs (the gradients or the optimizer)");
-            else
-                snprintf(diag + n, sizeof diag - (size_t)n, "; already the first step differs, so the model "
-                         "did not start from the reference's parameters or the forward pass or the data "
-                         "differ%s", start_diagnosis(lab, ref));
-        }
-        loss_ok = worst <= tol;
-        grade_check(g, run, "loss per step", loss_ok, fig, bound, diag);
-        grade_set_ratio(g, tol > 0 ? worst / tol : INFINITY);
-    }
 
     // The first gradient, when the lab dumps it: the clearest evidence, and
     // nothing has amplified its rounding yet.
@@ -749,11 +732,58 @@ void check_equivalence(Grader *g, const Run *run, int N) {
             if (!(e.rel <= grad_worst_rel)) grad_worst_rel = e.rel, snprintf(grad_worst, sizeof grad_worst, "%s", m->names[t]);
         }
     }
+    // Per-step losses.
+    bool loss_ok = false;
+    const DumpArray *ll = dump_find(lab, "loss"), *lr = dump_find(ref, "loss");
+    if (!ll || !lr || ll->count != lr->count) {
+        snprintf(fig, sizeof fig, "%llu steps", ll ? (unsigned long long)ll->count : 0ull);
+        snprintf(bound, sizeof bound, "%llu steps", lr ? (unsigned long long)lr->count : 0ull);
+        grade_check(g, run, "loss per step", false, fig, bound, "the dump's loss array is missing or has the wrong length");
+    } else {
+        double worst = 0, tol = TOL_FACTOR * fmax(m->loss, m->loss_ulp);
+        uint64_t at = 0, first = lr->count;   // the worst step, and the first above tolerance
+        for (uint64_t s = 0; s < lr->count; s++) {
+            double d = fabs(dump_get(ll, s) - dump_get(lr, s));
+            if (!(d <= worst)) worst = d, at = s;   // NaN counts as the worst
+            if (!(d <= tol) && first == lr->count) first = s;
+        }
+        snprintf(fig, sizeof fig, "max |dloss| %.2e (step %llu)", worst, (unsigned long long)at + 1);
+        snprintf(bound, sizeof bound, "<= %.1e (%dx measured)", tol, TOL_FACTOR);
+        diag[0] = 0;
+        if (first < lr->count) {
+            uint64_t f = first;
+            int n = snprintf(diag, sizeof diag, "the loss first leaves the reference at step %llu (%.6g, the "
+                             "reference's %.6g)", (unsigned long long)f + 1, dump_get(ll, f), dump_get(lr, f));
+            if (f > 0 && have_grad && grad_bad > 0)
+                snprintf(diag + n, sizeof diag - (size_t)n, "; the steps before agree, so the forward pass and "
+                         "the start were right, and the first step's gradients are wrong (the first-step "
+                         "gradient check says how)");
+            else if (f > 0 && have_grad)
+                snprintf(diag + n, sizeof diag - (size_t)n, "; the steps before agree and the first step's "
+                         "gradients are right, so a later step differs: the optimizer's update, or the gradients "
+                         "from the second step on (gradients not zeroed between steps, a buffer of the step "
+                         "before read again)");
+            else if (f > 0)
+                snprintf(diag + n, sizeof diag - (size_t)n, "; the steps before agree, so the forward pass and "
+                         "the start were right and an update differs (the gradients or the optimizer)");
+            else
+                snprintf(diag + n, sizeof diag - (size_t)n, "; already the first step differs, so the model "
+                         "did not start from the reference's parameters or the forward pass or the data "
+                         "differ%s", start_diagnosis(lab, ref));
+        }
+        loss_ok = worst <= tol;
+        grade_check(g, run, "loss per step", loss_ok, fig, bound, diag);
+        grade_set_ratio(g, tol > 0 ? worst / tol : INFINITY);
+    }
+
     if (have_grad) {
         double ratio = frob_ratio(lab, ref, "grad/first/");
+        char cause[1024];
         snprintf(fig, sizeof fig, "%d of %d tensors differ (worst x%.2g of bound)", grad_bad, m->ntensors, grad_ratio);
         snprintf(bound, sizeof bound, "rel <= %dx measured (median %.1e)", TOL_FACTOR, m->grad_rel_median);
-        if (dp && N > 1 && fabs(ratio - N) < 0.05 * N)
+        if (ratio_cause(g, run, ratio, "the gradients", cause, sizeof cause)[0])
+            snprintf(diag, sizeof diag, "%s", cause);
+        else if (dp && N > 1 && fabs(ratio - N) < 0.05 * N)
             snprintf(diag, sizeof diag, "the gradients are %.2f times the reference's, about N = %d: they "
                      "were summed over the ranks instead of averaged", ratio, N);
         else if (dp && N > 1 && fabs(ratio - 1.0 / N) < 0.05 / N)
@@ -870,9 +900,19 @@ void check_equivalence(Grader *g, const Run *run, int N) {
                 if (!(r <= mworst_ratio)) mworst_ratio = r, snprintf(mworst, sizeof mworst, "%s", name);
             }
         double ratio = frob_ratio(lab, ref, "optim/m/");
+        char cause[1024];
         snprintf(fig, sizeof fig, "%d of %d tensors differ (worst x%.2g of bound)", mbad, 2 * m->ntensors, mworst_ratio);
         snprintf(bound, sizeof bound, "bulk rel <= %dx measured (median %.1e)", TOL_FACTOR, m->m_bulk_median);
-        if (dp && N > 1 && fabs(ratio - N) < 0.05 * N)
+        if ((!have_grad || !grad_ok) &&
+            ratio_cause(g, run, ratio, "AdamW's first moments (a running mean of the gradients)", cause,
+                        sizeof cause)[0])
+            snprintf(diag, sizeof diag, "%s", cause);
+        else if (have_grad && grad_ok && mbad > 0)
+            snprintf(diag, sizeof diag, "worst: %s (first-moment norm ratio %.3f). The first step's gradients are "
+                     "right, so the gradients of a later step differ: not zeroed between steps (each step's added to "
+                     "the last's), a buffer of the step before read again, or the optimizer's own state", mworst,
+                     ratio);
+        else if (dp && N > 1 && fabs(ratio - N) < 0.05 * N)
             snprintf(diag, sizeof diag, "AdamW's first moment is %.2f times the reference's, about N = %d: the "
                      "gradients were summed over the ranks instead of averaged", ratio, N);
         else

@@ -104,6 +104,15 @@ enum {
     WORDS_SHARDS = 1 << 1,          // ZeRO's shards of a unit
 };
 
+// A factor the gradients can be off by in a lab's run, and the bug that
+// makes it ("x t", "x dp", "1/t", ...): check_equivalence names the cause
+// whose factor the measured ratio is.
+typedef struct {
+    double factor;
+    char cause[400];
+} RatioCause;
+enum { MAX_RATIO_CAUSES = 8 };
+
 typedef struct LabSpec {
     const char *id;           // "lab01"
     const char *dir;          // "lab01_collectives"
@@ -116,6 +125,8 @@ typedef struct LabSpec {
     const char *(*ref_flags)(const struct LabSpec *lab, const Run *run, char *buf, size_t len);
     void (*check)(Grader *g, const struct LabSpec *lab, const Run *run);
     unsigned words;           // WORDS_*: the concepts its diagnoses may name
+    // The factors a gradient of this run can be off by, and their causes (NULL: none).
+    int (*ratio_causes)(const Run *run, RatioCause *out);
 } LabSpec;
 
 extern const LabSpec *const LABS[];

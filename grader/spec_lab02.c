@@ -169,6 +169,7 @@ static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
                "a rank computed more than its own rows of the batch: data parallelism gives each of the N ranks B/N rows, and averages the gradients rather than computing them again",
                "a rank ran the model on more than its own rows of the batch: data parallelism gives each of the N ranks B/N rows");
     check_resident(g, run);
+    check_live_growth(g, run);
     check_events(g, run, N);
 
     // Memory. The harness allocates the parameters, the gradients and the

@@ -147,6 +147,30 @@ static int lab04_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     return n;
 }
 
+// The factors a tensor-parallel run's gradients can be off by, and why.
+static int lab04_ratio_causes(const Run *run, RatioCause *out) {
+    int t = (int)dump_scalar(run->dump, "tp/t", 1), dp = (int)dump_scalar(run->dump, "tp/dp", 1), n = 0;
+    if (t > 1) {
+        out[n].factor = t;
+        snprintf(out[n++].cause, sizeof out->cause, "which is t = %d: a gradient already whole on every rank of the "
+                 "group was summed over it again (f's backward around an input gradient that is not a partial sum, "
+                 "or a replicated tensor's gradient all-reduced), or the loss counted once per rank of the group", t);
+        out[n].factor = 1.0 / t;
+        snprintf(out[n++].cause, sizeof out->cause, "which is 1/t = 1/%d: a partial sum was kept where the group's "
+                 "sum belongs (an all-reduce of f's backward or g's forward missing), or the loss divided by t", t);
+    }
+    if (dp > 1) {
+        out[n].factor = dp;
+        snprintf(out[n++].cause, sizeof out->cause, "which is dp = %d: the loss was scaled by 1 / (this group's B T "
+                 "tokens) instead of tp->loss_scale (1 / the whole batch's): the data-parallel all-reduce adds the "
+                 "%d groups' gradients, so each group's must be its share of the batch's mean", dp, dp);
+        out[n].factor = 1.0 / dp;
+        snprintf(out[n++].cause, sizeof out->cause, "which is 1/dp = 1/%d: the gradients were divided by the %d "
+                 "data-parallel groups once more than the loss scale does", dp, dp);
+    }
+    return n;
+}
+
 static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) return;
@@ -166,6 +190,7 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
                "the LayerNorms ran more than once per rank: tensor parallelism runs each on the whole batch on each "
                "of the t ranks of a group, once");
     check_resident(g, run);
+    check_live_growth(g, run);
 
     // Replicated tensors: every rank computes the same gradient for them,
     // so they stay equal to the bit.
@@ -195,6 +220,11 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
                "TpBlockActs, TpHeadActs and tp->s (a rank holding whole (B, T, V) logits is what vocabulary "
                "parallelism avoids)");
     double total = 16 * local + acts + 65536, unit = largest_unit_floats(d);
+    check_peak(g, run, PEAK_TOTAL, "total (tracked)", total,
+               "16 bytes of this rank's parameters + the split activations + 64 KiB",
+               "memory tracked beyond the parameters, their gradients and moments and the activations: a buffer "
+               "kept that should not be (a whole tensor gathered, a copy for a collective), or one allocated again "
+               "every step");
     check_peak(g, run, PEAK_HEAP, "heap (independent measure)", total + 4 * unit + (1 << 20),
                "16 bytes of this rank's parameters + the activations + one whole unit (gathered for the dump) + 1 MiB",
                "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate through "
@@ -222,5 +252,5 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
 const LabSpec LAB04 = {
     .id = "lab04", .dir = "lab04_tensor_parallel", .student_file = "tp.c", .program = "lab04",
     .solution = "lab04_solution", .runs = LAB04_RUNS, .nruns = sizeof LAB04_RUNS / sizeof LAB04_RUNS[0],
-    .ref_flags = lab04_ref_flags, .check = lab04_check,
+    .ref_flags = lab04_ref_flags, .check = lab04_check, .ratio_causes = lab04_ratio_causes,
 };

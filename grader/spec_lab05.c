@@ -195,6 +195,20 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
     free(ev);
 }
 
+// The factors a pipeline's gradients can be off by, and why.
+static int lab05_ratio_causes(const Run *run, RatioCause *out) {
+    int m = (int)dump_scalar(run->dump, "pp/m", 1), n = 0;
+    if (m > 1) {
+        out[n].factor = m;
+        snprintf(out[n++].cause, sizeof out->cause, "which is m = %d: each micro-batch's loss was scaled by 1 / (its "
+                 "own tokens) instead of 1 / (the step's), so the m micro-batches add up to m times the mean", m);
+        out[n].factor = 1.0 / m;
+        snprintf(out[n++].cause, sizeof out->cause, "which is 1/m = 1/%d: the micro-batches' gradients were divided "
+                 "by m on top of the loss scale, which already averages over the step's tokens", m);
+    }
+    return n;
+}
+
 static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) return;
@@ -231,6 +245,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                "a stage computed units that are not its own, or a micro-batch more than once: each stage runs its own units, once forward and once backward per micro-batch",
                "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once");
     check_resident(g, run);
+    check_live_growth(g, run);
 
     // The gradient of one step: m micro-batches added, each scaled by the
     // step's tokens.
@@ -342,6 +357,10 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_ledger(g, run, p, names, lab05_wants, &k);
     check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * stage_max, "4 bytes per parameter of the largest stage's units",
                "a stage holds parameters beyond its own units");
+    check_peak(g, run, PEAK_TOTAL, "total (tracked)", 16 * stage_max + acts_bound + 65536,
+               "16 bytes per parameter of the largest stage + the schedule's activations + 64 KiB",
+               "memory tracked beyond a stage's parameters, gradients and moments and the schedule's activations: "
+               "a buffer kept that should not be (a copy of a message), or one allocated again every step");
     check_peak(g, run, PEAK_HEAP, "heap (independent measure)",
                16 * stage_max + acts_bound + 65536 + 4 * largest_unit_floats(d) + (1 << 20),
                "16 bytes per parameter of a stage + the schedule's activations + one unit (gathered for the dump) "
@@ -368,5 +387,5 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
 const LabSpec LAB05 = {
     .id = "lab05", .dir = "lab05_pipeline", .student_file = "pipeline.c", .program = "lab05",
     .solution = "lab05_solution", .runs = LAB05_RUNS, .nruns = sizeof LAB05_RUNS / sizeof LAB05_RUNS[0],
-    .ref_flags = lab05_ref_flags, .check = lab05_check,
+    .ref_flags = lab05_ref_flags, .check = lab05_check, .ratio_causes = lab05_ratio_causes,
 };

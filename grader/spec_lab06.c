@@ -126,6 +126,30 @@ static int lab06_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     return n;
 }
 
+// The factors a tensor-parallel run's gradients can be off by, and why.
+static int lab06_ratio_causes(const Run *run, RatioCause *out) {
+    int t = (int)dump_scalar(run->dump, "sp/t", 1), dp = (int)dump_scalar(run->dump, "sp/dp", 1), n = 0;
+    if (t > 1) {
+        out[n].factor = t;
+        snprintf(out[n++].cause, sizeof out->cause, "which is t = %d: a gradient already whole on every rank of the "
+                 "group was summed over it again (f's backward around an input gradient that is not a partial sum, "
+                 "or a replicated tensor's gradient all-reduced), or the loss counted once per rank of the group", t);
+        out[n].factor = 1.0 / t;
+        snprintf(out[n++].cause, sizeof out->cause, "which is 1/t = 1/%d: a partial sum was kept where the group's "
+                 "sum belongs (an all-reduce of f's backward or g's forward missing), or the loss divided by t", t);
+    }
+    if (dp > 1) {
+        out[n].factor = dp;
+        snprintf(out[n++].cause, sizeof out->cause, "which is dp = %d: the loss was scaled by 1 / (this group's B T "
+                 "tokens) instead of tp->loss_scale (1 / the whole batch's): the data-parallel all-reduce adds the "
+                 "%d groups' gradients, so each group's must be its share of the batch's mean", dp, dp);
+        out[n].factor = 1.0 / dp;
+        snprintf(out[n++].cause, sizeof out->cause, "which is 1/dp = 1/%d: the gradients were divided by the %d "
+                 "data-parallel groups once more than the loss scale does", dp, dp);
+    }
+    return n;
+}
+
 static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) return;
@@ -148,6 +172,7 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
                "tokens only before a split layer (tensor parallelism alone runs them whole on every rank: the "
                "work and the activations t times over)");
     check_resident(g, run);
+    check_live_growth(g, run);
 
     // The replicated tensors: each rank's gradient covers its own tokens; the
     // sum over the group keeps them equal to the bit.
@@ -187,6 +212,11 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     double psi_local = dump_scalar(d, "sp/psi_local", 0);
     check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * psi_local, "4 bytes per parameter this rank holds",
                "a rank holds more parameters than its parts");
+    check_peak(g, run, PEAK_TOTAL, "total (tracked)", 16 * psi_local + acts + 65536,
+               "16 bytes of this rank's parameters + the activations of the mode + 64 KiB",
+               "memory tracked beyond the parameters, their gradients and moments and the activations: a buffer "
+               "kept that should not be (a send buffer for a collective, the whole sequence gathered), or one "
+               "allocated again every step");
     double heap = 16 * psi_local + acts + 65536 + 4 * largest_unit_floats(d) + (1 << 20);
     check_peak(g, run, PEAK_HEAP, "heap (independent measure)", heap,
                "16 bytes of this rank's parameters + the activations + one whole unit (gathered for the dump) + 1 MiB",
@@ -213,5 +243,5 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
 const LabSpec LAB06 = {
     .id = "lab06", .dir = "lab06_sequence_parallel", .student_file = "sp.c", .program = "lab06",
     .solution = "lab06_solution", .runs = LAB06_RUNS, .nruns = sizeof LAB06_RUNS / sizeof LAB06_RUNS[0],
-    .ref_flags = lab06_ref_flags, .check = lab06_check,
+    .ref_flags = lab06_ref_flags, .check = lab06_check, .ratio_causes = lab06_ratio_causes,
 };

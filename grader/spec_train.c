@@ -141,6 +141,33 @@ void check_work(Grader *g, const Run *run, double matmul_times, double layernorm
     check_one_work(g, run, "ops/layernorm", "LayerNorm rows", layernorm_times, balanced, more_layernorm);
 }
 
+// ---- the memory live after each step ---------------------------------------------
+
+void check_live_growth(Grader *g, const Run *run) {
+    const DumpArray *live = dump_find(run->dump, "mem/live_per_step");
+    const char *check = "memory live after each step";
+    if (!live || live->ndim != 2) {
+        grade_check(g, run, check, false, "not in the dump", "the live total after every step",
+                    "the harness did not note the memory live after each step (mem.h)");
+        return;
+    }
+    uint64_t S = live->shape[1], at = 0;
+    double worst = -INFINITY, first = 0, last = 0;
+    for (uint64_t r = 0; r < live->shape[0]; r++) {
+        double a = dump_get(live, r * S), b = dump_get(live, r * S + S - 1);
+        if (b - a > worst) worst = b - a, at = r, first = a, last = b;
+    }
+    char fig[160], bound[160], diag[700], b1[32], b2[32], b3[32];
+    snprintf(fig, sizeof fig, "rank %llu: %s after step 1, %s after step %llu", (unsigned long long)at,
+             core_fmt_bytes(first, b1, sizeof b1), core_fmt_bytes(last, b2, sizeof b2), (unsigned long long)S);
+    snprintf(bound, sizeof bound, "the same, + %s", core_fmt_bytes(LIVE_GROWTH_SLACK, b3, sizeof b3));
+    snprintf(diag, sizeof diag, "rank %llu's memory live after each step grew by %s over %llu steps: a buffer "
+             "allocated every step (a send buffer, a copy for a collective, a gathered tensor) is never freed; the "
+             "memory table's live column shows its category", (unsigned long long)at,
+             core_fmt_bytes(last - first, b1, sizeof b1), (unsigned long long)S);
+    grade_check(g, run, check, S < 2 || worst <= LIVE_GROWTH_SLACK, fig, bound, diag);
+}
+
 // ---- the kernel's count -------------------------------------------------------------
 
 void check_resident(Grader *g, const Run *run) {
@@ -254,8 +281,8 @@ void check_ledger(Grader *g, const Run *run, int inner, const char *const *names
                     snprintf(ops_fig, sizeof ops_fig, "rank %d: %s over %s, %s", r, opname, grp, b1);
                     if (!wanted)
                         snprintf(ops_diag, sizeof ops_diag, "rank %d made %.0f %s call%s over %s (%s in all), which "
-                                 "no step of this lab needs: a collective added (to keep copies in sync?) or run on "
-                                 "the wrong communicator", r, calls[k][op], opname, calls[k][op] == 1 ? "" : "s", grp, b1);
+                                 "no step of this lab needs: a collective added (to keep copies in sync?), or one that "
+                                 "belongs on another group", r, calls[k][op], opname, calls[k][op] == 1 ? "" : "s", grp, b1);
                     else if (!calls[k][op])
                         snprintf(ops_diag, sizeof ops_diag, "rank %d made no %s over %s, where %d steps need %s (%s): "
                                  "they ran on another communicator, or not at all", r, opname, grp, (int)steps, b2,
@@ -264,8 +291,9 @@ void check_ledger(Grader *g, const Run *run, int inner, const char *const *names
                         snprintf(ops_diag, sizeof ops_diag, "rank %d's %s calls over %s moved %s where %d steps need "
                                  "%s (%s), %+.0f bytes: %s", r, opname, grp, b1, (int)steps, b2, wanted->what,
                                  bytes[k][op] - want_bytes, bytes[k][op] > want_bytes
-                                     ? "a collective added (a few bytes: one to keep copies in sync?) or one too large"
-                                     : "a collective missing, or one too small");
+                                     ? "a collective added (a few bytes: one to keep copies in sync?), one too "
+                                       "large, or one run on this group that belongs on another"
+                                     : "a collective missing, one too small, or run on another group");
                 }
                 if (wanted && calls[k][op] > want_calls && calls[k][op] / want_calls > calls_worst) {
                     calls_ok = false;

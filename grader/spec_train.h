@@ -33,6 +33,14 @@ const char *excess_category(const Run *run, const double *expected, char *buf, s
 void check_work(Grader *g, const Run *run, double matmul_times, double layernorm_times, bool balanced,
                 const char *more_matmul, const char *more_layernorm);
 
+// The memory live after each step (mem.h's mem/live_per_step): a correct
+// step frees what it allocates, so the live total after the last step is
+// the one after the first, up to LIVE_GROWTH_SLACK (what the libraries
+// allocate once, late); a buffer allocated every step and never freed
+// grows it step after step.
+#define LIVE_GROWTH_SLACK 65536.0
+void check_live_growth(Grader *g, const Run *run);
+
 // The kernel's count of each rank's resident memory during training (mem.h)
 // against the wrapped heap's: it may rise above the heap's rise by the
 // libraries' own buffers (MPI's shared memory and temporary buffers; at
