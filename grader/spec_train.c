@@ -265,6 +265,28 @@ void check_ledger(Grader *g, const Run *run, int inner, const char *const *names
             snprintf(ops_diag, sizeof ops_diag, "rank %d made collectives of more than %d different sizes or groups: "
                      "a step of this lab needs a handful (one size per tensor it moves)", r, COMM_LEDGER_LINES);
         }
+        // A collective on the wrong group first: calls where no step has
+        // any, with the group they belong on short of the same bytes.
+        for (int k = 0; k < LEDGER_NGROUPS && ops_ok; k++)
+            for (int op = 0; op < COMM_NOPS && ops_ok; op++) {
+                bool wanted = false;
+                for (int j = 0; j < nw; j++) wanted |= (int)w[j].group == k && w[j].op == op;
+                if (wanted || !calls[k][op]) continue;
+                for (int j = 0; j < nw && ops_ok; j++) {
+                    double short_by = w[j].bytes * steps - bytes[w[j].group][op];
+                    if (w[j].op != op || !(short_by > 0.5)) continue;
+                    ops_ok = false;
+                    const char *opname = comm_op_name((CommOp)op);
+                    snprintf(ops_fig, sizeof ops_fig, "rank %d: %s over %s", r, opname,
+                             group_words((LedgerGroup)k, names));
+                    snprintf(ops_diag, sizeof ops_diag, "rank %d made %.0f %s calls over %s (%s), which no step of "
+                             "this lab needs, and its %s calls over %s are short of %s (%s): they belong on %s, and "
+                             "the collective was given the wrong communicator", r, calls[k][op], opname,
+                             group_words((LedgerGroup)k, names), core_fmt_bytes(bytes[k][op], b1, sizeof b1),
+                             opname, group_words(w[j].group, names), core_fmt_bytes(short_by, b2, sizeof b2),
+                             w[j].what, group_words(w[j].group, names));
+                }
+            }
         for (int k = 0; k < LEDGER_NGROUPS; k++)
             for (int op = 0; op < COMM_NOPS; op++) {
                 const LedgerWant *wanted = NULL;
