@@ -207,6 +207,7 @@ typedef struct {
     double started;          // when the grading began (core_now)
     int watchdog;            // seconds
     const char *keep;        // keep run directories under this path
+    const char *ref_cache;   // keep and reuse the reference runs' dumps here (trusted gradings only)
     const char *perturb;     // NAME:INDEX:DELTA applied to every lab dump (self-test)
     char work[512];          // temporary directory (runs' directories inside)
     char priv[600];          // work/private, mode 0700: the reference's runs and the build logs
@@ -530,6 +531,24 @@ static int g_nrefs;
 // a single sample of a rounding difference can come out small by chance, and
 // the other rounding because micro-batches leave the forward pass and most
 // of the matrix products bit-identical, while another machine rounds them all.
+// The cache's file for one yardstick run: named by a hash of everything
+// its numbers depend on (build/ref itself, its flags, the BLAS kernel asked
+// for), so that a rebuilt reference or another kernel is run again.
+static void ref_cache_path(const Options *o, const char *bin, const char *flags, const char *mflag, char *out,
+                           size_t len) {
+    struct stat st;
+    char key[2048];
+    memset(&st, 0, sizeof st);
+    stat(bin, &st);
+    const char *kernel = getenv("OPENBLAS_CORETYPE");
+    snprintf(key, sizeof key, "%s|%s|%s|%lld|%lld|%lld|%lld", flags, mflag, kernel ? kernel : "",
+             (long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
+             (long long)st.st_mtim.tv_nsec);
+    uint64_t h = 1469598103934665603ull;   // FNV-1a
+    for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    snprintf(out, len, "%s/%016llx.bin", o->ref_cache, (unsigned long long)h);
+}
+
 static RefCache *reference(const Options *o, const char *flags) {
     for (int i = 0; i < g_nrefs; i++)
         if (strcmp(g_refs[i].flags, flags) == 0) return &g_refs[i];
@@ -552,6 +571,12 @@ static RefCache *reference(const Options *o, const char *flags) {
         int m = y[k].micro > 1 ? snprintf(mflag, sizeof mflag, "--micro %d %s", y[k].micro,
                                           y[k].micro_mean ? "--micro-mean " : "") : 0;
         snprintf(mflag + m, sizeof mflag - (size_t)m, "--rounding %s", ops_rounding_name(y[k].rounding));
+        char cached[1200] = "";
+        if (o->ref_cache) {
+            ref_cache_path(o, bin, flags, mflag, cached, sizeof cached);
+            const char *err = NULL;
+            if (exists(cached) && (runs[k] = dump_read(cached, &err)) != NULL) continue;
+        }
         shell_quote(qdir, sizeof qdir, dir);
         snprintf(line, sizeof line,
                  "mkdir -p %s && cd %s && timeout -k 10 %d %s %s %s --dump ref.bin > output.txt 2>&1",
@@ -560,6 +585,14 @@ static RefCache *reference(const Options *o, const char *flags) {
         snprintf(path, sizeof path, "%s/ref.bin", dir);
         const char *err = NULL;
         runs[k] = rcode == 0 ? dump_read(path, &err) : NULL;
+        if (runs[k] && cached[0]) {   // into the cache whole or not at all (gradings run side by side)
+            char tmp[1300], qtmp[1400], qcached[1400];
+            snprintf(tmp, sizeof tmp, "%s.tmp.%d", cached, (int)getpid());
+            shell_quote(qtmp, sizeof qtmp, tmp);
+            shell_quote(qcached, sizeof qcached, cached);
+            snprintf(line, sizeof line, "cp %s/ref.bin %s && mv -f %s %s", qdir, qtmp, qtmp, qcached);
+            shell(line);
+        }
         // Read once, kept in memory: no answer stays on disk while labs run.
         if (!o->keep) {
             snprintf(line, sizeof line, "rm -rf %s", qdir);
@@ -1084,7 +1117,7 @@ int main(int argc, char **argv) {
     Options o = {0};
     bool solutions = false, quick = false;
     const char *submission = NULL, *mutant = NULL, *labs = NULL, *json = NULL, *junit = NULL,
-               *keep = NULL, *pert = NULL, *mutants = NULL, *runs = NULL, *margins = NULL;
+               *keep = NULL, *pert = NULL, *mutants = NULL, *runs = NULL, *margins = NULL, *ref_cache = NULL;
     int hidden = -1, limit = 300, watchdog = 60, budget = 1800;
     ArgExtra extras[] = {
         {"solutions", ARG_FLAG, &solutions, "grade the reference solutions", 0, 0, NULL, NULL},
@@ -1102,6 +1135,7 @@ int main(int argc, char **argv) {
         {"budget", ARG_INT, &budget, "seconds every run of the grading may take together (0: no budget); the runs past it fail, unrun", 0, 864000, NULL, NULL},
         {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL, NULL},
         {"keep", ARG_STRING, &keep, "keep every run's directory under DIR", 1, 0, NULL, "DIR"},
+        {"ref-cache", ARG_STRING, &ref_cache, "keep the reference runs' dumps in DIR (made mode 0700) and reuse them in later gradings of this tree; with --submission only where the runs are isolated and DIR is inside the trusted tree (hidden from them)", 1, 0, NULL, "DIR"},
         {"perturb", ARG_STRING, &pert, "self-test: add DELTA to COUNT elements (default 1) from INDEX on of array NAME of every lab dump", 1, 0, NULL, "NAME:INDEX:DELTA[:COUNT]"},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
@@ -1176,6 +1210,11 @@ int main(int argc, char **argv) {
     o.started = core_now();
     o.watchdog = watchdog;
     o.keep = keep;
+    o.ref_cache = ref_cache;
+    if (ref_cache) {
+        mkdir(ref_cache, 0700);
+        CHECK(exists(ref_cache), "--ref-cache %s: cannot make that directory", ref_cache);
+    }
     o.perturb = pert;
     // Every process a run starts stays the grader's descendant, even one
     // that leaves its process group (setsid): see end_leftovers.
@@ -1216,6 +1255,20 @@ int main(int argc, char **argv) {
         print0("note: the grader is not root, so each run has limits on CPU time, file size and memory and "
                "its leftover processes are ended, but it runs as this user and can read what this user can "
                "(run the grader as root to run each submission as uid %d in its own PID namespace)\n", RUN_UID);
+    }
+    // A submission's build and runs must not reach the answers kept on
+    // disk: only where they are isolated, with the trusted tree (and the
+    // cache in it) hidden from them.
+    if (ref_cache && submission) {
+        char rc[PATH_MAX], tree[PATH_MAX];
+        bool inside = realpath(ref_cache, rc) && realpath(o.tree, tree) && strncmp(rc, tree, strlen(tree)) == 0 &&
+                      rc[strlen(tree)] == '/';
+        if (!o.isolate || !inside) {
+            print0("note: --ref-cache is not used: with --submission it would keep the reference's answers where "
+                   "the submission could read them (it needs root with isolated runs, and DIR inside the trusted "
+                   "tree, %s)\n", o.tree);
+            o.ref_cache = NULL;
+        }
     }
     if (keep) {
         snprintf(o.work, sizeof o.work, "%s", keep);

@@ -5,6 +5,12 @@
 # that passed and failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The reference runs, kept once for every grading of this tree below
+# (build/grade --ref-cache): a configuration's yardstick runs once, not in
+# every grading that has it. Inside the tree, hidden from the submissions'
+# runs.
+export REFCACHE="$PWD/build/refcache"
+rm -rf "$REFCACHE"
 
 # mpirun refuses root unless told, and more ranks than cores unless told.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -302,20 +308,20 @@ pool_add "student release: builds, and the READMEs' commands work" 900 "" bash -
     make --no-print-directory -C "$t/parallelism-labs" -j2 > "$t/build.log" 2>&1 || { tail -20 "$t/build.log"; exit 1; }
     scripts/readme-commands.sh "$t/parallelism-labs"'
 pool_add "grade --solutions of ref and labs 01 to 03 (json, junit)" 900 "" bash -c \
-    'build/grade --solutions --lab ref,lab01,lab02,lab03 --json build/results.json --junit build/results.xml &&
+    'build/grade --ref-cache "$REFCACHE" --solutions --lab ref,lab01,lab02,lab03 --json build/results.json --junit build/results.xml &&
      /usr/bin/python3 grader/tests/check_reports.py build/results.json build/results.xml'
 for lab in lab03 lab01 lab02; do
-    pool_add "planted bugs of $lab" 900 "" build/grade --lab "$lab" --mutants "grader/mutants/$lab/" --quick --watchdog 5 --limit 120
+    pool_add "planted bugs of $lab" 900 "" build/grade --ref-cache "$REFCACHE" --lab "$lab" --mutants "grader/mutants/$lab/" --quick --watchdog 5 --limit 120
 done
 pool_add "grade --solutions of labs 04 to 06 (json, junit)" 900 "" bash -c \
-    'build/grade --solutions --lab lab04,lab05,lab06 --json build/results-b.json --junit build/results-b.xml &&
+    'build/grade --ref-cache "$REFCACHE" --solutions --lab lab04,lab05,lab06 --json build/results-b.json --junit build/results-b.xml &&
      /usr/bin/python3 grader/tests/check_reports.py build/results-b.json build/results-b.xml'
 # The unfinished student files fail, saying what is missing, and score
 # nothing: a check they pass (a memory bound, a byte count) earns no point
 # while their runs' TODOs are unwritten.
 pool_add "grade (the unfinished student files): they fail and score 0" 600 "" bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
-    build/grade --quick --json "$t/r.json" --junit "$t/r.xml" > "$t/out.txt" 2>&1
+    build/grade --ref-cache "$REFCACHE" --quick --json "$t/r.json" --junit "$t/r.xml" > "$t/out.txt" 2>&1
     rc=$?
     tail -n 5 "$t/out.txt"
     [ $rc -ne 0 ] && grep -q "not written yet" "$t/out.txt" || { echo "it did not fail saying: not written yet"; exit 1; }
@@ -338,7 +344,7 @@ pool_add "a release of lab01 and lab02 alone: only they are in it, and graded" 6
     [ $? -ne 0 ] && grep -q "lab04 is not in this tree" out4.txt || { cat out4.txt; exit 1; }
     echo "lab01 and lab02 alone, graded alone"'
 for lab in lab04 lab05 lab06; do
-    pool_add "planted bugs of $lab" 900 "" build/grade --lab "$lab" --mutants "grader/mutants/$lab/" --quick --watchdog 5 --limit 120
+    pool_add "planted bugs of $lab" 900 "" build/grade --ref-cache "$REFCACHE" --lab "$lab" --mutants "grader/mutants/$lab/" --quick --watchdog 5 --limit 120
 done
 # Correct code passes on other machines' rounding: the runs whose margins
 # the yardstick's matrix found smallest (scripts/yardstick-matrix.sh runs it
@@ -355,17 +361,17 @@ for ct in Prescott Haswell; do
     pool_add "the closest runs under OPENBLAS_CORETYPE=$ct: solutions and legal variants pass" 600 "" bash -c '
         set -e
         export OPENBLAS_CORETYPE=$1
-        build/grade --solutions --lab lab02,lab03,lab05,lab06 --runs "$2" | tail -n 1
+        build/grade --ref-cache "$REFCACHE" --solutions --lab lab02,lab03,lab05,lab06 --runs "$2" | tail -n 1
         [ "$1" = Prescott ] || exit 0   # the legal variants under one of the two
         t=$(mktemp -d) && trap "rm -rf $t" EXIT
         for lab in lab05 lab06; do
             mkdir -p "$t/$lab" && cp grader/mutants/$lab/legal_*.patch "$t/$lab/"
-            build/grade --lab $lab --mutants "$t/$lab" --runs "$2" | tail -n 1
+            build/grade --ref-cache "$REFCACHE" --lab $lab --mutants "$t/$lab" --runs "$2" | tail -n 1
         done' _ "$ct" "$closest"
 done
 # Hidden runs (a second seed, marked hidden in the reports), on the fastest lab.
 pool_add "grade --solutions --hidden-seed (json, junit)" 300 "" bash -c \
-    'build/grade --solutions --lab lab01 --json build/results-hidden.json --junit build/results-hidden.xml --hidden-seed 4242 &&
+    'build/grade --ref-cache "$REFCACHE" --solutions --lab lab01 --json build/results-hidden.json --junit build/results-hidden.xml --hidden-seed 4242 &&
      /usr/bin/python3 grader/tests/check_reports.py build/results-hidden.json build/results-hidden.xml &&
      grep -q "\"visibility\": \"hidden\"" build/results-hidden.json'
 pool_run
@@ -376,20 +382,20 @@ pool_run
 # by a whole step is not an error a bug makes alone: correct code on another
 # BLAS kernel moves a few elements that far; see the README's Grader section.)
 run_failing "grade rejects a reference run with one row perturbed by a tenth of a step" 300 \
-    "worst: block1.mlp.w1" build/grade --solutions --lab ref --quick --perturb param/final/block1.mlp.w1:512:1e-4:512
+    "worst: block1.mlp.w1" build/grade --ref-cache "$REFCACHE" --solutions --lab ref --quick --perturb param/final/block1.mlp.w1:512:1e-4:512
 run_failing "grade rejects a reference run with one element beyond Adam's reach" 300 \
-    "further from the reference's than AdamW can move" build/grade --solutions --lab ref --quick \
+    "further from the reference's than AdamW can move" build/grade --ref-cache "$REFCACHE" --solutions --lab ref --quick \
     --perturb param/final/block1.mlp.w1:17:0.1
 # A grading's time budget: the runs left when it is spent fail unrun.
 run_failing "grade --budget: the runs past the grading's budget fail, unrun" 120 \
-    "graded within the time budget" build/grade --solutions --lab lab02 --budget 1
+    "graded within the time budget" build/grade --ref-cache "$REFCACHE" --solutions --lab lab02 --budget 1
 # A planted bug that no longer fits its solution fails loudly, not silently.
 run_failing "a stale planted bug is refused" 120 "no longer applies" bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
     { echo "MUTANT: a patch whose context has drifted"; echo "EXPECT: anything"
       echo "--- a/lab02_ddp/solution/ddp.c"; echo "+++ b/lab02_ddp/solution/ddp.c"
       echo "@@ -1,2 +1,2 @@"; echo "-// a line the solution does not have"; echo "+// another"; echo " // nor this"; } > "$t/stale.patch"
-    build/grade --lab lab02 --mutant "$t/stale.patch" --quick'
+    build/grade --ref-cache "$REFCACHE" --lab lab02 --mutant "$t/stale.patch" --quick'
 # ---- the grader isolated: adversarial submissions --------------------------
 # Each file under grader/tests/adversarial/NAME/ is a lab02 submission that
 # tries to cheat or to break the grader. Graded with --submission, each must
@@ -402,7 +408,7 @@ adversarial_in() {
         lab=$1 runs=$2 name=$3 pattern=$4 forbidden=$5
         t=$(mktemp -d) && trap "rm -rf $t" EXIT
         chmod 711 "$t"   # the runs user (uid 65534, when root) passes through it
-        TMPDIR=$t build/grade --submission "grader/tests/adversarial/$name" --lab "$lab" --runs "$runs" \
+        TMPDIR=$t build/grade --ref-cache "$REFCACHE" --submission "grader/tests/adversarial/$name" --lab "$lab" --runs "$runs" \
             --watchdog 5 --limit 60 --json "$t/results.json" > "$t/out.txt" 2>&1
         rc=$?
         tail -n 6 "$t/out.txt"
@@ -467,7 +473,7 @@ if [ "$(id -u)" -eq 0 ]; then
         printf "#include \"/dev/zero\"\n" > "$t/zero/ddp.c"
         printf "#include \"/dev/stdin\"\n" > "$t/stdin/ddp.c"
         for s in path zero stdin; do
-            TMPDIR=$t timeout 300 build/grade --submission "$t/$s" --lab lab02 --runs np2-bucketed --json "$t/$s.json" \
+            TMPDIR=$t timeout 300 build/grade --ref-cache "$REFCACHE" --submission "$t/$s" --lab lab02 --runs np2-bucketed --json "$t/$s.json" \
                 > "$t/$s.out" 2>&1
             rc=$?
             [ $rc -eq 1 ] && grep -q "does not compile" "$t/$s.json" || { tail -5 "$t/$s.out"; echo "$s: exit $rc"; exit 1; }
@@ -478,7 +484,7 @@ fi
 run "grader: a late usage error writes its reports and cleans up" 120 bash -c '
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
     for bad in "--lab lab9" "--perturb foo"; do
-        TMPDIR=$t build/grade --solutions --quick $bad --json "$t/r.json" > "$t/out.txt" 2>&1
+        TMPDIR=$t build/grade --ref-cache "$REFCACHE" --solutions --quick $bad --json "$t/r.json" > "$t/out.txt" 2>&1
         [ $? -eq 2 ] && [ -s "$t/r.json" ] && ! ls -d "$t"/grade.* 2>/dev/null || { cat "$t/out.txt"; echo "$bad"; exit 1; }
     done'
 # The dump reader: a FIFO, /dev/zero and a huge sparse file are refused at
