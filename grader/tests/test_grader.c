@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grade.h"
+#include "pp_schedule.h"
 #include "testutil.h"
 
 // A dump in memory: arrays of floats and one text.
@@ -136,6 +137,74 @@ START_TEST(hang_names_the_rank_that_stopped_answering) {
 }
 END_TEST
 
+// A log of events, as comm.h writes it (the k-th send from a to b pairs
+// with the k-th receive at b from a).
+typedef struct {
+    CommEvent e[64];
+    int n;
+} Log;
+
+static void ev(Log *l, int kind, int op, int peer, int seq) {
+    l->e[l->n++] = (CommEvent){kind, op, peer, seq, kind == COMM_EVENT_MARK ? 0 : 3};
+}
+
+// GPipe over two stages and two micro-batches as the solution runs it
+// (receives blocking, sends started and waited after the backward pass),
+// with a barrier over both after every forward when `barrier`.
+static void gpipe_logs(Log *l, bool barrier) {
+    memset(l, 0, 2 * sizeof *l);
+    for (int mb = 0; mb < 2; mb++) {   // the forwards
+        ev(&l[0], COMM_EVENT_MARK, 0, mb, -1);
+        ev(&l[0], COMM_EVENT_POST, COMM_OP_SEND, 1, mb);
+        ev(&l[1], COMM_EVENT_POST, COMM_OP_RECV, 0, mb);
+        ev(&l[1], COMM_EVENT_DONE, COMM_OP_RECV, 0, mb);
+        ev(&l[1], COMM_EVENT_MARK, 0, mb, -1);
+        for (int s = 0; barrier && s < 2; s++) {
+            ev(&l[s], COMM_EVENT_POST, COMM_OP_BARRIER, -1, mb);
+            ev(&l[s], COMM_EVENT_DONE, COMM_OP_BARRIER, -1, mb);
+        }
+    }
+    for (int mb = 0; mb < 2; mb++) {   // the backwards
+        ev(&l[1], COMM_EVENT_MARK, 1, mb, -1);
+        ev(&l[1], COMM_EVENT_POST, COMM_OP_SEND, 0, mb);
+        ev(&l[1], COMM_EVENT_DONE, COMM_OP_SEND, 0, mb);
+        ev(&l[0], COMM_EVENT_POST, COMM_OP_RECV, 1, mb);
+        ev(&l[0], COMM_EVENT_DONE, COMM_OP_RECV, 1, mb);
+        ev(&l[0], COMM_EVENT_MARK, 1, mb, -1);
+        ev(&l[0], COMM_EVENT_DONE, COMM_OP_SEND, 1, mb);
+    }
+}
+
+START_TEST(timeline_finds_a_stage_that_had_its_input_and_waited) {
+    Log l[2];
+    const CommEvent *evs[2] = {l[0].e, l[1].e};
+    double order;
+    PpLate late;
+    // Waiting only for inputs: the order's bubble, (p - 1) / (m + p - 1).
+    gpipe_logs(l, false);
+    int n[2] = {l[0].n, l[1].n};
+    double b = pp_replay_timeline(2, 2, evs, n, &order, &late);
+    ck_assert_double_eq_tol(b, 1.0 / 3, 1e-12);
+    ck_assert_double_eq_tol(order, 1.0 / 3, 1e-12);
+    ck_assert_int_eq(late.rank, -1);
+    // A barrier after every forward: the same order, so the same order's
+    // bubble, but stage 0's second forward waits for stage 1's first: by one
+    // forward pass, held by the barrier. By hand: stage 0 runs F0 [0, 1],
+    // F1 [2, 3], B0 [6, 8], B1 [8, 10]; stage 1 F0 [1, 2], F1 [3, 4], B0
+    // [4, 6], B1 [6, 8]: busy 12 of 2 x 10, idle 8/20 (without: 6/18).
+    gpipe_logs(l, true);
+    n[0] = l[0].n, n[1] = l[1].n;
+    b = pp_replay_timeline(2, 2, evs, n, &order, &late);
+    ck_assert_double_eq_tol(order, 1.0 / 3, 1e-12);
+    ck_assert_double_eq_tol(b, 8.0 / 20, 1e-12);
+    ck_assert_int_eq(late.rank, 0);
+    ck_assert_int_eq(late.kind, 0);
+    ck_assert_int_eq(late.mb, 1);
+    ck_assert_double_eq_tol(late.late, 1, 1e-12);
+    ck_assert_int_eq(late.cause.op, COMM_OP_BARRIER);
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("grader");
     TCase *tc = tcase_create("core");
@@ -143,6 +212,7 @@ int main(void) {
     tcase_add_test(tc, adam_reach_bounds_every_gradient_sequence);
     tcase_add_test(tc, bulk_sets_aside_the_largest_thousandth);
     tcase_add_test(tc, hang_names_the_rank_that_stopped_answering);
+    tcase_add_test(tc, timeline_finds_a_stage_that_had_its_input_and_waited);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
