@@ -269,6 +269,37 @@ void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, doubl
         }
 }
 
+int tp_layout_replicated_differs(const TpLayout *L, Comm *c, float **units, char *buf, size_t len) {
+    int n = 0, N = comm_size(c), zero_on = -1;
+    for (int u = 0; u < L->nunits; u++)
+        for (int k = 0; k < L->m->units[u].ntensors; k++) n += L->part[u][k].split.kind == TP_REPLICATED;
+    double *mine = malloc((size_t)(n ? n : 1) * sizeof *mine), *all = malloc((size_t)N * (n ? n : 1) * sizeof *all);
+    CHECK(mine && all, "out of memory");
+    int i = 0;
+    for (int u = 0; u < L->nunits; u++)
+        for (int k = 0; k < L->m->units[u].ntensors; k++) {
+            const TpPart *p = &L->part[u][k];
+            if (p->split.kind == TP_REPLICATED) mine[i++] = ops_sumsq(units[u] + p->offset, p->count);
+        }
+    comm_all_gather_host(c, mine, (size_t)n * sizeof *mine, all);
+    buf[0] = 0;
+    i = 0;
+    for (int u = 0; u < L->nunits && !buf[0]; u++)
+        for (int k = 0; k < L->m->units[u].ntensors && !buf[0]; k++) {
+            if (L->part[u][k].split.kind != TP_REPLICATED) continue;
+            bool differs = false;
+            for (int q = 1; q < N; q++) differs |= all[(size_t)q * n + i] != all[i];
+            if (differs) {
+                snprintf(buf, len, "%s.%s", L->m->units[u].name, L->m->units[u].tensors[k].name);
+                for (int q = N - 1; q >= 0; q--)
+                    if (all[(size_t)q * n + i] == 0) zero_on = q;
+            }
+            i++;
+        }
+    free(mine);
+    free(all);
+    return zero_on;
+}
 
 // ---- shapes and bytes ----------------------------------------------------------------
 

@@ -89,6 +89,12 @@ float **tp_layout_gather(const TpLayout *L, float **units);
 void tp_layout_dump(const TpLayout *L, float **units, DumpWriter *w, const char *prefix);
 // Sums of squares of this rank's replicated and split parameters.
 void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, double *split);
+// The replicated tensors of `units` compared over the ranks of c (the
+// group, or the world: every rank lays its units out alike): the name
+// "unit.tensor" of the first whose sum of squares differs between ranks
+// in buf ("" when all agree). Returns the first rank of c on which that
+// tensor is all zeros, or -1 (none, or none differs). Collective over c.
+int tp_layout_replicated_differs(const TpLayout *L, Comm *c, float **units, char *buf, size_t len);
 
 // ---- shapes and bytes -------------------------------------------------------------
 

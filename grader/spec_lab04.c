@@ -95,13 +95,48 @@ static void check_probe(Grader *g, const Run *run, int t) {
              "the group before it leaves a column-parallel layer", bad >= 0 ? layer[bad] : "an", t);
     grade_check(g, run, "f sums the input gradients", bad < 0, fig, "the same on every rank", diag);
 
+    // The cross-entropy: the loss, and the first of its parts (TpHeadActs)
+    // that is not the whole vocabulary's names the step at fault.
     double ce = dump_scalar(d, "tp/probe/head_loss_err", INFINITY);
-    snprintf(fig, sizeof fig, "rel. error %.1e", ce);
+    int mx = (int)dump_scalar(d, "tp/probe/ce_max", 2), se = (int)dump_scalar(d, "tp/probe/ce_sumexp", 3),
+        tl = (int)dump_scalar(d, "tp/probe/ce_target", 3);
+    static const char *const mx_is[] = {"right", "local", "wrong"};
+    static const char *const se_is[] = {"right", "by COMM_MAX", "local maxima", "wrong"};
+    static const char *const tl_is[] = {"right", "no h0", "not summed", "wrong"};
+    int n = snprintf(fig, sizeof fig, "rel. error %.1e", ce);
+    if (mx || se || tl)
+        snprintf(fig + n, sizeof fig - n, ": max %s, sum %s, target %s", mx_is[mx < 0 || mx > 2 ? 2 : mx],
+                 se_is[se < 0 || se > 3 ? 3 : se], tl_is[tl < 0 || tl > 3 ? 3 : tl]);
+    const char *why =
+        mx == 1 || (mx == 0 && se == 2)
+            ? "on random logits whose rows peak on different ranks, each rank took its exponentials against its own "
+              "row maximum: combine the row maximum over the group first (comm_all_reduce with COMM_MAX), take every "
+              "rank's exponentials against that one maximum, then sum them and the target's logit over the group; "
+              "exponentials taken against different local maxima cannot be added"
+        : mx != 0
+            ? "the row maximum (a->mx) is not the whole vocabulary's: each rank's maximum over its own columns "
+              "(ops_row_max), then the largest over the group (comm_all_reduce with COMM_MAX)"
+        : tl == 1
+            ? "the target's logit was looked up without this rank's vocabulary offset: rank r's columns hold the ids "
+              "[h0, h0 + nh), so the target's place among them is its id minus h0 (ops_vocab_ids with tp->h0), "
+              "and no place (-1) where another rank holds it"
+        : tl == 2
+            ? "the target's logit is left only on the rank whose columns hold it: sum it over the group "
+              "(comm_all_reduce_sum; the other ranks give 0) before the loss"
+        : tl != 0
+            ? "the target's logit (a->target_logit) is not the target's: pick it on the rank whose columns hold it "
+              "(ops_vocab_ids with tp->h0, ops_pick) and sum it over the group"
+        : se == 1
+            ? "the row maximum is right, but the sum of exponentials is the largest of the ranks' sums, not their "
+              "total: it was all-reduced with COMM_MAX; each rank's sum covers its own columns only, and the whole "
+              "vocabulary's is their sum (comm_all_reduce_sum)"
+        : se != 0
+            ? "the sum of exponentials (a->sumexp) is not the whole vocabulary's: each rank's sum of exp(logit - "
+              "maximum) over its columns, against the combined maximum (ops_row_sumexp), summed over the group"
+            : "the row maximum, the sum of exponentials and the target's logit are the whole vocabulary's, but the "
+              "loss is not: loss = log(sum of exponentials) + maximum - target's logit (ops_ce_from_parts)";
     grade_check(g, run, "vocabulary-parallel cross-entropy", ce <= 1e-5, fig, "<= 1e-5 against the whole vocabulary's",
-                "on random logits whose rows peak on different ranks, the loss differs from the whole vocabulary's: "
-                "combine the row maximum over the group first (comm_all_reduce with COMM_MAX), take every rank's "
-                "exponentials against that one maximum, then sum them and the target's logit over the group; "
-                "exponentials taken against different local maxima cannot be added");
+                why);
 
     double emb = dump_scalar(d, "tp/probe/embed_err", INFINITY);
     snprintf(fig, sizeof fig, "rel. error %.1e", emb);
@@ -199,10 +234,24 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     for (uint64_t q = 1; sums && q < sums->count; q++)
         if (dump_get(sums, q) != dump_get(sums, 0) && !at) at = q;
     char fig[160], diag[700], why[200];
-    snprintf(fig, sizeof fig, "%s", !sums ? "no tp/replicated_sumsq_per_rank" : at ? "they differ" : "equal on every rank");
-    snprintf(diag, sizeof diag, "rank %llu's replicated tensors (LayerNorm weights, embed.wpe, attn.bo, mlp.b2) differ "
-             "from rank 0's after training: their gradients differed, because an input gradient or an output was "
-             "not summed over the group before them", (unsigned long long)at);
+    const DumpArray *fd = dump_find(d, "tp/replicated_differs_name");
+    const char *first = fd && fd->type == DUMP_TEXT && strcmp((const char *)fd->data, "-") ? (const char *)fd->data : NULL;
+    snprintf(fig, sizeof fig, "%s%s", !sums ? "no tp/replicated_sumsq_per_rank" : !at ? "equal on every rank"
+             : first ? first : "they differ", sums && at && first ? " differs" : "");
+    // A replicated tensor whose first gradient was zero on some rank was
+    // computed on rank 0 only; otherwise what reached it differed.
+    const DumpArray *gd = dump_find(d, "tp/replicated_grad_differs_name");
+    const char *gname = gd && gd->type == DUMP_TEXT ? (const char *)gd->data : "-";
+    int zero_on = (int)dump_scalar(d, "tp/replicated_grad_zero_on", -1);
+    if (zero_on > 0)
+        snprintf(diag, sizeof diag, "%s's gradient is not computed on every rank: at the first step it was zero on "
+                 "rank %d of the group, not on rank 0; dout is whole on every rank, so each computes the whole "
+                 "gradient of a replicated tensor itself (ops_positions_backward for embed.wpe), with no "
+                 "communication", gname, zero_on);
+    else
+        snprintf(diag, sizeof diag, "rank %llu's replicated tensors (LayerNorm weights, embed.wpe, attn.bo, mlp.b2) "
+                 "differ from rank 0's after training: their gradients differed, because an input gradient or an "
+                 "output was not summed over the group before them", (unsigned long long)at);
     grade_check(g, run, "replicated tensors equal on every rank", sums && !at, fig, "equal to the bit", diag);
 
     // Memory: each rank holds the replicated tensors whole and 1/t of the rest.

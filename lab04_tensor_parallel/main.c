@@ -113,6 +113,8 @@ int main(int argc, char **argv) {
     float scale = 1.0f / (float)((size_t)a.batch * a.seq);
     double total_time = 0, total_busy = 0, total_blocked = 0;
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
+    char grad_differs[96] = "", differs[96];
+    int grad_zero_on = -1;
     char extra[160];
     snprintf(extra, sizeof extra, "tp %d\ndp %d\nmlp %s\n", t, dp, mlp);
     dump_run_meta(dw, c, "lab04", &a, extra);
@@ -142,7 +144,12 @@ int main(int argc, char **argv) {
         // of the global mean).
         for (int u = 0; dp > 1 && u < tm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], tm.L.size[u]);
         // The first gradient, whole, for the grader (a unit at a time).
-        if (s == 0) tp_layout_dump(&tm.L, grads, dw, "grad/first");
+        if (s == 0) {
+            tp_layout_dump(&tm.L, grads, dw, "grad/first");
+            // A replicated gradient that differs over the group, and a rank
+            // where it is zero: computed on some ranks only.
+            grad_zero_on = tp_layout_replicated_differs(&tm.L, tpc, grads, grad_differs, sizeof grad_differs);
+        }
         trace_begin("optimizer", "compute");
         for (int u = 0; u < tm.nunits; u++) optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], tm.L.size[u]);
         trace_end();
@@ -197,6 +204,7 @@ int main(int argc, char **argv) {
     comm_all_gather_host(c, &rep_sumsq, sizeof rep_sumsq, rep_all);
     bool rep_equal = true;
     for (int q = 1; q < N; q++) rep_equal &= rep_all[q] == rep_all[0];
+    tp_layout_replicated_differs(&tm.L, c, params, differs, sizeof differs);
     float **whole = tp_layout_gather(&tm.L, params), **whole_m = tp_layout_gather(&tm.L, mom_m),
           **whole_v = tp_layout_gather(&tm.L, mom_v);
     double loss_err = 0;
@@ -213,7 +221,9 @@ int main(int argc, char **argv) {
     if (ref.on)
         print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest difference "
                "in %s)\n", loss_err, perr, worst);
-    if (!rep_equal) print0("the replicated tensors (LayerNorms, wpe, the biases after g) differ between ranks\n");
+    if (!rep_equal || differs[0])
+        print0("the replicated tensors (LayerNorms, wpe, the biases after g) differ between ranks, %s first\n",
+               differs[0] ? differs : "?");
 
     // The rest of the dump for the grader.
     uint64_t steps = (uint64_t)a.steps, nr = (uint64_t)N;
@@ -224,6 +234,9 @@ int main(int argc, char **argv) {
         gpt_dump_host_units(model, dw, "optim/v", whole_v);
     }
     dump_f64(dw, "tp/replicated_sumsq_per_rank", rep_all, 1, &nr);
+    dump_text(dw, "tp/replicated_differs_name", differs[0] ? differs : "-");
+    dump_text(dw, "tp/replicated_grad_differs_name", grad_differs[0] ? grad_differs : "-");
+    dump_scalar_i64(dw, "tp/replicated_grad_zero_on", grad_zero_on);
     dump_scalar_i64(dw, "tp/t", t);
     dump_scalar_i64(dw, "tp/dp", dp);
     dump_scalar_i64(dw, "tp/naive", naive);
@@ -237,7 +250,8 @@ int main(int argc, char **argv) {
               {"attn_out_agree", probe.attn_out_agree}, {"mlp_out_agree", probe.mlp_out_agree},
               {"attn_dx_agree", probe.attn_dx_agree},   {"mlp_dx_agree", probe.mlp_dx_agree},
               {"head_dx_agree", probe.head_dx_agree},   {"head_loss_err", probe.head_loss_err},
-              {"embed_err", probe.embed_err}};
+              {"embed_err", probe.embed_err},           {"ce_max", probe.ce_max},
+              {"ce_sumexp", probe.ce_sumexp},           {"ce_target", probe.ce_target}};
     for (size_t i = 0; i < sizeof pr / sizeof pr[0]; i++) {
         char name[64];
         snprintf(name, sizeof name, "tp/probe/%s", pr[i].name);

@@ -295,6 +295,12 @@ static double agree(const Tp *tp, const float *dev, size_t n) {
     return ok;
 }
 
+// Whether a float the student's code computed is b, to a relative 1e-4
+// (a float's sums of a few hundred terms against the host's in double).
+static bool near(float a, double b) { return fabs(a - b) <= 1e-4 * (1 + fabs(b)); }
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
 // The mean of (b - a) over n floats, divided by delta.
 static double mean_shift(const float *a, const float *b, size_t n, double delta) {
     float *ha = malloc(n * sizeof *ha), *hb = malloc(n * sizeof *hb);
@@ -351,7 +357,8 @@ TpProbe tpm_probe(TpModel *tm) {
     const Gpt *m = tm->m;
     const int M = tp->B * tp->T, C = tp->C, V = tp->V;
     const size_t MC = (size_t)M * C;
-    TpProbe pr = {1, 1, 1, 1, 1, 1, 1, 0, 0};
+    TpProbe pr = {.attn_bias = 1, .mlp_bias = 1, .attn_out_agree = 1, .mlp_out_agree = 1, .attn_dx_agree = 1,
+                  .mlp_dx_agree = 1, .head_dx_agree = 1};
     float *hx = random_host(MC, 1, 1.0f), *hd = random_host(MC, 2, 1.0f);
     float *x = device_copy(hx, MC), *dout = device_copy(hd, MC);
     // Blocks: unit 1's parts of a random whole unit (every tensor non-zero).
@@ -382,24 +389,49 @@ TpProbe tpm_probe(TpModel *tm) {
     float *losses = tm->losses;
     ops_fill(losses, 0, (size_t)M);
     tp_head_forward(tp, &tm->head, &p, x, tm->targets, losses);
-    float *hl = malloc((size_t)M * sizeof *hl);
-    mem_to_host(hl, losses, (size_t)M * sizeof(float));
+    // The loss and its parts (TpHeadActs) of the first R rows, on the host;
+    // every rank's columns of lm_head, for the parts each rank computes.
+    const int R = M < 64 ? M : 64;
+    float *hl = malloc(4 * (size_t)R * sizeof *hl), *hmx = hl + R, *hse = hl + 2 * R, *htl = hl + 3 * R;
+    mem_to_host(hl, losses, (size_t)R * sizeof(float));
+    mem_to_host(hmx, tm->head.mx, (size_t)R * sizeof(float));
+    mem_to_host(hse, tm->head.sumexp, (size_t)R * sizeof(float));
+    mem_to_host(htl, tm->head.target_logit, (size_t)R * sizeof(float));
+    int cols[2] = {tp->h0, tp->nh}, *all_cols = malloc(2 * (size_t)tp->t * sizeof *all_cols);
+    comm_all_gather_host(tp->group, cols, sizeof cols, all_cols);
     const GptTensor *lm = &m->units[u].tensors[2];
     double worst = 0;
-    for (int i = 0; i < M && i < 64; i++) {
-        double mx = -INFINITY, *row = malloc((size_t)V * sizeof *row), s = 0;
+    double *row = malloc((size_t)V * sizeof *row);
+    for (int i = 0; i < R; i++) {
+        double mx = -INFINITY;
         for (int v = 0; v < V; v++) {
             double z = 0;
             for (int c = 0; c < C; c++) z += (double)hx[(size_t)i * C + c] * whole[lm->offset + (size_t)c * V + v];
             row[v] = z;
             mx = fmax(mx, z);
         }
-        for (int v = 0; v < V; v++) s += exp(row[v] - mx);
-        double want = log(s) + mx - row[ht[i]];
+        // Each rank's columns: their maximum, and their exponentials against
+        // the whole row's maximum and against their own.
+        double s = 0, s_largest = 0, s_own = 0, own_mx = mx, unshifted = 0, target = row[ht[i]];
+        for (int q = 0; q < tp->t; q++) {
+            int h0 = all_cols[2 * q], nh = all_cols[2 * q + 1];
+            double qmx = -INFINITY, sq = 0, sq_own = 0;
+            for (int v = h0; v < h0 + nh; v++) qmx = fmax(qmx, row[v]);
+            for (int v = h0; v < h0 + nh; v++) sq += exp(row[v] - mx), sq_own += exp(row[v] - qmx);
+            s += sq, s_largest = fmax(s_largest, sq), s_own += sq_own;
+            if (q == tp->r) own_mx = qmx;
+            if (ht[i] < nh) unshifted += row[h0 + ht[i]];   // its id read as a place among q's columns
+        }
+        double held = ht[i] >= tp->h0 && ht[i] < tp->h0 + tp->nh ? target : 0;
+        double want = log(s) + mx - target;
         worst = fmax(worst, fabs(hl[i] - want) / (1 + fabs(want)));
         if (!(hl[i] == hl[i])) worst = INFINITY;
-        free(row);
+        pr.ce_max = imax(pr.ce_max, near(hmx[i], mx) ? 0 : near(hmx[i], own_mx) ? 1 : 2);
+        pr.ce_sumexp = imax(pr.ce_sumexp, near(hse[i], s) ? 0 : near(hse[i], s_largest) ? 1 : near(hse[i], s_own) ? 2 : 3);
+        pr.ce_target = imax(pr.ce_target, near(htl[i], target) ? 0 : near(htl[i], unshifted) ? 1 : near(htl[i], held) ? 2 : 3);
     }
+    free(row);
+    free(all_cols);
     pr.head_loss_err = worst;
     tp->loss_scale = 1.0f / (float)M;
     ops_fill(tm->dln, 0, MC);
@@ -440,6 +472,8 @@ TpProbe tpm_probe(TpModel *tm) {
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) *f[i] = -comm_max_double(tp->group, -*f[i]);
     double *w[] = {&pr.head_loss_err, &pr.embed_err};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) *w[i] = comm_max_double(tp->group, *w[i]);
+    int *codes[] = {&pr.ce_max, &pr.ce_sumexp, &pr.ce_target};
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) *codes[i] = (int)comm_max_double(tp->group, *codes[i]);
     double *b[] = {&pr.attn_bias, &pr.mlp_bias};
     for (size_t i = 0; i < 2; i++) {   // the one farthest from 1
         double hi = comm_max_double(tp->group, *b[i]), lo = -comm_max_double(tp->group, -*b[i]);

@@ -53,5 +53,12 @@ typedef struct {
     double attn_dx_agree, mlp_dx_agree, head_dx_agree;   // 1 when every rank's input gradient is
     double head_loss_err;   // the cross-entropy against the whole vocabulary's, in double
     double embed_err;       // the embedding's output against wte[token] + wpe[t]
+    // The cross-entropy's parts as tp_head_forward left them in TpHeadActs,
+    // against the whole vocabulary's (each the worst row's, 0 right):
+    int ce_max;      // the row maximum: 1 this rank's columns' own; 2 wrong otherwise
+    int ce_sumexp;   // the sum of exponentials: 1 the ranks' sums combined by their maximum, not
+                     // added; 2 each rank's taken against its own maximum, added; 3 wrong otherwise
+    int ce_target;   // the target's logit: 1 picked at its id in every rank's columns (no h0),
+                     // summed; 2 on the rank that holds it only, not summed; 3 wrong otherwise
 } TpProbe;
 TpProbe tpm_probe(TpModel *tm);
