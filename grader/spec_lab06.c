@@ -15,8 +15,9 @@
 // Two blocks, dropout 0.1 (the lab's default). t = 3 needs a shape 3 cuts,
 // tokens included; np2-sp-off is tensor parallelism alone (the given
 // composition), the yardstick of the memory and the bytes; np4-dp2-tp2 and
-// np2-dp2-tp1 are grids (t = 1: the block's own bugs, no collective). The quick subset
-// holds t = 2 (the probes, the replicated tensors), the odd t and the grid.
+// np2-dp2-tp1 are grids (t = 1: the block's own bugs, no collective). The
+// quick subset holds t = 2 (the probes, the replicated tensors), the odd t
+// and both grids.
 #define SMALL "--layers 2 --steps 3 "
 static const RunSpec LAB06_RUNS[] = {
     {"np1", 1, SMALL, false, false},
@@ -25,7 +26,7 @@ static const RunSpec LAB06_RUNS[] = {
     {"np3-heads6", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 51", true, false},
     {"np2-sp-off", 2, SMALL "--sp off", false, false},
     {"np4-dp2-tp2", 4, SMALL "--tp 2", true, false},
-    {"np2-dp2-tp1", 2, SMALL "--tp 1", false, false},
+    {"np2-dp2-tp1", 2, SMALL "--tp 1", true, false},
 };
 #undef SMALL
 
@@ -75,17 +76,55 @@ static void check_probe(Grader *g, const Run *run) {
                            "first token, r Tt"
                          : "sp_dropout_key must give the key of this rank's tokens: the seed, layer, site, step and "
                            "row0 as given, t0 = r Tt, c0 = 0, Tg = T, Cg = C");
-    double fwd = dump_scalar(d, "sp/probe/block_fwd", INFINITY), bwd = dump_scalar(d, "sp/probe/block_bwd", INFINITY);
-    snprintf(fig, sizeof fig, "output %.1e, input gradient %.1e", fwd, bwd);
-    const char *diag = fwd > 1e-5
-        ? "on random parameters, the block's output on this rank's tokens differs from tensor parallelism's: the "
-          "LayerNorm, the all-gather before each layer, the reduce-scatter after it, the bias once or the residual "
-          "add"
-        : "the block's forward pass matches tensor parallelism's but its input gradient does not: in the backward "
-          "pass the gradient of the reduce-scatter's output must be all-gathered (every rank's layer needs every "
-          "token's gradient), and the layer's input gradient reduce-scattered";
-    grade_check(g, run, "a block against tensor parallelism alone", fwd <= 1e-5 && bwd <= 1e-5, fig,
-                "rel. error <= 1e-5 each", diag);
+    // The block: with t = 1 the collectives only copy, so what differs is
+    // the block's own; with attn.wo and mlp.w2 zero, dx is dout alone.
+    int t = (int)dump_scalar(d, "sp/t", 1);
+    double fwd = dump_scalar(d, "sp/probe/block_fwd", INFINITY), bwd = dump_scalar(d, "sp/probe/block_bwd", INFINITY),
+           resid = dump_scalar(d, "sp/probe/block_resid", INFINITY);
+    int n = snprintf(fig, sizeof fig, "output %.1e, input gradient %.1e", fwd, bwd);
+    if (resid > 1e-5) snprintf(fig + n, sizeof fig - n, ", residual path %.1e", resid);
+    const char *diag =
+        fwd > 1e-5 && t == 1
+            ? "on random parameters, the block's output differs from tensor parallelism's; with t = 1 the all-gather "
+              "and the reduce-scatter only copy, so the block's own arithmetic is at fault: the LayerNorm, the bias "
+              "after each layer (once per token), or the residual add x + branch"
+        : fwd > 1e-5
+            ? "on random parameters, the block's output on this rank's tokens differs from tensor parallelism's: the "
+              "LayerNorm, the all-gather before each layer, the reduce-scatter after it, the bias once or the "
+              "residual add"
+        : resid > 1e-5
+            ? "with attn.wo and mlp.w2 zero no gradient comes back through the layers, so the block's input "
+              "gradient must be dout itself (the residual path), and it is not: the residual's gradient passes to dx "
+              "whole (dout copied into dx) before each LayerNorm's backward adds its own"
+        : t == 1
+            ? "the block's forward pass matches tensor parallelism's but its input gradient does not; with t = 1 the "
+              "all-gather and the reduce-scatter only copy, so the block's own backward pass is at fault: the "
+              "LayerNorm's backward (its input gradient added into dx), or the gradient of mid handed from the MLP's "
+              "half to attention's"
+            : "the block's forward pass matches tensor parallelism's but its input gradient does not: in the backward "
+              "pass the gradient of the reduce-scatter's output must be all-gathered (every rank's layer needs every "
+              "token's gradient), and the layer's input gradient reduce-scattered; if they are, the LayerNorm's "
+              "backward or the gradient of mid handed from the MLP's half to attention's";
+    bool block_ok = fwd <= 1e-5 && bwd <= 1e-5 && resid <= 1e-5;
+    grade_check(g, run, "a block against tensor parallelism alone", block_ok, fig, "rel. error <= 1e-5 each", diag);
+
+    // Dropout's masks, once the key and the block are right: the forward's
+    // against the harness's key, the backward's against the forward's.
+    if (key != 0 || !block_ok) return;
+    int mfwd = (int)dump_scalar(d, "sp/probe/dropout_fwd", 3), mbwd = (int)dump_scalar(d, "sp/probe/dropout_bwd", 3);
+    static const char *const site[] = {"no site", "attention's site (1)", "the MLP's site (2)", "both sites"};
+    int bad = mfwd ? (mfwd & 1 ? 1 : 2) : mbwd & 3;
+    if (!mfwd && !mbwd) snprintf(fig, sizeof fig, "the key's, both ways");
+    else snprintf(fig, sizeof fig, "the %s's differ at %s", mfwd ? "forward" : "backward", site[bad]);
+    char why[400];
+    snprintf(why, sizeof why, mfwd ? "with dropout on, the forward pass's mask at %s is not the one keyed by (seed, "
+             "layer, site, step, global token, channel): draw each with sp_dropout_key(sp, u, site), u the block's "
+             "unit, site 1 after attention and 2 after the MLP"
+             : "the forward pass's masks are right, but in the backward pass the mask at %s is not the forward's: "
+               "the gradient goes back through the same mask, drawn again with the same key (the same layer and "
+               "site as in the forward pass)", site[bad]);
+    grade_check(g, run, "dropout's masks, forward and backward", !mfwd && !mbwd, fig,
+                "the key's, the same both ways", why);
 }
 
 // A step's collectives, call by call, on the tensor-parallel group: with
@@ -181,10 +220,21 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     if (strcmp(name, "-") == 0) name = "";
     char fig[200], bound[200], diag[700], b1[32], b2[32];
     snprintf(fig, sizeof fig, "%s", !name[0] ? "equal on every rank" : name);
-    snprintf(diag, sizeof diag, "%s differs between ranks after training: with sequence parallelism each rank "
-             "computes its gradient from its own T/t tokens only, so the gradients of the replicated tensors "
-             "(LayerNorm weights and biases, attn.bo, mlp.b2, embed.wpe, lnf) must be summed over the group "
-             "(comm_all_reduce_sum) before the optimizer", name);
+    // A replicated tensor whose first gradient was zero on some rank was
+    // computed on rank 0 only; otherwise the ranks' parts were not summed.
+    const DumpArray *gd = dump_find(d, "sp/replicated_grad_differs_name");
+    const char *gname = gd && gd->type == DUMP_TEXT ? (const char *)gd->data : "-";
+    int zero_on = (int)dump_scalar(d, "sp/replicated_grad_zero_on", -1);
+    if (zero_on > 0)
+        snprintf(diag, sizeof diag, "%s's gradient is not computed on every rank: at the first step it was zero on "
+                 "rank %d of the group, not on rank 0; each rank computes its own tokens' part of it (for embed.wpe, "
+                 "ops_positions_backward at its positions r Tt), and the sum over the group (comm_all_reduce_sum) "
+                 "makes it whole on every rank", gname, zero_on);
+    else
+        snprintf(diag, sizeof diag, "%s differs between ranks after training: with sequence parallelism each rank "
+                 "computes its gradient from its own T/t tokens only, so the gradients of the replicated tensors "
+                 "(LayerNorm weights and biases, attn.bo, mlp.b2, embed.wpe, lnf) must be summed over the group "
+                 "(comm_all_reduce_sum) before the optimizer", name);
     grade_check(g, run, "replicated tensors equal on every rank", differs && !name[0], fig, "equal to the bit", diag);
 
     // Activations per layer against this code's formula, and the saving of

@@ -105,7 +105,7 @@ int main(int argc, char **argv) {
     tp_layout_init(&sm.L, params);
     // The student's functions on their own first, for the diagnoses (only
     // with sequence parallelism: --sp off runs the given composition).
-    SpProbe probe = {0, 0, 0, 0, 0};
+    SpProbe probe = {0};
     if (on) probe = spm_probe(&sm);
 
     OptimConfig optim = optim_from_args(&a);
@@ -119,6 +119,8 @@ int main(int argc, char **argv) {
     snprintf(extra, sizeof extra, "sp %s\ntp %d\ndp %d\n", sp_mode, t, dp);
     dump_run_meta(dw, c, "lab06", &a, extra);
     double total_time = 0;
+    char grad_differs[96] = "";
+    int grad_zero_on = -1;
     mem_reset_peaks();
     comm_stats_reset();
     harness_seal_measures();
@@ -141,7 +143,12 @@ int main(int argc, char **argv) {
             trace_end();
         }
         for (int u = 0; dp > 1 && u < sm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], sm.L.size[u]);
-        if (s == 0) tp_layout_dump(&sm.L, grads, dw, "grad/first");
+        if (s == 0) {
+            tp_layout_dump(&sm.L, grads, dw, "grad/first");
+            // A replicated gradient that differs over the group, and a rank
+            // where it is zero: computed on some ranks only.
+            grad_zero_on = tp_layout_replicated_differs(&sm.L, tpc, grads, grad_differs, sizeof grad_differs);
+        }
         trace_begin("optimizer", "compute");
         for (int u = 0; u < sm.nunits; u++)
             optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], sm.L.size[u]);
@@ -190,7 +197,7 @@ int main(int argc, char **argv) {
 
     // Afterwards, not measured: the replicated tensors compared, the model gathered.
     char differs[96];
-    spm_replicated_agree(&sm, c, params, differs, sizeof differs);
+    tp_layout_replicated_differs(&sm.L, c, params, differs, sizeof differs);
     float **whole = tp_layout_gather(&sm.L, params), **whole_m = tp_layout_gather(&sm.L, mom_m),
           **whole_v = tp_layout_gather(&sm.L, mom_v);
     double loss_err = 0;
@@ -223,11 +230,21 @@ int main(int argc, char **argv) {
     dump_scalar_f64(dw, "sp/acts_layer_on", comm_max_double(c, sm.layer_bytes[1]));
     dump_scalar_f64(dw, "sp/psi_local", comm_max_double(c, psi_local));
     dump_text(dw, "sp/replicated_differs_name", differs[0] ? differs : "-");
+    dump_text(dw, "sp/replicated_grad_differs_name", grad_differs[0] ? grad_differs : "-");
+    dump_scalar_i64(dw, "sp/replicated_grad_zero_on", grad_zero_on);
     dump_scalar_i64(dw, "sp/probe/gather", probe.gather);
     dump_scalar_i64(dw, "sp/probe/scatter", probe.scatter);
     dump_scalar_i64(dw, "sp/probe/dropout_t0", probe.dropout_t0);
     dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe.block_fwd));
     dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe.block_bwd));
+    dump_scalar_f64(dw, "sp/probe/block_resid", comm_max_double(c, probe.block_resid));
+    // Bits, or'ed over ranks (the groups' own are already).
+    for (int bit = 1; bit <= 2; bit *= 2) {
+        if (comm_max_double(c, probe.dropout_fwd & bit) > 0) probe.dropout_fwd |= bit;
+        if (comm_max_double(c, probe.dropout_bwd & bit) > 0) probe.dropout_bwd |= bit;
+    }
+    dump_scalar_i64(dw, "sp/probe/dropout_fwd", probe.dropout_fwd);
+    dump_scalar_i64(dw, "sp/probe/dropout_bwd", probe.dropout_bwd);
     dump_scalar_f64(dw, "mem/acts_expected", comm_max_double(c, acts_expected));
     harness_dump_unfinished(dw);
     dump_rank_stats(dw, c, &mem);

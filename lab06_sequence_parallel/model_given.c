@@ -341,31 +341,6 @@ double spm_loss(const SpModel *sm) {
     return ops_sum(sm->losses, M) / (double)M;
 }
 
-// ---- the replicated tensors ---------------------------------------------------------------
-
-void spm_replicated_agree(const SpModel *sm, Comm *world, float **params, char *buf, size_t len) {
-    int n = 0, N = comm_size(world);
-    double mine[16 * 64];
-    const char *unit_of[16 * 64], *name_of[16 * 64];
-    for (int u = 0; u < sm->nunits && n < 16 * 64; u++)
-        for (int k = 0; k < sm->m->units[u].ntensors && n < 16 * 64; k++) {
-            const TpPart *p = &sm->L.part[u][k];
-            if (p->split.kind != TP_REPLICATED) continue;
-            unit_of[n] = sm->m->units[u].name, name_of[n] = sm->m->units[u].tensors[k].name;
-            mine[n++] = ops_sumsq(params[u] + p->offset, p->count);
-        }
-    double *all = malloc((size_t)N * n * sizeof *all);
-    comm_all_gather_host(world, mine, (size_t)n * sizeof *mine, all);
-    buf[0] = 0;
-    for (int i = 0; i < n && !buf[0]; i++)
-        for (int q = 1; q < N; q++)
-            if (all[(size_t)q * n + i] != all[i]) {
-                snprintf(buf, len, "%s.%s", unit_of[i], name_of[i]);
-                break;
-            }
-    free(all);
-}
-
 // ---- the probe ------------------------------------------------------------------------------
 
 static float *random_host(size_t n, uint32_t which, float std) {
@@ -397,10 +372,67 @@ static double local_error(const Sp *sp, const float *got_dev, const float *want)
     return isfinite(d) ? sqrt(d / (w > 0 ? w : 1)) : INFINITY;
 }
 
+// The dropout probability of the probe's masks: any, as long as both
+// kinds of element are common.
+#define PROBE_DROPOUT 0.5f
+
+typedef struct {
+    double mid, out, dx;   // relative errors on this rank's tokens
+} BlockError;
+
+// Block unit 1 on `params` and x, dout (B, T, C) whole, on the device:
+// tensor parallelism alone (the harness's composition, on every token),
+// then the student's sp_block_forward and sp_block_backward on this rank's
+// tokens; the errors of the latter's mid, output and input gradient.
+static BlockError probe_block(SpModel *sm, float *params, const float *x, const float *dout) {
+    Sp *sp = sm->sp;
+    Tp *tp = &sp->tp;
+    const int T = tp->T, C = tp->C, r = tp->r;
+    const size_t MC = (size_t)tp->B * T * C, run = (size_t)sp->Tt * C, local = (size_t)tp->B * run;
+    float *g_on = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
+    float *g_off = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
+    float *out = mem_alloc_floats(MC, MEM_OTHER, "probe"), *dx = mem_alloc_floats(MC, MEM_OTHER, "probe");
+    float *xl = mem_alloc_floats(local, MEM_OTHER, "probe"), *dl = mem_alloc_floats(local, MEM_OTHER, "probe");
+    float *outl = mem_alloc_floats(local, MEM_OTHER, "probe"), *dxl = mem_alloc_floats(local, MEM_OTHER, "probe");
+    ops_copy_2d(xl, (int)run, x + (size_t)r * run, T * C, tp->B, (int)run);
+    ops_copy_2d(dl, (int)run, dout + (size_t)r * run, T * C, tp->B, (int)run);
+    g_cat = MEM_OTHER;
+    SpBlockActs on;
+    TpBlockActsOff off;
+    alloc_on(sp, &on);
+    alloc_off(sp, &off);
+    g_cat = MEM_ACTS;
+    GptBlockView p = tp_layout_block_view(&sm->L, 1, params), gon = tp_layout_block_view(&sm->L, 1, g_on),
+                 goff = tp_layout_block_view(&sm->L, 1, g_off);
+    block_off(sm, 1, &off, &p, x, out);
+    block_off_backward(sm, 1, &off, &p, &goff, x, dout, dx);
+    float *want_mid = malloc(3 * MC * sizeof *want_mid), *want_out = want_mid + MC, *want_dx = want_mid + 2 * MC;
+    mem_to_host(want_mid, off.mid, MC * sizeof(float));
+    mem_to_host(want_out, out, MC * sizeof(float));
+    mem_to_host(want_dx, dx, MC * sizeof(float));
+    BlockError e;
+    sp_block_forward(sp, 1, &on, &p, xl, outl);
+    e.mid = local_error(sp, on.mid, want_mid);
+    e.out = local_error(sp, outl, want_out);
+    sp_block_backward(sp, 1, &on, &p, &gon, xl, dl, dxl);
+    e.dx = local_error(sp, dxl, want_dx);
+    free_on(&on);
+    free_off(&off);
+    float *bufs[] = {g_on, g_off, out, dx, xl, dl, outl, dxl};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
+    free(want_mid);
+    return e;
+}
+
+// Bits 1 and 2 set on any rank of c, on every rank.
+static int or_over(Comm *c, int bits) {
+    return (comm_max_double(c, bits & 1) > 0 ? 1 : 0) | (comm_max_double(c, bits & 2) > 0 ? 2 : 0);
+}
+
 SpProbe spm_probe(SpModel *sm) {
     Sp *sp = sm->sp;
     Tp *tp = &sp->tp;
-    SpProbe pr = {0, 0, 0, 0, 0};
+    SpProbe pr = {0};
     const int B = tp->B, T = tp->T, C = tp->C, Tt = sp->Tt, r = tp->r;
     const size_t M = (size_t)B * T, MC = M * C, run = (size_t)Tt * C, local = (size_t)B * run;
     // All-gather: each rank's tokens carry their own global index.
@@ -429,50 +461,50 @@ SpProbe spm_probe(SpModel *sm) {
         }
     pr.scatter = tokens ? 0 : channels ? 1 : 2;
     mem_free(dl);
-    // Dropout's key.
+    // Dropout's key, at a step and a first row that are not 0 (a key that
+    // leaves them out would pass at 0).
+    int step = sp->step, row0 = sp->row0;
+    sp->step = 3, sp->row0 = 5;
     DropoutKey k = sp_dropout_key(sp, 1, 2);
     bool rest = k.seed == sp->seed && k.layer == 1 && k.site == 2 && k.step == sp->step && k.row0 == sp->row0 &&
                 k.c0 == 0 && k.Tg == T && k.Cg == C;
     pr.dropout_t0 = rest && k.t0 == r * Tt ? 0 : rest && k.t0 == 0 ? 1 : 2;
-    // A block, against tensor parallelism alone on the same random
-    // parameters and inputs (dropout off: the masks are the key's check).
+    // A block against tensor parallelism alone, on random parameters and
+    // inputs: dropout off; then attn.wo and mlp.w2 zero, where no gradient
+    // comes back through the (given) layers and dx must be dout, the
+    // residual path alone; then dropout on, with one of the two zero, so
+    // that dx sees one site's backward mask only.
     if (sm->m->cfg.L > 0) {
         float saved = sp->dropout;
-        sp->dropout = 0;
         float *whole = random_host(sm->m->units[1].size, 1, 0.3f);
         float *params = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe params");
-        float *g_on = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
-        float *g_off = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
         tp_layout_parts_from_whole(&sm->L, 1, params, whole);
+        GptBlockView p = tp_layout_block_view(&sm->L, 1, params);
         float *hx = random_host(MC, 2, 1.0f), *hd = random_host(MC, 3, 1.0f);
-        float *x = on_device(hx, MC), *dout = on_device(hd, MC), *out = mem_alloc_floats(MC, MEM_OTHER, "probe");
-        float *dx = mem_alloc_floats(MC, MEM_OTHER, "probe");
-        float *xl = mem_alloc_floats(local, MEM_OTHER, "probe"), *dl2 = mem_alloc_floats(local, MEM_OTHER, "probe");
-        float *outl = mem_alloc_floats(local, MEM_OTHER, "probe"), *dxl = mem_alloc_floats(local, MEM_OTHER, "probe");
-        ops_copy_2d(xl, (int)run, x + (size_t)r * run, T * C, B, (int)run);
-        ops_copy_2d(dl2, (int)run, dout + (size_t)r * run, T * C, B, (int)run);
-        g_cat = MEM_OTHER;
-        SpBlockActs on;
-        TpBlockActsOff off;
-        alloc_on(sp, &on);
-        alloc_off(sp, &off);
-        g_cat = MEM_ACTS;
-        GptBlockView p = tp_layout_block_view(&sm->L, 1, params), gon = tp_layout_block_view(&sm->L, 1, g_on), goff = tp_layout_block_view(&sm->L, 1, g_off);
-        block_off(sm, 1, &off, &p, x, out);
-        block_off_backward(sm, 1, &off, &p, &goff, x, dout, dx);
-        float *want_out = malloc(MC * sizeof *want_out), *want_dx = malloc(MC * sizeof *want_dx);
-        mem_to_host(want_out, out, MC * sizeof(float));
-        mem_to_host(want_dx, dx, MC * sizeof(float));
-        sp_block_forward(sp, 1, &on, &p, xl, outl);
-        pr.block_fwd = local_error(sp, outl, want_out);
-        sp_block_backward(sp, 1, &on, &p, &gon, xl, dl2, dxl);
-        pr.block_bwd = local_error(sp, dxl, want_dx);
-        free_on(&on);
-        free_off(&off);
-        float *bufs[] = {params, g_on, g_off, x, dout, out, dx, xl, dl2, outl, dxl};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
-        free(whole), free(hx), free(hd), free(want_out), free(want_dx);
+        float *x = on_device(hx, MC), *dout = on_device(hd, MC);
+        const size_t nwo = (size_t)tp->Ct * C, nw2 = (size_t)tp->Ht * C;   // this rank's rows of each
+        float *wo = mem_alloc_floats(nwo, MEM_OTHER, "probe"), *w2 = mem_alloc_floats(nw2, MEM_OTHER, "probe");
+        mem_copy(wo, p.wo, nwo * sizeof(float));
+        mem_copy(w2, p.w2, nw2 * sizeof(float));
+        sp->dropout = 0;
+        BlockError e = probe_block(sm, params, x, dout);
+        pr.block_fwd = e.out, pr.block_bwd = e.dx;
+        ops_fill(p.wo, 0, nwo);
+        ops_fill(p.w2, 0, nw2);
+        pr.block_resid = probe_block(sm, params, x, dout).dx;
+        sp->dropout = PROBE_DROPOUT;
+        mem_copy(p.wo, wo, nwo * sizeof(float));   // dmid = dout, then attention's mask
+        BlockError site1 = probe_block(sm, params, x, dout);
+        ops_fill(p.wo, 0, nwo);
+        mem_copy(p.w2, w2, nw2 * sizeof(float));   // dx = dmid: the MLP's mask alone
+        BlockError site2 = probe_block(sm, params, x, dout);
+        const double tol = 1e-5;
+        pr.dropout_fwd = site1.mid > tol ? 1 : site1.out > tol ? 2 : 0;   // mid is attention's site, out the MLP's
+        pr.dropout_bwd = pr.dropout_fwd ? 0 : (site1.dx > tol ? 1 : 0) | (site2.dx > tol ? 2 : 0);
         sp->dropout = saved;
+        float *bufs[] = {params, x, dout, wo, w2};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
+        free(whole), free(hx), free(hd);
     }
     mem_free(dw);
     free(h);
@@ -483,5 +515,9 @@ SpProbe spm_probe(SpModel *sm) {
     pr.dropout_t0 = (int)comm_max_double(tp->group, pr.dropout_t0);
     pr.block_fwd = comm_max_double(tp->group, pr.block_fwd);
     pr.block_bwd = comm_max_double(tp->group, pr.block_bwd);
+    pr.block_resid = comm_max_double(tp->group, pr.block_resid);
+    pr.dropout_fwd = or_over(tp->group, pr.dropout_fwd);
+    pr.dropout_bwd = or_over(tp->group, pr.dropout_bwd);
+    sp->step = step, sp->row0 = row0;
     return pr;
 }

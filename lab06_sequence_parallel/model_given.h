@@ -42,16 +42,18 @@ void spm_unit_forward(SpModel *sm, int u, float *params);
 void spm_unit_backward(SpModel *sm, int u, float *params, float *grads);
 double spm_loss(const SpModel *sm);   // the mean loss over the B T tokens
 
-// The replicated tensors, compared over the world: the name of the first
-// whose sum of squares differs between ranks, or "" (all equal), in buf.
-void spm_replicated_agree(const SpModel *sm, Comm *world, float **params, char *buf, size_t len);
-
 // The student's functions on their own, before training, on random
-// parameters and inputs (dropout off), against tensor parallelism alone.
+// parameters and inputs, against tensor parallelism alone.
 typedef struct {
     int gather;          // 0 right; 1 wrong
     int scatter;         // 0 right; 1 split along the channels; 2 wrong otherwise
     int dropout_t0;      // 0 keyed by the global token; 1 by the local index; 2 otherwise
-    double block_fwd, block_bwd;   // relative error of the block's output and input gradient
+    double block_fwd, block_bwd;   // relative error of the block's output and input gradient (dropout off)
+    double block_resid;  // the input gradient's, attn.wo and mlp.w2 zero: dx = dout, the residual path
+    // Dropout on, the masks the block applies against the ones the harness
+    // keys by (seed, layer, site, step, global token, channel): bit 1
+    // attention's site (1), bit 2 the MLP's (2); the backward's measured
+    // where the forward's are right.
+    int dropout_fwd, dropout_bwd;
 } SpProbe;
 SpProbe spm_probe(SpModel *sm);
