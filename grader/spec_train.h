@@ -72,6 +72,7 @@ typedef struct {
 // says that rank needs per step (up to LEDGER_MAX lines; it returns how
 // many), times the steps: one check for the operations and sizes, one for
 // the calls. names[LEDGER_INNER] and [LEDGER_OUTER]: "tensor-parallel group", ...
+// A world of more than 63 ranks is not checked (groups are bit masks).
 enum { LEDGER_MAX = 16 };
 typedef int (*LedgerWants)(const Run *run, int rank, LedgerWant *out, const void *ctx);
 void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want, const void *ctx);
