@@ -139,6 +139,7 @@ static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
 static void check_overlap(Grader *g, const Run *run, int N, int p) {
     const DumpArray *tl = dump_find(run->dump, "pp/timeline");
     const char *check = "stages wait only for their inputs";
+    if (N > 63) return;   // the log names groups by bit masks of world ranks
     if (!tl || tl->ndim != 3 || (int)tl->shape[0] != N || tl->shape[2] != 5) {
         grade_check(g, run, check, false, "no pp/timeline", "every rank's log of the last step",
                     "the dump was not written by lab05's harness");
