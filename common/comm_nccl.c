@@ -46,6 +46,7 @@
 #include "comm_internal.h"
 #include "core.h"
 #include "cuda_check.h"
+#include "cuda_poll.h"
 #include "mem.h"
 
 #define NCCL_CHECK(call)                                              \
@@ -167,7 +168,7 @@ static void check_async(struct NcclComm *nc) {
 
 static void wait_event(struct NcclComm *nc, cudaEvent_t ev) {
     for (;;) {
-        cudaError_t e = cudaEventQuery(ev);
+        cudaError_t e = pl_event_query(ev);
         if (e == cudaSuccess) return;
         if (e != cudaErrorNotReady)
             core_fail(__FILE__, __LINE__, "waiting for NCCL: %s", cudaGetErrorString(e));
@@ -193,7 +194,7 @@ void nccl_finish(NcclPending *p) {
 bool nccl_test(NcclPending *p) {
     if (p->finished) return true;
     if (p->queued) nccl_flush();
-    cudaError_t e = cudaEventQuery(p->done);
+    cudaError_t e = pl_event_query(p->done);
     if (e == cudaErrorNotReady) {
         check_async(p->comm);
         return false;

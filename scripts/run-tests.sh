@@ -190,6 +190,9 @@ run "test_watchdog" 180 build/tests/test_watchdog
 # The GPU path: every op on the GPU against the CPU's (make gpu-check runs
 # the rest of it: the labs graded on a GPU, NCCL, compute-sanitizer).
 if [ -x build/gpu_check ]; then
+    # A wait on NCCL leaves no "not ready" for the next launch's check (a
+    # model of the runtime's two functions; no GPU needed).
+    run "test_cuda_poll" 60 build/tests/test_cuda_poll
     run_gpu "every op: GPU against CPU (build/gpu_check)" 300 build/gpu_check
     run_gpu "comm.h on GPU buffers (build/tests/test_comm_gpu np=1)" 120 "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu
 else
