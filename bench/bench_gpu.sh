@@ -3,7 +3,7 @@
 # on one GPU, on a GPT-2-small-sized model (12 layers, 768 channels, 12
 # heads, 1024 tokens, vocabulary 50257), in fp32 and with --tf32, against
 # the card's peak; beside PyTorch on the same model where PyTorch with CUDA
-# is installed. A benchmark: it prints figures, it never fails on them.
+# is installed. The FLOPs are the products ops.h counted (below). A benchmark: it prints figures, it never fails on them.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v nvidia-smi > /dev/null || ! nvidia-smi -L > /dev/null 2>&1; then
@@ -22,21 +22,27 @@ case "$name" in
 esac
 B=${BENCH_BATCH:-8} T=1024 L=12 C=768 NH=12 V=50257 STEPS=${BENCH_STEPS:-8}
 SHAPE="--layers $L --dim $C --heads $NH --seq $T --vocab $V --batch $B --steps $STEPS --device cuda"
-# Model FLOPs per token (Kaplan et al., the PaLM appendix's count): 6 N for
-# the weights' products forward and backward, plus attention's 12 L T C.
-flops_per_token=$(python3 -c "
-L,C,T,V=$L,$C,$T,$V
-N = L*(12*C*C+13*C) + V*C + T*C + 2*C + C*V
-print(6*N + 12*L*T*C)")
+# Model FLOPs per token: the matrix products that run, as ops.h counts the
+# multiply-adds build/ref asks for (two FLOPs each), over the run's tokens.
+# That is the PaLM appendix's 6 N + 12 L T C with N the weights that take
+# part in a product (per layer 12 C^2, and the LM head's V C): wte and wpe
+# are lookups, and counting them as 6 N would overstate the FLOPs by 1.28
+# at this shape. The formula is printed beside the count.
+formula_per_token=$(python3 -c "print(6 * ($L * 12 * $C * $C + $V * $C) + 12 * $L * $T * $C)")
+tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
+flops_per_token=$formula_per_token   # until a run counts them
 echo "bench-gpu on $name: GPT $L layers, $C channels, $NH heads, $T tokens, vocabulary $V, batch $B"
 printf '%-26s %12s %10s %8s\n' "run" "tokens/s" "TFLOP/s" "MFU"
 for mode in fp32 tf32; do
     flag=$([ $mode = tf32 ] && echo --tf32)
-    out=$(build/ref $SHAPE $flag 2>&1)
+    out=$(build/ref $SHAPE $flag --dump "$tmp/$mode.bin" 2>&1)
     tps=$(grep -oE "[0-9.]+k tokens/s" <<<"$out" | tail -n 1 | grep -oE "[0-9.]+")
-    if [ -z "$tps" ]; then
+    madds=$(build/dumptool show "$tmp/$mode.bin" 2> /dev/null | awk '$1 == "ops/matmul" {gsub(/[][,]/, "", $NF); print $NF}')
+    if [ -z "$tps" ] || [ -z "$madds" ]; then
         echo "build/ref $mode did not run:"; tail -n 5 <<<"$out"; continue
     fi
+    flops_per_token=$(python3 -c "print(2 * $madds / ($B * $T * $STEPS))")
+    echo "  $mode: $flops_per_token FLOPs a token counted (the formula: $formula_per_token)"
     python3 -c "
 tps = $tps * 1e3; f = tps * $flops_per_token / 1e12
 peak = $([ $mode = tf32 ] && echo $tf32 || echo $fp32)
