@@ -518,7 +518,7 @@ void mem_print_table(Comm *c, const MemReport *report) {
         char b[32];
         printf("%-8s", "peak");
         for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", g_cat_names[k]);
-        printf(" %10s %16s\n", "total", g_device == DEVICE_CUDA ? "measured (GPU)" : "measured (heap)");
+        printf(" %10s %16s\n", "total", g_device == DEVICE_CUDA ? "measured (GPU, all)" : "measured (heap)");
         for (int r = 0; r < N; r++) {
             printf("rank %-3d", r);
             for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", core_fmt_bytes(all[r].peak[k], b, sizeof b));

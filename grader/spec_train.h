@@ -16,7 +16,8 @@ enum { PEAK_TOTAL = -2, PEAK_HEAP = -1 };
 double largest_unit_floats(const DumpFile *f);
 
 // Every rank's peak of `source` at most `bound` bytes; `diagnosis` says why
-// it is over when it is.
+// it is over when it is. PEAK_HEAP is not checked on a GPU (the device's
+// used memory, every process's on it: see spec_train.c).
 void check_peak(Grader *g, const Run *run, int source, const char *what, double bound, const char *why,
                 const char *diagnosis);
 
@@ -45,6 +46,7 @@ void check_live_growth(Grader *g, const Run *run);
 // against the wrapped heap's: it may rise above the heap's rise by the
 // libraries' own buffers (MPI's shared memory and temporary buffers; at
 // most 5.2 MB measured), no more.
+// Not checked on a GPU, where the driver maps host memory of its own.
 #define RESIDENT_SLACK (8.0 * (1 << 20))
 void check_resident(Grader *g, const Run *run);
 

@@ -10,6 +10,7 @@
 
 #include "grade.h"
 #include "pp_schedule.h"
+#include "spec_train.h"
 #include "testutil.h"
 
 // A dump in memory: arrays of floats and one text.
@@ -137,6 +138,41 @@ START_TEST(hang_names_the_rank_that_stopped_answering) {
 }
 END_TEST
 
+static void add_f64(Mem *m, const char *name, const double *v, uint64_t rows, uint64_t cols) {
+    DumpArray *a = &m->a[m->n++];
+    memset(a, 0, sizeof *a);
+    a->name = (char *)name;
+    a->type = DUMP_F64;
+    a->ndim = cols ? 2 : 1;
+    a->shape[0] = rows;
+    a->shape[1] = cols;
+    a->count = rows * (cols ? cols : 1);
+    a->data = (void *)v;
+    m->f = (DumpFile){m->a, m->n, NULL};
+}
+
+// The independent measure over its bound fails on the CPU (the heap) and is
+// not graded on a GPU, where it is every process's use of the device.
+START_TEST(the_independent_measure_is_not_bounded_on_a_gpu) {
+    static const double peak[6] = {0}, measured[1] = {1e9};
+    static const char *const configs[] = {"steps 1\ndevice cpu\n", "steps 1\ndevice cuda:0\n"};
+    for (int gpu = 0; gpu < 2; gpu++) {
+        Mem m = {0};
+        add_f64(&m, "mem/peak", peak, 1, 6);
+        add_f64(&m, "mem/measured_peak", measured, 1, 0);
+        add_text(&m, "meta/config", configs[gpu]);
+        Grader g = {0};
+        Run run;
+        memset(&run, 0, sizeof run);
+        run.dump = &m.f;
+        check_peak(&g, &run, PEAK_HEAP, "heap (independent measure)", 1e6, "1 MB", "over");
+        ck_assert_int_eq(g.n, gpu ? 0 : 1);
+        if (!gpu) ck_assert(!g.results[0].pass);
+        free(g.results);
+    }
+}
+END_TEST
+
 // A log of events, as comm.h writes it (the k-th send from a to b pairs
 // with the k-th receive at b from a).
 typedef struct {
@@ -213,6 +249,7 @@ int main(void) {
     tcase_add_test(tc, bulk_sets_aside_the_largest_thousandth);
     tcase_add_test(tc, hang_names_the_rank_that_stopped_answering);
     tcase_add_test(tc, timeline_finds_a_stage_that_had_its_input_and_waited);
+    tcase_add_test(tc, the_independent_measure_is_not_bounded_on_a_gpu);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
