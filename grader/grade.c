@@ -257,12 +257,20 @@ static void make_copy(Options *o) {
     char qsrc[1024], qdst[1024];
     shell_quote(qsrc, sizeof qsrc, o->tree);
     shell_quote(qdst, sizeof qdst, cmd);
-    char line[4096];
+    // The reference's cache holds the answers: never in the copy (make
+    // test's, and --ref-cache's wherever it lies in the tree).
+    char cache[PATH_MAX + 16] = "", rc[PATH_MAX], tree[PATH_MAX], qcache[PATH_MAX + 64] = "";
+    if (o->ref_cache && realpath(o->ref_cache, rc) && realpath(o->tree, tree) &&
+        strncmp(rc, tree, strlen(tree)) == 0 && rc[strlen(tree)] == '/') {
+        snprintf(cache, sizeof cache, "--exclude=./%s", rc + strlen(tree) + 1);
+        shell_quote(qcache, sizeof qcache, cache);
+    }
+    char line[4096 + PATH_MAX];
     snprintf(line, sizeof line,
              "mkdir -p %s && cd %s && tar --exclude=.git --exclude='./lab*/solution' "
              "--exclude=./grader/mutants --exclude=./dist --exclude='./build/*_solution' "
-             "--exclude='./build/obj/*/solution' -cf - . | (cd %s && tar -xpf -)",
-             qdst, qsrc, qdst);
+             "--exclude='./build/obj/*/solution' --exclude=./build/refcache %s -cf - . | (cd %s && tar -xpf -)",
+             qdst, qsrc, qcache, qdst);
     CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);
     o->build_tree = strdup(cmd);
     // The copy is built by the runs' user (build), so it is that user's.

@@ -367,7 +367,7 @@ for ct in Prescott Haswell; do
         build/grade --ref-cache "$REFCACHE" --solutions --lab lab02,lab03,lab05,lab06 --runs "$2" | tail -n 1
         [ "$1" = Prescott ] || exit 0   # the legal variants under one of the two
         t=$(mktemp -d) && trap "rm -rf $t" EXIT
-        for lab in lab05 lab06; do
+        for lab in lab04 lab05; do
             mkdir -p "$t/$lab" && cp grader/mutants/$lab/legal_*.patch "$t/$lab/"
             build/grade --ref-cache "$REFCACHE" --lab $lab --mutants "$t/$lab" --runs "$2" | tail -n 1
         done' _ "$ct" "$closest"
