@@ -760,9 +760,9 @@ void check_equivalence(Grader *g, const Run *run, int N) {
                          "gradient check says how)");
             else if (f > 0 && have_grad)
                 snprintf(diag + n, sizeof diag - (size_t)n, "; the steps before agree and the first step's "
-                         "gradients are right, so a later step differs: the optimizer's update, or the gradients "
-                         "from the second step on (gradients not zeroed between steps, a buffer of the step "
-                         "before read again)");
+                         "gradients are right, so an update differs: the optimizer's (its step count, its "
+                         "moments), or the gradients from the second step on (gradients not zeroed between "
+                         "steps, a buffer of the step before read again)");
             else if (f > 0)
                 snprintf(diag + n, sizeof diag - (size_t)n, "; the steps before agree, so the forward pass and "
                          "the start were right and an update differs (the gradients or the optimizer)");
