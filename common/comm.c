@@ -51,10 +51,18 @@ static bool g_chosen;
 // The rank's state is a line saying what it is doing and since when. The
 // main thread writes the slot not in use and then flips `g_wd_cur`, so the
 // watchdog thread and the signal handler always read a whole line.
+// A rank computes, waits in a communication call (watched: past --timeout
+// it ends the run), or waits in a bookkeeping helper (comm_max_double and
+// the like), which may rightly wait long for a rank working alone, such as
+// rank 0 training the reference before the broadcast of its losses: past
+// --timeout it ends the run only if a rank of this node stopped answering.
+enum { WD_COMPUTING, WD_CALL, WD_HELPER };
 typedef struct {
     char what[200];   // "recv of 4.10 kB from rank 0" or "computing; last call: ..."
     double since;     // core_now() when it began
-    int in_call;      // 1 while inside a communication call
+    int in_call;      // WD_COMPUTING, WD_CALL or WD_HELPER
+    const Comm *comm; // the group it waits on; NULL when not known
+    int peer;         // send, recv: the group rank of the other side; -1: every rank of comm
 } WdState;
 
 static WdState g_wd[2];
@@ -73,6 +81,10 @@ static MPI_Comm g_node = MPI_COMM_NULL;
 static NodeSlot *g_slots;    // (g_local_size), or NULL when the node's memory could not be shared
 static int *g_slot_rank;     // (g_local_size) the world rank of each slot
 static int g_local_size = 1;
+// Where every rank runs, for naming the ranks of another node: their beats
+// are in that node's memory, out of this node's sight.
+enum { WD_HOST_LEN = 64 };
+static char (*g_hosts)[WD_HOST_LEN];   // (world size) each rank's host name, or NULL
 static volatile double g_woke_at;   // when this rank last found itself frozen (the watchdog saw a gap)
 enum { HEARTBEAT_STALE_S = 1 };     // 20 beats missed: not a busy scheduler
 static atomic_int g_wd_cur;
@@ -84,17 +96,33 @@ static atomic_int g_wd_stop;
 static char g_wd_context[2][160];
 static atomic_int g_wd_context_cur;
 
-static void wd_set(int in_call, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void wd_set(int in_call, const char *fmt, ...) {
+static void wd_vset(int in_call, const Comm *c, int peer, const char *fmt, va_list ap) {
     int next = 1 - atomic_load(&g_wd_cur);
     WdState *s = &g_wd[next];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(s->what, sizeof s->what, fmt, ap);
-    va_end(ap);
     s->since = core_now();
     s->in_call = in_call;
+    s->comm = c;
+    s->peer = peer;
     atomic_store(&g_wd_cur, next);
+}
+
+static void wd_set(int in_call, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wd_set(int in_call, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    wd_vset(in_call, NULL, -1, fmt, ap);
+    va_end(ap);
+}
+
+// The same, for a wait on group c (on its rank peer alone, when peer >= 0).
+static void wd_set_on(int in_call, const Comm *c, int peer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void wd_set_on(int in_call, const Comm *c, int peer, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    wd_vset(in_call, c, peer, fmt, ap);
+    va_end(ap);
 }
 
 // The library's own waits (starting NCCL) are watched like calls; then the
@@ -114,7 +142,7 @@ static void wd_restore(const WdState *saved) {
 static void launch_queued(void) {
     if (g_backend != BACKEND_NCCL || nccl_queued() == 0) return;
     WdState saved = wd_save();
-    wd_set(1, "launching %d queued sends and receives (NCCL)", nccl_queued());
+    wd_set(WD_CALL, "launching %d queued sends and receives (NCCL)", nccl_queued());
     BACKEND(nccl_flush());
     wd_restore(&saved);
 }
@@ -220,8 +248,10 @@ static bool peers_quiet(void) {
 }
 
 // One line for each other rank of the node that stopped answering: the
-// wait of this rank is theirs to explain. Async-signal-safe.
-static void report_silent_ranks(void) {
+// wait of this rank is theirs to explain. How many were named.
+// Async-signal-safe.
+static int report_silent_ranks(void) {
+    int named = 0;
     for (int i = 0; g_slots && i < g_local_size; i++) {
         if (i == g_local_rank) continue;
         double quiet_for = silence_of(i);
@@ -234,6 +264,88 @@ static void report_silent_ranks(void) {
         n = put_str(line, n, cap, " stopped answering (no sign of life for ");
         n = put_seconds(line, n, cap, quiet_for);
         n = put_str(line, n, cap, ": stopped or frozen, not waiting)\n");
+        ssize_t w = write(STDERR_FILENO, line, n);
+        (void)w;
+        named++;
+    }
+    return named;
+}
+
+// The longest silence among the other ranks of this node, in seconds.
+static double node_silence(void) {
+    double most = -1;
+    for (int i = 0; g_slots && i < g_local_size; i++) {
+        double quiet_for = silence_of(i);
+        if (i != g_local_rank && quiet_for > most) most = quiet_for;
+    }
+    return most;
+}
+
+static bool on_this_node(int q) {
+    for (int i = 0; g_slot_rank && i < g_local_size; i++)
+        if (g_slot_rank[i] == q) return true;
+    return false;
+}
+
+static int world_rank_of(const Comm *c, int r);
+
+// The ranks this rank waits for that run on other nodes, one line a node
+// (three nodes at most, then a count), when no rank of its own node
+// explains the wait: their signs of life are in their own node's memory,
+// out of this node's sight, so it cannot tell a frozen one from a waiting
+// one. Their node's lines tell (report_silent_ranks there).
+// Async-signal-safe.
+enum { WD_NODE_LINES = 3 };
+static void report_other_nodes(void) {
+    const WdState *s = &g_wd[atomic_load(&g_wd_cur)];
+    if (s->in_call == WD_COMPUTING || !s->comm || !g_hosts) return;
+    const Comm *c = s->comm;
+    int lo = s->peer >= 0 ? s->peer : 0, hi = s->peer >= 0 ? s->peer : c->size - 1;
+    int lines = 0, more = 0;   // more: the nodes past WD_NODE_LINES
+    for (int i = lo; i <= hi; i++) {
+        int q = world_rank_of(c, i);
+        bool said = on_this_node(q);   // or its node has had its line
+        for (int j = lo; j < i && !said; j++) {
+            int p = world_rank_of(c, j);
+            said = !on_this_node(p) && strcmp(g_hosts[p], g_hosts[q]) == 0;
+        }
+        if (said) continue;
+        if (lines == WD_NODE_LINES) {
+            more++;
+            continue;
+        }
+        lines++;
+        const char *host = g_hosts[q];
+        int many = 0;
+        for (int j = i; j <= hi; j++) {
+            int p = world_rank_of(c, j);
+            many += !on_this_node(p) && strcmp(g_hosts[p], host) == 0;
+        }
+        char line[512];
+        size_t cap = sizeof line;
+        size_t n = put_prefix(line, cap);
+        n = put_str(line, n, cap, many > 1 ? "it waits for ranks " : "it waits for rank ");
+        for (int j = i, k = 0; j <= hi; j++) {
+            int p = world_rank_of(c, j);
+            if (on_this_node(p) || strcmp(g_hosts[p], host) != 0) continue;
+            if (k++) n = put_str(line, n, cap, ", ");
+            n = put_int(line, n, cap, p);
+        }
+        n = put_str(line, n, cap, " on ");
+        n = put_str(line, n, cap, host);
+        n = put_str(line, n, cap, ", another node, whose signs of life it cannot see: ");
+        n = put_str(line, n, cap, host);
+        n = put_str(line, n, cap, many > 1 ? "'s lines say if one stopped answering\n" : "'s lines say if it stopped answering\n");
+        ssize_t w = write(STDERR_FILENO, line, n);
+        (void)w;
+    }
+    if (more) {
+        char line[256];
+        size_t cap = sizeof line;
+        size_t n = put_prefix(line, cap);
+        n = put_str(line, n, cap, "it waits for ranks on ");
+        n = put_int(line, n, cap, more);
+        n = put_str(line, n, cap, more > 1 ? " more nodes too\n" : " more node too\n");
         ssize_t w = write(STDERR_FILENO, line, n);
         (void)w;
     }
@@ -252,7 +364,7 @@ static void on_sigterm(int sig) {
         wd_report("was stopped or frozen (no sign of life, so the other ranks waited for it) while ", "");
     } else {
         wd_report("stopped while ", "");
-        report_silent_ranks();
+        if (report_silent_ranks() == 0) report_other_nodes();
     }
     mark_ended();
     core_run_cleanups();
@@ -274,14 +386,22 @@ static void *wd_main(void *arg) {
         const WdState *s = &g_wd[atomic_load(&g_wd_cur)];
         double timeout = atomic_load(&g_timeout);
         double since = s->since > g_woke_at ? s->since : g_woke_at;
-        if (timeout > 0 && s->in_call && now - since > timeout) {
+        bool past = timeout > 0 && now - since > timeout;
+        // A helper's wait ends the run only once a rank of this node has been
+        // silent as long (a frozen rank, not a scheduler's pause).
+        double frozen_for = timeout > HEARTBEAT_STALE_S ? timeout : HEARTBEAT_STALE_S;
+        if (past && (s->in_call == WD_CALL || (s->in_call == WD_HELPER && node_silence() >= frozen_for))) {
             char tail[160];
-            snprintf(tail, sizeof tail,
-                     " (--timeout %g); ending the run. A rank waits forever when its partner "
-                     "never makes the matching call",
-                     timeout);
+            if (s->in_call == WD_CALL)
+                snprintf(tail, sizeof tail,
+                         " (--timeout %g); ending the run. A rank waits forever when its partner "
+                         "never makes the matching call",
+                         timeout);
+            else
+                snprintf(tail, sizeof tail, " (--timeout %g) for a rank that stopped answering; ending the run",
+                         timeout);
             wd_report("watchdog: waited ", tail);
-            report_silent_ranks();
+            if (report_silent_ranks() == 0) report_other_nodes();
             mark_ended();
             core_run_cleanups();
             _exit(EXIT_TIMEOUT);
@@ -365,7 +485,7 @@ static void busy_end(double t) {
 
 static void enter(CallInfo *ci) {
     busy_begin(ci->t0);
-    wd_set(1, "%s", ci->what);
+    wd_set_on(WD_CALL, ci->comm, ci->peer, "%s", ci->what);
 }
 
 static void leave(CallInfo *ci, int track) {
@@ -375,7 +495,7 @@ static void leave(CallInfo *ci, int track) {
         g_stats.seconds_blocked += t1 - ci->t0;
         log_done(ci->comm, ci->op, ci->peer, ci->seq);
     }
-    wd_set(0, "computing; its last call was %s", ci->what);
+    wd_set(WD_COMPUTING, "computing; its last call was %s", ci->what);
     if (trace_on()) {
         char args[220];
         snprintf(args, sizeof args, "\"what\": \"%s\"", ci->what);
@@ -410,6 +530,13 @@ static void node_slots_init(void) {
     g_slot_rank = calloc((size_t)g_local_size, sizeof *g_slot_rank);
     CHECK(g_slot_rank, "out of memory");
     BACKEND(MPI_CHECK(MPI_Allgather(&g_world.rank, 1, MPI_INT, g_slot_rank, 1, MPI_INT, g_node)));
+    char host[MPI_MAX_PROCESSOR_NAME] = "", mine_host[WD_HOST_LEN] = "";
+    int len = 0;
+    MPI_CHECK(MPI_Get_processor_name(host, &len));
+    snprintf(mine_host, sizeof mine_host, "%s", host);
+    g_hosts = calloc((size_t)g_world.size, sizeof *g_hosts);
+    CHECK(g_hosts, "out of memory");
+    BACKEND(MPI_CHECK(MPI_Allgather(mine_host, WD_HOST_LEN, MPI_CHAR, g_hosts, WD_HOST_LEN, MPI_CHAR, MPI_COMM_WORLD)));
     NodeSlot *mine = NULL;
     int err;
     BACKEND(err = MPI_Win_allocate_shared((MPI_Aint)sizeof(NodeSlot), (int)sizeof(NodeSlot), MPI_INFO_NULL,
@@ -445,7 +572,7 @@ const char *comm_backend_name(void) { return g_backend == BACKEND_NCCL ? "nccl" 
 // communication. `why` says what asked for it.
 static void nccl_start(Comm *c, const char *why) {
     WdState saved = wd_save();
-    wd_set(1, "starting NCCL over %d ranks (%s)", c->size, why);
+    wd_set_on(WD_CALL, c, -1, "starting NCCL over %d ranks (%s)", c->size, why);
     BACKEND(nccl_comm_init(c));
     wd_restore(&saved);
 }
@@ -480,7 +607,7 @@ static void device_chosen(void) {
     g_chosen = true;
     if (g_choice == CHOOSE_MPI) return;
     WdState saved = wd_save();
-    wd_set(1, "choosing the communication backend over %d ranks", g_world.size);
+    wd_set_on(WD_CALL, &g_world, -1, "choosing the communication backend over %d ranks", g_world.size);
     char id[NCCL_GPU_ID_LEN];
     NcclFit fit = nccl_fit(id);
     bool shared;
@@ -533,7 +660,7 @@ Comm *comm_init(int *argc, char ***argv, double timeout_s) {
 
     g_up = true;
     g_timeout = timeout_s;
-    wd_set(0, "computing (no call yet)");
+    wd_set(WD_COMPUTING, "computing (no call yet)");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigterm;
@@ -568,7 +695,7 @@ void comm_finalize(void) {
     // still wait for it shows up here.
     CallInfo ci;
     describe(&ci, &g_world, COMM_OP_BARRIER, 0, -1, " (finalize: waiting for every rank to finish)");
-    wd_set(1, "%s", ci.what);   // watched, but not counted: it is no lab's communication
+    wd_set_on(WD_CALL, &g_world, -1, "%s", ci.what);   // watched, but not counted: it is no lab's communication
     BACKEND(MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)));
     if (g_world.nccl) {
         BACKEND(nccl_comm_free(&g_world));
@@ -586,6 +713,8 @@ void comm_finalize(void) {
     if (g_node != MPI_COMM_NULL) MPI_CHECK(MPI_Comm_free(&g_node));
     free(g_slot_rank);
     g_slot_rank = NULL;
+    free(g_hosts);
+    g_hosts = NULL;
     MPI_CHECK(MPI_Finalize());
     g_up = false;
 }
@@ -629,7 +758,7 @@ void comm_free(Comm *c) {
         CHECK(!user, "comm_free: the %s is still in flight on this group; comm_wait(handle) before "
                      "freeing the group", user);
         WdState saved = wd_save();
-        wd_set(1, "freeing NCCL over %d ranks (comm_free)", c->size);
+        wd_set_on(WD_CALL, c, -1, "freeing NCCL over %d ranks (comm_free)", c->size);
         BACKEND(nccl_comm_free(c));
         wd_restore(&saved);
     }
@@ -757,7 +886,7 @@ void comm_wait(CommHandle *h) {
     CHECK(h, "comm_wait(NULL)");
     launch_queued();
     double t0 = core_now();
-    wd_set(1, "wait for %s", h->ci.what);
+    wd_set_on(WD_CALL, h->comm, h->ci.peer, "wait for %s", h->ci.what);
     BACKEND(pending_finish(&h->pending));
     double t1 = core_now();
     // Waiting for an operation already finished waits for nothing.
@@ -1175,21 +1304,26 @@ uint64_t comm_stats_total_bus_bytes(const CommStats *s) {
 // ---- bookkeeping between ranks ---------------------------------------------
 // These move bytes the counters do not count: each call counts itself, so
 // a lab can tell that student code used one.
-static void helper_call(const char *name) {
+// Each is watched as WD_HELPER until it returns (wd_restore(&saved)).
+static WdState helper_call(Comm *c, const char *name) {
     launch_queued();
     g_stats.helper_calls++;
     snprintf(g_stats.last_helper, sizeof g_stats.last_helper, "%s", name);
+    WdState saved = wd_save();
+    wd_set_on(WD_HELPER, c, -1, "%s over %d ranks", name, c->size);
+    return saved;
 }
 
 void comm_all_gather_host(Comm *c, const void *send, size_t bytes, void *recv) {
     CHECK(bytes <= INT32_MAX, "comm_all_gather_host: %zu bytes is too many", bytes);
-    helper_call("comm_all_gather_host");
+    WdState saved = helper_call(c, "comm_all_gather_host");
     BACKEND(MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->mpi)));
+    wd_restore(&saved);
 }
 
 void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t *lens) {
     CHECK(bytes <= INT32_MAX, "comm_gather_host: %zu bytes is too many", bytes);
-    helper_call("comm_gather_host");
+    WdState saved = helper_call(c, "comm_gather_host");
     int mine = (int)bytes;
     int *counts = NULL, *displs = NULL;
     char *out = NULL;
@@ -1211,26 +1345,30 @@ void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t
         CHECK(out, "out of memory gathering %zu bytes", total);
     }
     BACKEND(MPI_CHECK(MPI_Gatherv(send, mine, MPI_BYTE, out, counts, displs, MPI_BYTE, root, c->mpi)));
+    wd_restore(&saved);
     free(counts);
     return out;
 }
 
 void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) {
     CHECK(bytes <= INT32_MAX, "comm_broadcast_host: %zu bytes is too many", bytes);
-    helper_call("comm_broadcast_host");
+    WdState saved = helper_call(c, "comm_broadcast_host");
     BACKEND(MPI_CHECK(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, c->mpi)));
+    wd_restore(&saved);
 }
 
 double comm_max_double(Comm *c, double v) {
     double out;
-    helper_call("comm_max_double");
+    WdState saved = helper_call(c, "comm_max_double");
     BACKEND(MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, c->mpi)));
+    wd_restore(&saved);
     return out;
 }
 
 double comm_sum_double(Comm *c, double v) {
     double out;
-    helper_call("comm_sum_double");
+    WdState saved = helper_call(c, "comm_sum_double");
     BACKEND(MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, c->mpi)));
+    wd_restore(&saved);
     return out;
 }
