@@ -300,8 +300,17 @@ bench: all
 print-opt:
 	@echo "$(OPT)"
 
+# make gpu-check: the GPU path in one budgeted run, its table and logs in
+# $OUT (build/gpu-check when unset); on a GPU machine without this course's
+# libraries, carry scripts/gpu-bundle.sh's build/gpu-bundle (README, GPUs).
 gpu-check:
 	@scripts/gpu-check.sh
+
+# build/gpu_check --training grades build/ref's GPU run with the grader's own
+# checks (libverdict) against the rounding measured on both devices.
+$(BUILD)/gpu_check: $(OBJ)/tools/gpu_check.o $(VERDICT) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+$(OBJ)/tools/gpu_check.o: CFLAGS += -Igrader
 
 # Does correct code pass on every machine, and is every bug still caught?
 yardstick: all

@@ -21,12 +21,12 @@
 // same training" as build/ref without, and a run with one parameter off (the
 // --perturb self-test) must not.
 
-// The GPU run is compared with the CPU's reference: the same training on
-// the other device, within the rounding measured on the CPU.
+// (The GPU's training against the CPU's is build/gpu_check --training, which
+// measures the GPU's own rounding too: the CPU's yardstick alone does not
+// cover cuBLAS's order of summation or the GPU's exp.)
 static const RunSpec REF_RUNS[] = {
     {"micro4", 1, "--steps 8 --micro 4 --device cpu", true, false},
     {"micro8-small", 1, "--steps 6 --micro 8 --layers 2 --dim 64 --heads 4 --seq 32 --device cpu", false, false},
-    {"gpu-against-cpu", 1, "--steps 8 --device cuda", false, true},
 };
 
 static const char *ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {

@@ -1,7 +1,14 @@
-// gpu_check.c: every op of ops.h on the GPU against the same op on the CPU
+// gpu_check.c: every op of ops.h on the GPU against the same op on the CPU,
+// and build/ref trained on the GPU against the CPU's reference
 // (build/gpu_check). Exit 0 when every check passes, 1 when one fails, 77 (a
 // skip) when no GPU is visible or the build has no CUDA backend.
-//   build/gpu_check
+//   build/gpu_check                  every group of ops, each in a process of its own
+//   build/gpu_check --group A,B      those groups (or all) here, in this process
+//                                    (for compute-sanitizer, whose exit code then means the run)
+//   build/gpu_check --list           the groups' names
+//   build/gpu_check --devices        what the CUDA runtime sees (and why not, when nothing)
+//   build/gpu_check --training [--device cuda|cpu] [--keep DIR] [-- build/ref flags]
+//                                    build/ref on the GPU graded against the CPU's reference
 //
 // For every op, at several shapes with odd sizes among them, the same random
 // inputs go to the CPU's kernels on host memory (ops_use_host(true)) and to
@@ -13,19 +20,38 @@
 // forward results (probabilities, statistics) on both devices, so that it is
 // compared alone. Last, an id out of range must stop the run on the GPU with
 // the CPU's message, each device in a process of its own.
+//
+// A kernel that faults leaves the GPU's context dead, and the fault shows at
+// the next CUDA call, whichever that is. So the ops come in groups (GROUPS
+// below), each group runs in a process of its own with CUDA_LAUNCH_BLOCKING=1
+// (the fault is then reported by the launch that made it), and a group that
+// crashes or hangs ends its own row only: the groups after it still run.
+#include <errno.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#ifdef PL_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#include "args.h"
 #include "core.h"
+#include "dump.h"
+#include "grade.h"
 #include "mem.h"
 #include "mem_cuda.h"
 #include "ops.h"
 #include "rng.h"
+#include "train.h"
 
 // ---- tolerances ----------------------------------------------------------------
 //
@@ -570,87 +596,736 @@ static void check_bad_id(const char *op) {
     if (!ok) printf("  cpu said: %s  gpu said: %s", cpu, gpu);
 }
 
-int main(int argc, char **argv) {
-    core_set_program("gpu_check");
-    if (argc == 4 && strcmp(argv[1], "--bad-id") == 0) return bad_id_child(argv[2], argv[3]);
-    if (argc != 1)
-        core_usage_error("usage: build/gpu_check (no options): every op of ops.h on the GPU "
-                         "against the CPU");
-    int gpus = mem_cuda_device_count();
-    if (gpus < 0) {
-        printf("[gpu_check] this build has no CUDA backend (CUDA=0): nothing to compare; "
-               "skipped\n");
-        return 77;
-    }
-    if (gpus == 0) {
-        printf("[gpu_check] no GPU is visible to this process: nothing to compare; skipped\n");
-        return 77;
-    }
-    mem_init("cuda", 0);
-    ops_init();
-    printf("[gpu_check] %s · every op of ops.h: the CPU's kernels on host memory against the "
-           "GPU's, the same inputs; error = max |gpu - cpu| / (1 + |cpu|)\n",
-           mem_device_name());
-    printf("%-22s %-30s %10s %7s\n", "op", "shape", "error", "tol");
 
-    check_negative_control();
+// ---- the groups, each in a process of its own ---------------------------------------
 
+static void group_negative_control(void) { check_negative_control(); }
+
+static void group_elementwise(void) {
     const size_t ns[] = {1, 7, 1000, 100003};
     for (int i = 0; i < 4; i++) check_elementwise(ns[i]);
+}
 
+static void group_matmul(void) {
     check_matmul(1, 8, 13, false);
     check_matmul(7, 24, 100, false);
     check_matmul(65, 100, 257, false);
     check_matmul(7, 24, 100, true);
+}
 
+static void group_layernorm(void) {
     check_layernorm(1, 8, false);
     check_layernorm(7, 24, false);
     check_layernorm(65, 100, false);
     check_layernorm(7, 24, true);
+}
 
+static void group_attention(void) {
     check_attention(1, 1, 8, 2, false);
     check_attention(2, 5, 24, 3, false);
     check_attention(3, 33, 100, 4, false);
     check_attention(2, 5, 24, 3, true);
+}
 
+static void group_embedding(void) {
     check_embedding(1, 1, 8, 13, 0, false);
     check_embedding(2, 5, 24, 13, 3, false);
     check_embedding(3, 33, 100, 257, 7, false);
     check_embedding(2, 5, 24, 13, 3, true);
+}
 
+static void group_crossentropy(void) {
     check_crossentropy(1, 13);
     check_crossentropy(7, 257);
     check_crossentropy(65, 257);
+}
 
+static void group_bias(void) {
     check_bias(1, 8);
     check_bias(7, 24);
     check_bias(65, 100);
+}
 
+static void group_2d(void) {
     check_2d(1, 1, 1, 1);
     check_2d(7, 5, 13, 8);
     check_2d(65, 100, 257, 101);
+}
 
+static void group_vocab_rows(void) {
     check_vocab_rows(1, 8, 13, 0, 13);
     check_vocab_rows(7, 24, 13, 4, 5);
     check_vocab_rows(65, 100, 257, 100, 64);
+}
 
+static void group_positions(void) {
     check_positions(1, 1, 8, 0);
     check_positions(2, 5, 24, 3);
     check_positions(3, 33, 100, 7);
+}
 
+static void group_ce_parts(void) {
     check_ce_parts(1, 13);
     check_ce_parts(7, 257);
     check_ce_parts(65, 257);
     check_ce_parts(3, 0);
+}
 
+static void group_dropout(void) {
     check_dropout(1, 1, 8, 0.5f);
     check_dropout(2, 5, 24, 0.1f);
     check_dropout(3, 33, 100, 0.5f);
     check_dropout(2, 5, 24, 0.0f);
+}
 
-    for (size_t i = 0; i < sizeof BAD_ID_OPS / sizeof BAD_ID_OPS[0]; i++)
-        check_bad_id(BAD_ID_OPS[i]);
+static void group_bad_id(void) {
+    for (size_t i = 0; i < sizeof BAD_ID_OPS / sizeof BAD_ID_OPS[0]; i++) check_bad_id(BAD_ID_OPS[i]);
+}
 
-    printf("%d of %d checks passed\n", g_passed, g_checks);
+typedef struct {
+    const char *name;
+    void (*run)(void);
+    bool starts_processes;   // runs this program again (a sanitizer would follow it, and each child fails on purpose)
+} Group;
+
+static const Group GROUPS[] = {
+    {"negative_control", group_negative_control, false},
+    {"elementwise", group_elementwise, false},
+    {"matmul", group_matmul, false},
+    {"layernorm", group_layernorm, false},
+    {"attention", group_attention, false},
+    {"embedding", group_embedding, false},
+    {"crossentropy", group_crossentropy, false},
+    {"bias", group_bias, false},
+    {"copy_2d", group_2d, false},
+    {"vocab_rows", group_vocab_rows, false},
+    {"positions", group_positions, false},
+    {"ce_parts", group_ce_parts, false},
+    {"dropout", group_dropout, false},
+    {"bad_id", group_bad_id, true},
+};
+enum { NGROUPS = sizeof GROUPS / sizeof GROUPS[0] };
+
+static const Group *group_named(const char *name, size_t len) {
+    for (int i = 0; i < NGROUPS; i++)
+        if (strlen(GROUPS[i].name) == len && strncmp(GROUPS[i].name, name, len) == 0) return &GROUPS[i];
+    return NULL;
+}
+
+// 0 when a GPU is there to compare with; else the skip, said once.
+static int need_gpu(void) {
+    int gpus = mem_cuda_device_count();
+    if (gpus < 0) {
+        printf("[gpu_check] this build has no CUDA backend (CUDA=0): nothing to compare; skipped\n");
+        return 77;
+    }
+    if (gpus == 0) {
+        printf("[gpu_check] no GPU is visible to this process: nothing to compare; skipped "
+               "(build/gpu_check --devices says why)\n");
+        return 77;
+    }
+    return 0;
+}
+
+static void print_header(const char *device) {
+    printf("[gpu_check] %s · every op of ops.h: the CPU's kernels on host memory against the "
+           "GPU's, the same inputs; error = max |gpu - cpu| / (1 + |cpu|)\n",
+           device);
+    printf("%-22s %-30s %10s %7s\n", "op", "shape", "error", "tol");
+}
+
+// `gpu_check --group LIST`: the groups named (comma-separated, or `all`:
+// every group that starts no process of its own) in this process, one after
+// another. The last line, "[group LIST] P of M checks passed", is what the
+// parent below reads.
+static int run_groups_here(const char *list, bool header) {
+    // Read by the CUDA runtime when it starts: before the first CUDA call.
+    setenv("CUDA_LAUNCH_BLOCKING", "1", 0);
+    // A row at a time, so that a crash loses none of the rows before it.
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int skip = need_gpu();
+    if (skip) return skip;
+    const Group *todo[NGROUPS];
+    int n = 0;
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 3 && strncmp(p, "all", 3) == 0) {
+            for (int i = 0; i < NGROUPS; i++)
+                if (!GROUPS[i].starts_processes && n < NGROUPS) todo[n++] = &GROUPS[i];
+        } else {
+            const Group *g = group_named(p, len);
+            if (!g) core_usage_error("--group: no group '%.*s' (build/gpu_check --list names them)", (int)len, p);
+            if (n < NGROUPS) todo[n++] = g;
+        }
+        p += len;
+        if (*p == ',') p++;
+    }
+    mem_init("cuda", 0);
+    ops_init();
+    if (header) print_header(mem_device_name());
+    for (int i = 0; i < n; i++) todo[i]->run();
+    printf("[group %s] %d of %d checks passed\n", list, g_passed, g_checks);
     return g_passed == g_checks ? 0 : 1;
+}
+
+// How one group's process ended, as the parent saw it.
+typedef struct {
+    int passed, checks;   // from its last line; -1 when it never said
+    bool completed;       // it said its last line and exited 0 or 1
+    char how[160];        // otherwise: how it ended
+    char last_row[200];   // the last row it printed (a line ending "ok" or "FAIL")
+} GroupEnd;
+
+// One line of a group's output, as it arrives.
+static void note_line(GroupEnd *e, const char *line) {
+    int p, m;
+    char name[64];
+    if (sscanf(line, "[group %63s %d of %d checks passed", name, &p, &m) == 3) {
+        e->passed = p;
+        e->checks = m;
+        return;
+    }
+    size_t n = strlen(line);
+    if ((n >= 2 && strcmp(line + n - 2, "ok") == 0) || (n >= 4 && strcmp(line + n - 4, "FAIL") == 0))
+        snprintf(e->last_row, sizeof e->last_row, "%.199s", line);
+}
+
+// Run `gpu_check --group NAME` as a process of its own (its own process
+// group, so that a hang is ended with everything it started), pass its
+// output on as it comes, and stop it after limit_s seconds.
+static GroupEnd run_group_child(const char *name, double limit_s) {
+    GroupEnd e = {.passed = -1, .checks = -1};
+    int fd[2];
+    CHECK(pipe(fd) == 0, "gpu_check: pipe failed");
+    fflush(stdout);
+    pid_t pid = fork();
+    CHECK(pid >= 0, "gpu_check: fork failed");
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(fd[1], STDOUT_FILENO);
+        dup2(fd[1], STDERR_FILENO);
+        close(fd[0]);
+        close(fd[1]);
+        setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
+        execl("/proc/self/exe", "gpu_check", "--group", name, "--no-header", (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(fd[1]);
+    char buf[4096], line[512];
+    size_t len = 0;
+    bool timed_out = false;
+    double deadline = core_now() + limit_s;
+    for (;;) {
+        int ms = (int)((deadline - core_now()) * 1000);
+        if (ms <= 0) {
+            timed_out = true;
+            kill(-pid, SIGKILL);
+            break;
+        }
+        struct pollfd p = {fd[0], POLLIN, 0};
+        int r = poll(&p, 1, ms);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) continue;   // the deadline is checked above
+        ssize_t got = read(fd[0], buf, sizeof buf);
+        if (got <= 0) break;
+        fwrite(buf, 1, (size_t)got, stdout);
+        fflush(stdout);
+        for (ssize_t i = 0; i < got; i++) {
+            if (buf[i] == '\n') {
+                line[len] = 0;
+                note_line(&e, line);
+                len = 0;
+            } else if (len + 1 < sizeof line) {
+                line[len++] = buf[i];
+            }
+        }
+    }
+    close(fd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (timed_out)
+        snprintf(e.how, sizeof e.how, "was stopped after %.0f s (--group-limit): a hang", limit_s);
+    else if (WIFSIGNALED(status))
+        snprintf(e.how, sizeof e.how, "was killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else if (WEXITSTATUS(status) > 1)
+        snprintf(e.how, sizeof e.how, "ended with exit code %d%s", WEXITSTATUS(status),
+                 WEXITSTATUS(status) == EXIT_CHECK ? " (a CHECK or a CUDA call failed: its line above says which)" : "");
+    else if (e.checks < 0)
+        snprintf(e.how, sizeof e.how, "exited %d without its last line", WEXITSTATUS(status));
+    else
+        e.completed = true;
+    return e;
+}
+
+// Every group, each in a process of its own: a fault or a hang ends its
+// group's row, and the next group starts on a fresh GPU context.
+static int run_all_groups(double limit_s) {
+    int skip = need_gpu();
+    if (skip) return skip;
+    // This process makes no CUDA context of its own (the device's
+    // properties need none): each group has its own, on an idle GPU.
+    char name[256] = "a GPU";
+#ifdef PL_CUDA
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) snprintf(name, sizeof name, "%s", prop.name);
+#endif
+    print_header(name);
+    fflush(stdout);
+    int checks = 0, passed = 0, ended = 0;
+    char lost[NGROUPS][700];
+    for (int i = 0; i < NGROUPS; i++) {
+        double t0 = core_now();
+        GroupEnd e = run_group_child(GROUPS[i].name, limit_s);
+        if (e.completed) {
+            checks += e.checks;
+            passed += e.passed;
+            continue;
+        }
+        // The group's checks that ran are counted; the group itself is one
+        // failed check more (its later rows never ran).
+        checks += (e.checks > 0 ? e.checks : 0) + 1;
+        passed += e.passed > 0 ? e.passed : 0;
+        snprintf(lost[ended++], sizeof lost[0], "group %s %s after %.0f s, %s%.199s%s; its later rows did not run",
+                 GROUPS[i].name, e.how, core_now() - t0, e.last_row[0] ? "after its row '" : "before its first row",
+                 e.last_row, e.last_row[0] ? "'" : "");
+        printf("%-22s %-30s %s  FAIL\n", GROUPS[i].name, "(the group's process)", e.how);
+        fflush(stdout);
+    }
+    for (int i = 0; i < ended; i++) printf("  %s\n", lost[i]);
+    printf("%d of %d checks passed (%d groups, each in a process of its own; %d ended early)\n", passed,
+           checks, NGROUPS, ended);
+    return passed == checks ? 0 : 1;
+}
+
+// ---- build/ref on the GPU against the CPU's reference -------------------------------
+//
+// The grader's yardstick measures "the same training up to rounding" on the
+// CPU: build/ref as it is, in micro-batches, and rounded as another machine
+// would (README, "How the yardstick works"). A GPU rounds in ways of its own
+// that none of those samples makes: cuBLAS's blocking and order of every
+// product's sums, a warp's tree over a row, its own expf. Held to ten times
+// the CPU's rounding alone, a GPU run is held to another device's yardstick:
+// where cuBLAS's orders round further than the CPU's, correct code fails, and
+// the bound says nothing of how far the GPU's own orders move a result. So
+// the GPU measures its own rounding the same way: build/ref on the GPU as it
+// is and in the yardstick's micro-batches (the rows summed in other orders,
+// by the GPU's kernels; --rounding alt changes the CPU's kernels only). The
+// GPU's plain run is then graded by the grader's own checks of build/ref
+// (grader/specs.c: losses, first gradient, final parameters and moments,
+// Adam's reach, memory) against the CPU's plain run, each tolerance
+// TOL_FACTOR times the larger of the two devices' measured rounding, tensor
+// by tensor. Two negative controls follow: the same GPU run with one row of
+// a weight matrix moved by a tenth of an AdamW step, and with one element
+// moved beyond Adam's reach, must each fail.
+
+enum { MAX_REF_FLAGS = 40 };
+
+typedef struct {
+    char label[48];   // "dev-cuda-micro2"
+    char dump[700], out[700];
+    pid_t pid;
+    int status;
+    double seconds;   // from the start of all to its end
+} RefRun;
+
+// What a file holds, as a string (at most 1 MiB of its end; "" when unreadable).
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "r");
+    char *s = NULL;
+    long n = 0;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0) {
+        long start = n > (1L << 20) ? n - (1L << 20) : 0;
+        s = malloc((size_t)(n - start) + 1);
+        fseek(f, start, SEEK_SET);
+        n = s ? (long)fread(s, 1, (size_t)(n - start), f) : 0;
+    }
+    if (f) fclose(f);
+    if (!s) s = malloc(1);
+    CHECK(s, "gpu_check: out of memory");
+    s[n > 0 ? n : 0] = 0;
+    return s;
+}
+
+// Start build/ref on `device` with `flags` and yardstick run y's own flags;
+// its dump and output go into dir, named by role ("ref": the CPU's
+// reference runs, "dev": the device's), device and y.
+static void ref_start(RefRun *r, const char *ref, const char *role, const char *device, char **flags, int nflags,
+                      const YardstickRun *y, const char *dir) {
+    int m = snprintf(r->label, sizeof r->label, "%s-%s-", role, device);
+    if (y->micro > 1)
+        snprintf(r->label + m, sizeof r->label - (size_t)m, "micro%d%s", y->micro, y->micro_mean ? "-mean" : "");
+    else
+        snprintf(r->label + m, sizeof r->label - (size_t)m, "%s", y->rounding == OPS_ROUNDING_ALT ? "alt" : "plain");
+    snprintf(r->dump, sizeof r->dump, "%s/%s.bin", dir, r->label);
+    snprintf(r->out, sizeof r->out, "%s/%s.txt", dir, r->label);
+    char micro[16];
+    snprintf(micro, sizeof micro, "%d", y->micro);
+    const char *argv[MAX_REF_FLAGS + 16];
+    int n = 0;
+    argv[n++] = ref;
+    argv[n++] = "--device";
+    argv[n++] = device;
+    for (int i = 0; i < nflags; i++) argv[n++] = flags[i];
+    if (y->micro > 1) {
+        argv[n++] = "--micro";
+        argv[n++] = micro;
+        if (y->micro_mean) argv[n++] = "--micro-mean";
+    }
+    argv[n++] = "--rounding";
+    argv[n++] = ops_rounding_name(y->rounding);
+    argv[n++] = "--dump";
+    argv[n++] = r->dump;
+    argv[n] = NULL;
+    fflush(stdout);
+    r->pid = fork();
+    CHECK(r->pid >= 0, "gpu_check: fork failed");
+    if (r->pid == 0) {
+        int fd = open(r->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd < 0) _exit(127);
+        dup2(fd, STDOUT_FILENO);
+        dup2(fd, STDERR_FILENO);
+        close(fd);
+        execv(ref, (char *const *)argv);
+        _exit(127);
+    }
+}
+
+static double median_of(const double *v, int n) {
+    if (n <= 0) return 0;
+    double *t = malloc((size_t)n * sizeof *t);
+    CHECK(t, "gpu_check: out of memory");
+    memcpy(t, v, (size_t)n * sizeof *t);
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            double x = t[j];
+            t[j] = t[j - 1];
+            t[j - 1] = x;
+        }
+    double m = t[n / 2];
+    free(t);
+    return m;
+}
+
+static double max_of(const double *v, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) m = fmax(m, v[i]);
+    return m;
+}
+
+// The rounding both devices allow: tensor by tensor the larger of a's (the
+// CPU's) and b's (the device's) measured figures, the medians taken again
+// over those, Adam's reach the larger of the two. *larger counts the tensors
+// whose first gradient the device rounds further than the CPU.
+static void measured_combine(Measured *m, const Measured *a, const Measured *b, int *larger) {
+    memset(m, 0, sizeof *m);
+    size_t n = (size_t)a->ntensors + 1;
+    m->names = calloc(n, sizeof *m->names);
+    m->grad_rel = calloc(n, sizeof(double));
+    m->param_bulk = calloc(n, sizeof(double));
+    m->m_bulk = calloc(n, sizeof(double));
+    m->v_bulk = calloc(n, sizeof(double));
+    CHECK(m->names && m->grad_rel && m->param_bulk && m->m_bulk && m->v_bulk, "gpu_check: out of memory");
+    m->ntensors = a->ntensors;
+    *larger = 0;
+    for (int t = 0; t < a->ntensors; t++) {
+        memcpy(m->names[t], a->names[t], sizeof m->names[t]);
+        m->grad_rel[t] = a->grad_rel[t];
+        m->param_bulk[t] = a->param_bulk[t];
+        m->m_bulk[t] = a->m_bulk[t];
+        m->v_bulk[t] = a->v_bulk[t];
+        for (int u = 0; u < b->ntensors; u++) {
+            if (strcmp(b->names[u], a->names[t]) != 0) continue;
+            *larger += b->grad_rel[u] > a->grad_rel[t];
+            m->grad_rel[t] = fmax(m->grad_rel[t], b->grad_rel[u]);
+            m->param_bulk[t] = fmax(m->param_bulk[t], b->param_bulk[u]);
+            m->m_bulk[t] = fmax(m->m_bulk[t], b->m_bulk[u]);
+            m->v_bulk[t] = fmax(m->v_bulk[t], b->v_bulk[u]);
+        }
+    }
+    m->loss = fmax(a->loss, b->loss);
+    m->loss_ulp = fmax(a->loss_ulp, b->loss_ulp);
+    m->grad_rel_median = median_of(m->grad_rel, m->ntensors);
+    m->param_bulk_median = median_of(m->param_bulk, m->ntensors);
+    m->m_bulk_median = median_of(m->m_bulk, m->ntensors);
+    m->v_bulk_median = median_of(m->v_bulk, m->ntensors);
+    m->adam_reach = fmax(a->adam_reach, b->adam_reach);
+    m->nsamples = a->nsamples + b->nsamples;
+}
+
+// The grader's checks of build/ref on `run`; each check's line when `print`.
+// Returns the number that failed.
+static int grade_ref_run(Run *run, bool print) {
+    const LabSpec *lab = lab_spec("ref");
+    CHECK(lab, "gpu_check: the grader has no spec for build/ref");
+    Grader g = {0};
+    g.lab = lab->id;
+    lab->check(&g, lab, run);
+    int failed = grader_failed(&g);
+    for (int i = 0; print && i < g.n; i++) {
+        const Result *r = &g.results[i];
+        printf("  %-4s  %-44s %s   (bound: %s)\n", r->pass ? "ok" : "FAIL", r->check, r->figure, r->bound);
+    }
+    for (int i = 0; print && i < g.n; i++) {
+        const Result *r = &g.results[i];
+        if (!r->pass && r->diagnosis[0]) printf("  %s:\n    %s\n", r->check, r->diagnosis);
+    }
+    grader_free(&g);
+    return failed;
+}
+
+// COUNT f32 elements of `name` from `index` on, moved by delta (a negative
+// control; call again with -delta to put them back). False when the dump has
+// no such elements.
+static bool nudge(DumpFile *d, const char *name, uint64_t index, uint64_t count, float delta) {
+    DumpArray *a = (DumpArray *)dump_find(d, name);
+    if (!a || a->type != DUMP_F32 || index + count > a->count) return false;
+    float *x = a->data;
+    for (uint64_t i = index; i < index + count; i++) x[i] += delta;
+    return true;
+}
+
+static int training_check(int argc, char **argv) {
+    const char *device = "cuda", *keep = NULL;
+    char *flags[MAX_REF_FLAGS];
+    int nflags = 0;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
+            device = argv[++i];
+            if (strcmp(device, "cuda") != 0 && strcmp(device, "cpu") != 0)
+                core_usage_error("--training --device %s: cuda (the GPU against the CPU) or cpu (the CPU "
+                                 "against itself: the machinery alone)", device);
+        } else if (strcmp(argv[i], "--keep") == 0 && i + 1 < argc) {
+            keep = argv[++i];
+        } else if (strcmp(argv[i], "--") == 0) {
+            for (i++; i < argc; i++) {
+                CHECK(nflags < MAX_REF_FLAGS - 2, "gpu_check: more than %d build/ref flags", MAX_REF_FLAGS - 2);
+                if (strcmp(argv[i], "--device") == 0 || strcmp(argv[i], "--dump") == 0 ||
+                    strcmp(argv[i], "--micro") == 0 || strcmp(argv[i], "--rounding") == 0 ||
+                    strcmp(argv[i], "--tf32") == 0)
+                    core_usage_error("--training sets %s itself; give build/ref's other flags after --", argv[i]);
+                flags[nflags++] = argv[i];
+            }
+        } else {
+            core_usage_error("--training takes --device cuda|cpu, --keep DIR and, after --, build/ref's "
+                             "flags; not '%s'", argv[i]);
+        }
+    }
+    // build/ref on the GPU: 8 steps, seed 1337.
+    bool seeded = false;
+    for (int i = 0; i < nflags; i++) seeded |= strcmp(flags[i], "--seed") == 0;
+    if (nflags == 0) {
+        flags[nflags++] = "--steps";
+        flags[nflags++] = "8";
+    }
+    if (!seeded) {
+        flags[nflags++] = "--seed";
+        flags[nflags++] = "1337";
+    }
+    if (strcmp(device, "cuda") == 0) {
+        int skip = need_gpu();
+        if (skip) return skip;
+    }
+    char self[1024], ref[1100];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    CHECK(n > 0, "gpu_check: cannot find where it lives");
+    self[n] = 0;
+    *strrchr(self, '/') = 0;
+    snprintf(ref, sizeof ref, "%s/ref", self);
+    CHECK(access(ref, X_OK) == 0, "gpu_check --training needs build/ref beside it (%s): make build/ref", ref);
+    char dir[700];
+    if (keep) {
+        snprintf(dir, sizeof dir, "%s", keep);
+        CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST, "gpu_check: cannot make %s: %s", dir, strerror(errno));
+    } else {
+        const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+        snprintf(dir, sizeof dir, "%s/gpu_check.XXXXXX", tmp);
+        CHECK(mkdtemp(dir), "gpu_check: cannot make a directory in %s", tmp);
+    }
+
+    // The yardstick's runs on each device, all at once: the CPU's in full,
+    // the device's where they round differently on it (not --rounding alt).
+    Args defaults = args_defaults();
+    int batch = defaults.batch;
+    for (int i = 0; i + 1 < nflags; i++)
+        if (strcmp(flags[i], "--batch") == 0) batch = atoi(flags[i + 1]);
+    YardstickRun y[YARDSTICK_MAX];
+    int ny = train_yardstick(batch, y, YARDSTICK_MAX);
+    RefRun runs[2 * YARDSTICK_MAX];
+    int ncpu = 0, ndev = 0;
+    for (int k = 0; k < ny; k++) ref_start(&runs[ncpu++], ref, "ref", "cpu", flags, nflags, &y[k], dir);
+    for (int k = 0; k < ny; k++)
+        if (y[k].rounding == OPS_ROUNDING_NATIVE) ref_start(&runs[ncpu + ndev++], ref, "dev", device, flags, nflags, &y[k], dir);
+    double t0 = core_now();
+    for (int left = ncpu + ndev; left > 0;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0 && errno == EINTR) continue;
+        CHECK(pid > 0, "gpu_check: waitpid failed: %s", strerror(errno));
+        for (int k = 0; k < ncpu + ndev; k++)
+            if (runs[k].pid == pid) {
+                runs[k].status = status;
+                runs[k].seconds = core_now() - t0;
+                left--;
+            }
+    }
+    DumpFile *cpu[YARDSTICK_MAX] = {0}, *dev[YARDSTICK_MAX] = {0};
+    int bad = 0;
+    for (int k = 0; k < ncpu + ndev; k++) {
+        const char *err = NULL;
+        DumpFile *d = WIFEXITED(runs[k].status) && WEXITSTATUS(runs[k].status) == 0 ? dump_read(runs[k].dump, &err) : NULL;
+        if (k < ncpu) cpu[k] = d;
+        else dev[k - ncpu] = d;
+        if (!d) {
+            char *out = read_text(runs[k].out);
+            size_t len = strlen(out);
+            const char *tail = out + (len > 600 ? len - 600 : 0);
+            printf("[gpu_check] build/ref (%s) failed (%s %d%s%s); the end of its output (%s):\n%s\n", runs[k].label,
+                   WIFSIGNALED(runs[k].status) ? "signal" : "exit",
+                   WIFSIGNALED(runs[k].status) ? WTERMSIG(runs[k].status) : WEXITSTATUS(runs[k].status),
+                   err ? ": " : "", err ? err : "", runs[k].out, tail);
+            free(out);
+            bad++;
+        }
+    }
+    char shown[600] = "";
+    for (int i = 0; i < nflags; i++)
+        snprintf(shown + strlen(shown), sizeof shown - strlen(shown), "%s%s", i ? " " : "", flags[i]);
+    int failed = bad;
+    if (!bad) {
+        Measured mc, md, both;
+        measure_rounding(cpu, ncpu, &mc);
+        measure_rounding(dev, ndev, &md);
+        int larger = 0;
+        measured_combine(&both, &mc, &md, &larger);
+        printf("[gpu_check] build/ref on %s against the CPU's reference (%s): the grader's checks of build/ref, "
+               "each held to %dx the larger of the two devices' measured rounding\n",
+               strcmp(device, "cuda") == 0 ? "the GPU" : "the CPU (the machinery alone: --device cpu)", shown,
+               TOL_FACTOR);
+        printf("  rounding measured (the largest difference from each device's own plain run)\n");
+        printf("  %-36s %14s %14s %16s\n", "", "cpu", device, "held to (x10)");
+        printf("  %-36s %14d %14d\n", "yardstick runs besides the plain one", mc.nsamples, md.nsamples);
+        printf("  %-36s %14.2e %14.2e %16.2e\n", "loss per step", mc.loss, md.loss,
+               TOL_FACTOR * fmax(both.loss, both.loss_ulp));
+        printf("  %-36s %14.2e %14.2e %16.2e\n", "first gradient, median tensor", mc.grad_rel_median,
+               md.grad_rel_median, TOL_FACTOR * fmax(REL_FLOOR, both.grad_rel_median));
+        printf("  %-36s %14.2e %14.2e\n", "first gradient, largest tensor", max_of(mc.grad_rel, mc.ntensors),
+               max_of(md.grad_rel, md.ntensors));
+        printf("  %-36s %14.2e %14.2e %16.2e\n", "final parameters, median bulk", mc.param_bulk_median,
+               md.param_bulk_median, TOL_FACTOR * fmax(REL_FLOOR, both.param_bulk_median));
+        printf("  %-36s %14s %11d of %d\n", "tensors the device rounds further", "", larger, mc.ntensors);
+
+        RunSpec spec = {"gpu-against-cpu", 1, shown, false, strcmp(device, "cuda") == 0};
+        Run run;
+        memset(&run, 0, sizeof run);
+        run.spec = &spec;
+        run.seed = 1337;
+        snprintf(run.name, sizeof run.name, "%s against cpu", device);
+        run.output = read_text(runs[ncpu].out);
+        run.seconds = runs[ncpu].seconds;
+        run.dump = dev[0];
+        run.ref = cpu[0];
+        run.measured = &both;
+        failed = grade_ref_run(&run, true);
+
+        // What the CPU's rounding alone would allow the same run
+        // (informational: how much of the bound is the GPU's own).
+        run.measured = &mc;
+        int cpu_only = grade_ref_run(&run, false);
+        printf("  held to the CPU's rounding alone, the same run: %s\n",
+               cpu_only ? "FAILS" : "passes");
+        if (cpu_only) printf("    (%d check(s) fail there: the GPU's own rounding is what they miss)\n", cpu_only);
+        run.measured = &both;
+
+        // The negative controls: the comparison must still see a bug.
+        static const char *const W = "param/final/block0.mlp.w1";
+        const DumpArray *w = dump_find(dev[0], W);
+        uint64_t row = w && w->ndim == 2 ? w->shape[1] : 512;
+        bool caught_row = false, caught_one = false;
+        if (nudge(dev[0], W, 0, row, 1e-4f)) {
+            caught_row = grade_ref_run(&run, false) > 0;
+            nudge(dev[0], W, 0, row, -1e-4f);
+        }
+        if (nudge(dev[0], W, 17, 1, 0.1f)) {
+            caught_one = grade_ref_run(&run, false) > 0;
+            nudge(dev[0], W, 17, 1, -0.1f);
+        }
+        printf("  %-4s  negative control: one row of block0.mlp.w1 (%llu elements) moved by 1e-4, a tenth of an "
+               "AdamW step: %s\n", caught_row ? "ok" : "FAIL", (unsigned long long)row,
+               caught_row ? "caught" : "NOT caught (the bound is too loose to see it)");
+        printf("  %-4s  negative control: one element of block0.mlp.w1 moved by 0.1, beyond Adam's reach: %s\n",
+               caught_one ? "ok" : "FAIL", caught_one ? "caught" : "NOT caught");
+        failed += !caught_row + !caught_one;
+        free(run.output);
+        measured_free(&mc);
+        measured_free(&md);
+        measured_free(&both);
+    }
+    for (int k = 0; k < ncpu; k++)
+        if (cpu[k]) dump_free(cpu[k]);
+    for (int k = 0; k < ndev; k++)
+        if (dev[k]) dump_free(dev[k]);
+    if (!keep) {
+        for (int k = 0; k < ncpu + ndev; k++) {
+            unlink(runs[k].dump);
+            unlink(runs[k].out);
+        }
+        rmdir(dir);
+    }
+    printf("[gpu_check] build/ref on %s against the CPU: %s\n", device,
+           failed ? "FAIL" : "the same training, within the rounding both devices measured");
+    return failed ? 1 : 0;
+}
+
+// ---- main --------------------------------------------------------------------------
+
+// What the CUDA runtime sees, and why not when it sees nothing (a driver
+// older than the runtime, no device node): the pre-flight's line.
+static int devices(void) {
+#ifdef PL_CUDA
+    int n = 0, drv = 0, rt = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    printf("[gpu_check] CUDA runtime %d.%d, driver for CUDA %d.%d: ", rt / 1000, rt % 1000 / 10, drv / 1000,
+           drv % 1000 / 10);
+    if (e != cudaSuccess) {
+        printf("no GPU (cudaGetDeviceCount: %s%s)\n", cudaGetErrorString(e),
+               drv == 0 ? "; no CUDA driver is loaded here" : "");
+        return 77;
+    }
+    printf("%d GPU(s)\n", n);
+    for (int i = 0; i < n; i++) {
+        struct cudaDeviceProp p;
+        if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+        printf("  %d: %s, sm_%d%d, %.1f GiB\n", i, p.name, p.major, p.minor, p.totalGlobalMem / 1073741824.0);
+    }
+    return n > 0 ? 0 : 77;
+#else
+    printf("[gpu_check] this build has no CUDA backend (CUDA=0)\n");
+    return 77;
+#endif
+}
+
+static const char USAGE[] =
+    "usage: build/gpu_check [--group-limit SECONDS]   every group of ops, each in a process of its own\n"
+    "       build/gpu_check --group NAME[,NAME...]|all  those groups in this process (all: but bad_id)\n"
+    "       build/gpu_check --list | --devices\n"
+    "       build/gpu_check --training [--device cuda|cpu] [--keep DIR] [-- build/ref flags]";
+
+int main(int argc, char **argv) {
+    core_set_program("gpu_check");
+    if (argc == 4 && strcmp(argv[1], "--bad-id") == 0) return bad_id_child(argv[2], argv[3]);
+    if (argc == 1) return run_all_groups(120);
+    if (argc == 3 && strcmp(argv[1], "--group-limit") == 0) return run_all_groups(atof(argv[2]));
+    if (argc == 2 && strcmp(argv[1], "--list") == 0) {
+        for (int i = 0; i < NGROUPS; i++)
+            printf("%s%s\n", GROUPS[i].name, GROUPS[i].starts_processes ? "  (starts processes: not in all)" : "");
+        return 0;
+    }
+    if (argc == 2 && strcmp(argv[1], "--devices") == 0) return devices();
+    if (strcmp(argv[1], "--group") == 0 && (argc == 3 || (argc == 4 && strcmp(argv[3], "--no-header") == 0)))
+        return run_groups_here(argv[2], argc == 3);
+    if (strcmp(argv[1], "--training") == 0) return training_check(argc - 2, argv + 2);
+    core_usage_error("%s", USAGE);
 }
