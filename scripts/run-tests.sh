@@ -377,6 +377,54 @@ pool_add "grade --solutions --hidden-seed (json, junit)" 300 "" bash -c \
     'build/grade --ref-cache "$REFCACHE" --solutions --lab lab01 --json build/results-hidden.json --junit build/results-hidden.xml --hidden-seed 4242 &&
      /usr/bin/python3 grader/tests/check_reports.py build/results-hidden.json build/results-hidden.xml &&
      grep -q "\"visibility\": \"hidden\"" build/results-hidden.json'
+# make gpu-check without a GPU (scripts/gpu-check.sh --dry-run): the
+# pre-flight, the bundle for a GPU machine made and unpacked, its Open MPI
+# alone (its plugins and help files its own), the grader through it, the
+# table and the logs' archive, the GPU rows skipped and not failed; then
+# with a 7 s deadline: a step cut short at it, the rest not run, the table
+# and the archive still written, exit 1.
+run "gpu-check --dry-run: pre-flight, bundle, budget, table" 240 bash -c '
+    t=$(mktemp -d) && trap "rm -rf $t" EXIT
+    OUT=$t/a GPU_CHECK_WORK=$t/wa scripts/gpu-check.sh --dry-run > "$t/a.txt" 2>&1; rc=$?
+    cat "$t/a.txt"
+    [ $rc -eq 0 ] && grep -q "^pre-flight: gpu .* SKIP" "$t/a/gpu-check.txt" &&
+        grep -q "every op: GPU against CPU.* SKIP .*no GPU" "$t/a/gpu-check.txt" &&
+        ! grep -q " FAIL " "$t/a/gpu-check.txt" && tar -tzf "$t/a/gpu-check-logs.tar.gz" | grep -q "^logs/" ||
+        { echo "the dry run: exit $rc, or its table or archive is not as it should be"; exit 1; }
+    # The bundle'"'"'s Open MPI and PMIx found their plugins and help files.
+    ! tar -xzOf "$t/a/gpu-check-logs.tar.gz" | grep -E "open the help file|usable compression library|was unable to be opened" ||
+        { echo "the bundle'"'"'s Open MPI or PMIx looked outside the bundle"; exit 1; }
+    OUT=$t/b GPU_CHECK_WORK=$t/wb scripts/gpu-check.sh --dry-run --deadline 7 > "$t/b.txt" 2>&1; rc=$?
+    grep -E "CUT|NOT RUN|deadline" "$t/b.txt"
+    [ $rc -eq 1 ] && grep -q "cut short at the deadline" "$t/b/gpu-check.txt" &&
+        grep -q "NOT RUN" "$t/b/gpu-check.txt" && [ -s "$t/b/gpu-check-logs.tar.gz" ] ||
+        { echo "with a 7 s deadline: exit $rc (1 wanted), or no step cut short, or no table or archive"; exit 1; }'
+
+# Several nodes, tried on one machine (scripts/multinode.sh): two network
+# namespaces joined by a veth pair are node1 and node2, 2 ranks on each,
+# shared memory inside a node and TCP between, started by the README's
+# commands. Each solution matches single-device training; a rank stopped on
+# node2 is named. Skipped where namespaces cannot be made (not root, no
+# CAP_NET_ADMIN).
+if why=$(scripts/multinode.sh can); then
+    mn=scripts/multinode.sh
+    run "two nodes: the README's \"Several nodes\" commands are the ones run here" 10 $mn readme
+    run "two nodes: each rank's comm_local_rank() is its rank mod 2" 60 $mn local-ranks
+    run "two nodes: lab02_solution np=4 bucketed" 120 $mn run build/lab02_solution --steps 2 --layers 2 --strategy bucketed
+    run "two nodes: lab03_solution np=4 stage 3" 120 $mn run build/lab03_solution --steps 2 --layers 2 --dim 128 --stage 3
+    run "two nodes: lab04_solution np=4 --tp 2 (a tensor-parallel group on each node)" 120 \
+        $mn run build/lab04_solution --steps 2 --layers 2 --tp 2
+    run "two nodes: lab05_solution np=4 1f1b (stage 1 sends to stage 2 across)" 120 \
+        $mn run build/lab05_solution --steps 2 --layers 2 --schedule 1f1b --micro 4
+    run "two nodes: lab06_solution np=4 (one tensor-parallel group over both)" 120 \
+        $mn run build/lab06_solution --steps 2 --layers 2 --seq 32
+    run_failing "two nodes: ranks of a node talking over TCP are seen (--mca btl self,tcp)" 120 \
+        "talked over TCP, not shared memory" $mn run --mca btl self,tcp build/lab02_solution --steps 2 --layers 2
+    run "two nodes: a rank stopped on node2 is named, and node1's ranks say they wait for it" 90 $mn freeze
+else
+    skipped=$((skipped + 1))
+    echo "--- SKIPPED: several nodes on one machine ($why)"
+fi
 pool_run
 # Negative controls of the tolerances. One row of a weight matrix (512 of
 # 867,072 parameters) off by a tenth of an AdamW step (lr = 1e-3) is caught
