@@ -87,7 +87,7 @@ static void half_forward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p, 
     const int Mt = tp->B * sp->Tt;
     float *ln = sp->s.local[0];
     ops_layernorm_forward(ln, h.mean, h.rstd, x, h.lnw, h.lnb, Mt, tp->C);   // this rank's tokens
-    sp_gather_tokens(sp, ln, h.all);             // g-bar forward: all-gather along the sequence
+    sp_gather_tokens(sp, ln, h.all);             // g forward: all-gather along the sequence
     float *partial = sp->s.whole[0];
     (h.mlp ? tpg_mlp_forward : tpg_attention_forward)(tp, &a->layers, p, h.all, partial);
     float *branch = sp->s.local[0];
@@ -163,7 +163,7 @@ void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x
     Tp *tp = &sp->tp;
     float *ln = sp->s.local[0];
     ops_layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, p->lnfw, p->lnfb, tp->B * sp->Tt, tp->C);
-    sp_gather_tokens(sp, ln, a->lnf_all);                // g-bar before the column-parallel lm_head
+    sp_gather_tokens(sp, ln, a->lnf_all);                // g before the column-parallel lm_head
     tpg_head_forward(tp, &a->ce, p, a->lnf_all, targets, losses);
 }
 
@@ -173,7 +173,7 @@ void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *
     ops_fill(dpartial, 0, (size_t)tp->B * tp->T * tp->C);
     tpg_head_backward(tp, &a->ce, p, g, a->lnf_all, dpartial);
     float *dln = sp->s.local[0];
-    sp_scatter_tokens(sp, dpartial, dln);                // g-bar's backward: reduce-scatter
+    sp_scatter_tokens(sp, dpartial, dln);                // g's backward: reduce-scatter
     ops_layernorm_backward(dx, g->lnfw, g->lnfb, dln, x, p->lnfw, a->lnf_mean, a->lnf_rstd, tp->B * sp->Tt, tp->C);
     sum_over_group(sp, g->lnfw, (size_t)tp->C);
     sum_over_group(sp, g->lnfb, (size_t)tp->C);
