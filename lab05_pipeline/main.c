@@ -438,8 +438,12 @@ int main(int argc, char **argv) {
         char caption[160];
         snprintf(caption, sizeof caption, "%s, p = %d stages, m = %d micro-batches: bubble %.1f%% (formula %.1f%%)",
                  gpipe ? "GPipe" : "1F1B", p, micro, 100 * bubble_ideal, 100 * formula);
+        char label[160];
+        int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        snprintf(label, sizeof label, "replayed on one core per stage, with the durations measured with %d ranks on "
+                 "%d core%s%s", N, cores, cores == 1 ? "" : "s", N > cores ? " (ranks shared cores: slower passes)" : "");
         pp_draw_svg(figure, p, ideal_rows, measured_rows, counts, span_ideal > 0 ? span_ideal : 1,
-                    span_measured > 0 ? span_measured : 1, caption);
+                    span_measured > 0 ? span_measured : 1, caption, label);
         print0("wrote %s\n", figure);
     }
     mem_print_table(c, &mem);

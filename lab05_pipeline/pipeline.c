@@ -24,9 +24,12 @@
 void pp_partition(int nunits, int p, int s, int *u0, int *u1) {
     lab_todo(__func__);
     // TODO(lab05): the units of stage s, contiguous, in order, none empty,
-    // as even as possible (3 stages of a model of 6 units: 2, 2 and 2; of 5
-    // units: 1, 2, 2 or 2, 2, 1). As given: one unit on each stage but the
-    // last, which takes the rest.
+    // with the blocks as even as possible: the embeddings ride with the
+    // first stage and the head with the last, and the L = nunits - 2 blocks
+    // are shared out (3 stages of 6 blocks: embed + 2, 2, 2 + head; of 4
+    // blocks: embed + 1, 1, 2 + head, or any order of 1, 1, 2). With more
+    // stages than blocks, every unit counts alike. As given: one unit on
+    // each stage but the last, which takes the rest.
     *u0 = s;
     *u1 = s < p - 1 ? s + 1 : nunits;
 }

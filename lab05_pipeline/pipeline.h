@@ -64,8 +64,9 @@ size_t pp_message_floats(const Pp *pp);
 // ---- the student's functions (pipeline.c), in the order of the TODOs ---------
 
 // 1. The units [*u0, *u1) of stage s of p, for a model of nunits units
-//    (embed, L blocks, head): contiguous, in order, none empty, as even as
-//    possible.
+//    (embed, L blocks, head): contiguous, in order, none empty, the L
+//    blocks as even as possible (the embeddings on the first stage, the
+//    head on the last; with more stages than blocks, the units).
 void pp_partition(int nunits, int p, int s, int *u0, int *u1);
 
 // 2. Move micro-batch mb's data between neighbouring stages (pp->group):

@@ -52,7 +52,7 @@ static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, d
 }
 
 void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, const int *n, double ideal_span,
-                 double measured_span, const char *caption) {
+                 double measured_span, const char *caption, const char *measured_label) {
     FILE *f = fopen(path, "w");
     CHECK(f, "cannot write the figure to %s", path);
     double H = 2 * (p * 34 + 60) + 40;
@@ -60,7 +60,7 @@ void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, c
                "font-size=\"12\">\n<text x=\"8\" y=\"20\" font-size=\"14\">%s</text>\n", H, caption);
     panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2): the schedule's own bubble");
     panel(f, p, measured, n, measured_span, 60 + p * 34 + 70,
-          "replayed with the measured durations, one core per stage");
+          measured_label);
     fprintf(f, "</svg>\n");
     CHECK(fclose(f) == 0, "writing %s failed", path);
 }
