@@ -184,7 +184,8 @@ int main(int argc, char **argv) {
     print0("  %-24s %10s %10s   %s\n", "", "measured", "formula", "");
     print0("  %-24s %10s %10s   4 (psi_replicated + psi_split / t), psi_replicated = %.0f\n", "parameters (PARAMS)",
            core_fmt_bytes(peak[MEM_PARAMS], b1, 32), core_fmt_bytes(4 * (rep + (psi - rep) / t), b2, 32), rep);
-    print0("  %-24s %10s %10s   split only inside attention and the MLP (lab06 splits the rest)\n",
+    print0("  %-24s %10s %10s   the formula's column: what the harness allocates for them, measured before "
+           "training; split only inside attention and the MLP (lab06 splits the rest)\n",
            "activations (ACTS)", core_fmt_bytes(peak[MEM_ACTS], b1, 32), core_fmt_bytes(acts_expected, b2, 32));
     // Bytes: this rank's, per step, beside both variants' formulas.
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);

@@ -62,8 +62,10 @@ void tp_naive_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlock
     lab_todo(__func__);
     // TODO(lab04): the backward of each all-gather is a reduce-scatter (or,
     // for the output, just taking this rank's columns of dout). Every rank's
-    // gradient of the hidden activations is a partial sum over its output
-    // columns, and so is its input gradient dx: sum them over the group.
+    // gradient of the whole hidden activations is a partial sum over its
+    // output columns: reduce-scatter it, so that each rank holds the sum for
+    // its own hidden columns. Its input gradient dx is then a partial sum
+    // over its hidden columns: sum it over the group.
     (void)tp, (void)a, (void)p, (void)g, (void)x, (void)dout, (void)dx;
 }
 
