@@ -223,9 +223,11 @@ $(BUILD)/$$($(1)_ID)_solution: $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_SOLUTION:
 .PHONY: $$($(1)_ID) check-$$($(1)_ID)
 $$($(1)_ID): $(BUILD)/$$($(1)_ID) $(if $(wildcard $(1)/solution/*.c),$(BUILD)/$$($(1)_ID)_solution)
 	@$(if $(wildcard $(1)/solution/*.c),:,echo "built $(BUILD)/$$($(1)_ID) from your file; a student release has no $(BUILD)/$$($(1)_ID)_solution: the sample output in $(1)/README.md shows what it prints")
-# Grade the student's file of this lab, the fast subset of runs.
+# Grade the student's file of this lab, the fast subset of runs. Their
+# calls are short: a watchdog of 10 s ends a deadlocked run (with each
+# rank's line) in seconds, not minutes.
 check-$$($(1)_ID): $(BUILD)/grade $(BUILD)/$$($(1)_ID) $(BUILD)/ref
-	$(BUILD)/grade --lab $$($(1)_ID) --quick
+	$(BUILD)/grade --lab $$($(1)_ID) --quick --watchdog 10
 endef
 $(foreach d,$(LAB_DIRS),$(eval $(call LAB_RULES,$(d))))
 
