@@ -218,7 +218,7 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     const DumpArray *differs = dump_find(d, "sp/replicated_differs_name");
     const char *name = differs && differs->type == DUMP_TEXT ? (const char *)differs->data : "?";
     if (strcmp(name, "-") == 0) name = "";
-    char fig[200], bound[200], diag[700], b1[32], b2[32];
+    char fig[200], diag[700];
     snprintf(fig, sizeof fig, "%s", !name[0] ? "equal on every rank" : name);
     // A replicated tensor whose first gradient was zero on some rank was
     // computed on rank 0 only; otherwise the ranks' parts were not summed.
@@ -237,24 +237,11 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
                  "(comm_all_reduce_sum) before the optimizer", name);
     grade_check(g, run, "replicated tensors equal on every rank", differs && !name[0], fig, "equal to the bit", diag);
 
-    // Activations per layer against this code's formula, and the saving of
-    // sequence parallelism against tensor parallelism alone.
-    double s = config_value(d, "seq", 0), b = config_value(d, "batch", 0) / dp, h = config_value(d, "dim", 0),
-           a = config_value(d, "heads", 0);
-    double layer = dump_scalar(d, on ? "sp/acts_layer_on" : "sp/acts_layer_off", INFINITY),
-           layer_off = dump_scalar(d, "sp/acts_layer_off", INFINITY), want = sp_layer_bytes(on, s, b, h, a, t);
-    snprintf(fig, sizeof fig, "%s", core_fmt_bytes(layer, b1, sizeof b1));
-    snprintf(bound, sizeof bound, "<= %s: %s", core_fmt_bytes(want, b2, sizeof b2),
-             on ? "4 (2sbh + 14sbh/t + as^2b/t + 4sb/t)" : "4 (4sbh + 12sbh/t + as^2b/t + 4sb)");
-    grade_check(g, run, "activations per layer", layer <= want * 1.0001, fig, bound,
-                "a layer keeps more than the formula counts: the harness's allocation changed");
-    if (on && t > 1) {
-        double ratio = layer / layer_off, predicted = want / sp_layer_bytes(false, s, b, h, a, t);
-        snprintf(fig, sizeof fig, "x%.3f of tensor parallelism alone", ratio);
-        snprintf(bound, sizeof bound, "x%.3f (the formulas' ratio) +- 2%%", predicted);
-        grade_check(g, run, "sequence parallelism's saving", fabs(ratio - predicted) <= 0.02 * predicted, fig, bound,
-                    "the measured saving is not the one the formulas predict");
-    }
+    // (The activations per layer are the harness's allocation for the mode,
+    // the same whatever sp.c does: the lab prints them beside the paper's,
+    // and no check holds them. What sp.c can change, its ACTS peak, is
+    // bounded below.)
+    double s = config_value(d, "seq", 0), b = config_value(d, "batch", 0) / dp, h = config_value(d, "dim", 0);
     double acts = dump_scalar(d, "mem/acts_expected", 0);
     check_peak(g, run, MEM_ACTS, "ACTS", acts + 65536, "what the harness allocates for the mode + 64 KiB",
                "the student's functions allocated activations of their own: every buffer they need is in "

@@ -131,6 +131,7 @@ static void check_one_work(Grader *g, const Run *run, const char *name, const ch
     double mine = sum_of(run->dump, name, &n, &most), ref = run->ref ? sum_of(run->ref, name, &nref, &ref_most) : NAN;
     char check[96], fig[160], bound[160], diag[1024];
     snprintf(check, sizeof check, "%s, all ranks together", what);
+    if (!run->ref) goto shares;   // a run without its reference (--no-ref): nothing to compare the sum with
     if (!(ref > 0) || isnan(mine)) {
         grade_check(g, run, check, false, isnan(mine) ? "not in the dump" : "not in the reference's dump",
                     "single-device training's", "the harness or the reference did not write the ops' work (ops.h)");
@@ -148,7 +149,8 @@ static void check_one_work(Grader *g, const Run *run, const char *name, const ch
                  "(single-device training's x %g): the rest was computed outside ops.h (by a loop over a tensor's "
                  "memory, which a GPU's memory does not allow) or not at all", ratio, what, times);
     grade_check(g, run, check, fabs(ratio - 1) <= 0.005, fig, bound, diag);
-    if (!balanced || n <= 1) return;
+shares:
+    if (!balanced || n <= 1 || isnan(mine)) return;
     double share = mine / n;
     snprintf(check, sizeof check, "%s, each rank its share", what);
     if (!(mine > 0)) {   // nothing to share: the check above says why

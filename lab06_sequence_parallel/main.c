@@ -164,13 +164,14 @@ int main(int argc, char **argv) {
     MemReport mem = mem_report();
     CommStats st = comm_stats();
 
-    // Per layer, per rank: measured beside the formulas.
+    // Per layer, per rank: what the harness allocates for each mode (the
+    // design's figure, the same whatever sp.c does) beside the formulas.
     double S = a.seq, Bd = rows, H = a.dim, A = a.heads;
     char b1[32], b2[32], b3[32];
     if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, total_time / (a.steps - 1) * 1e3);
     print0("\nactivations per layer and rank (a block's kept activations and its input), s = %d tokens, b = %d "
            "rows, h = %d, a = %d heads, t = %d:\n", a.seq, rows, a.dim, a.heads, t);
-    print0("  %-22s %10s %10s %12s\n", "", "measured", "ours (fp32)", "paper (16-bit)");
+    print0("  %-22s %10s %10s %12s\n", "", "allocated", "ours (fp32)", "paper (16-bit)");
     for (int k = 0; k < 2; k++) {
         bool sp_k = k == 1;
         print0("  %-22s %10s %10s %12s   %s%s\n", sp_k ? "tensor + sequence" : "tensor parallel only",
