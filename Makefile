@@ -252,7 +252,7 @@ LAB03_RUN = $(if $(wildcard lab03_zero/main.c),$(if $(LAB03_SOLVED),$(1),@echo "
 demo:
 	@scripts/deps.sh
 	@$(MAKE) --no-print-directory all
-	$(call LAB03_RUN,$(MPIRUN) -np $(NP) $(LAB03_BIN) --stage 3 --steps 20)
+	$(call LAB03_RUN,$(MPIRUN) -q -np $(NP) $(LAB03_BIN) --stage 3 --steps 20)
 
 test:
 	@scripts/deps.sh
