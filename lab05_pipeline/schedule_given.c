@@ -51,16 +51,57 @@ static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, d
     }
 }
 
+// The micro-batches alive on each stage over the replayed time (equal
+// stages): from a micro-batch's forward pass to the end of its backward
+// pass, its activations wait. A strip per stage, its height the count: the
+// memory point of 1F1B against GPipe, whose bubbles are alike.
+static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double y0) {
+    const double x0 = 70, w = 860, h = 28;
+    int most = 1;
+    for (int s = 0; s < p; s++) {   // the largest count anywhere sets the scale
+        int alive = 0;
+        for (int k = 0; k < n[s]; k++) {
+            alive += ev[s][k].kind == 0;
+            most = alive > most ? alive : most;
+            alive -= ev[s][k].kind == 1;
+        }
+    }
+    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">micro-batches alive on each stage (their activations "
+               "kept, from the forward to the end of the backward), the same replay; the most: %d</text>\n",
+            x0, y0 - 8, most);
+    for (int s = 0; s < p; s++) {
+        double y = y0 + s * (h + 6);
+        fprintf(f, "<text x=\"8\" y=\"%g\">stage %d</text>\n", y + h * 0.65, s);
+        fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"#eeeeee\"/>\n", x0, y, w, h);
+        // Between consecutive events of the stage the count is constant: it
+        // rises at a forward's start and falls at a backward's end.
+        int alive = 0, peak = 0;
+        for (int k = 0; k < n[s]; k++) {
+            const PpEvent *e = &ev[s][k];
+            if (e->kind == 0) alive++;
+            double a = x0 + w * e->start / makespan;
+            double b = x0 + w * (k + 1 < n[s] ? ev[s][k + 1].start : e->end) / makespan;
+            double hh = h * alive / most;
+            if (b > a && alive > 0)
+                fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#59a14f\">"
+                           "<title>%d alive</title></rect>\n", a, y + h - hh, b - a, hh, alive);
+            peak = alive > peak ? alive : peak;
+            if (e->kind == 1) alive--;
+        }
+        fprintf(f, "<text x=\"%g\" y=\"%g\">%d</text>\n", x0 + w + 6, y + h * 0.65, peak);
+    }
+}
+
 void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, const int *n, double ideal_span,
                  double measured_span, const char *caption, const char *measured_label) {
     FILE *f = fopen(path, "w");
     CHECK(f, "cannot write the figure to %s", path);
-    double H = 2 * (p * 34 + 60) + 40;
+    double H = 3 * (p * 34 + 60) + 40;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"950\" height=\"%g\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<text x=\"8\" y=\"20\" font-size=\"14\">%s</text>\n", H, caption);
     panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2): the schedule's own bubble");
-    panel(f, p, measured, n, measured_span, 60 + p * 34 + 70,
-          measured_label);
+    alive_strip(f, p, ideal, n, ideal_span, 60 + p * 34 + 70);
+    panel(f, p, measured, n, measured_span, 60 + 2 * (p * 34 + 70), measured_label);
     fprintf(f, "</svg>\n");
     CHECK(fclose(f) == 0, "writing %s failed", path);
 }
