@@ -18,6 +18,7 @@
 #include "core.h"
 #include "data.h"
 #include "dump.h"
+#include "figure.h"
 #include "gpt.h"
 #include "harness.h"
 #include "mem.h"
@@ -46,7 +47,10 @@ int main(int argc, char **argv) {
     int tp_size = 0;
     const char *mlp = "megatron";
     bool no_ref = false;
+    const char *figure = NULL;
     ArgExtra extras[] = {
+        {"figure", ARG_OUTPUT, &figure, "draw the bytes and the parameters per rank of both MLPs against t, "
+         "this run's measured beside them, as SVG", 1, 0, NULL, NULL},
         {"tp", ARG_INT, &tp_size, "tensor-parallel ranks per group (default: all of them); the rest form "
          "data-parallel groups", 1, 1 << 16, NULL, NULL},
         {"mlp", ARG_CHOICE, &mlp, "the MLP: Megatron's column-then-row split, or the lecture's naive one",
@@ -198,6 +202,39 @@ int main(int argc, char **argv) {
     print0("  %-24s %10s %10s   the other MLP, for comparison (%s MLP)\n", "", "",
            core_fmt_bytes((naive ? mega : nv).total, b2, 32), naive ? "Megatron" : "naive");
     mem_print_table(c, &mem);
+    if (figure && r == 0) {
+        // The formulas of both MLPs at t = 1, 2, 4, 8 for this run's shape
+        // (mlp.b2 is split with mlp.w2's columns in the naive MLP), and
+        // this run's measured bytes and memory at its own t.
+        double rep_mega = naive ? rep + a.layers * (double)a.dim : rep, rep_naive = rep_mega - a.layers * (double)a.dim;
+        static const int ts[] = {1, 2, 4, 8};
+        FigGroup bytes[4], mem_g[4];
+        static char labels[4][16];
+        int at = -1;
+        for (int i = 0; i < 4; i++) {
+            snprintf(labels[i], sizeof labels[i], "t = %d", ts[i]);
+            double lm = rep_mega + (psi - rep_mega) / ts[i], ln = rep_naive + (psi - rep_naive) / ts[i];
+            bytes[i] = (FigGroup){labels[i], {tp_bytes_per_step(true, ts[i], dp, M, a.dim, a.layers, ln).total,
+                                              tp_bytes_per_step(false, ts[i], dp, M, a.dim, a.layers, lm).total}};
+            mem_g[i] = (FigGroup){labels[i], {16 * ln, 16 * lm}};
+            if (ts[i] == t) at = i;
+        }
+        bool unfinished = false;
+        for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
+        char title[300];
+        snprintf(title, sizeof title, "lab04: %s MLP, %d ranks (t = %d, %d data-parallel), %d blocks of %d channels, "
+                 "M = %.0f rows a group%s", naive ? "the naive" : "Megatron's", N, t, dp, a.layers, a.dim, M,
+                 unfinished ? " (an unfinished tp.c: its point is not tensor parallelism's yet)" : "");
+        static const char *const series[] = {"naive MLP (formula)", "Megatron (formula)"};
+        FigMark mb = {at, naive ? 0 : 1, sent, "this run, measured:"};
+        FigMark mm = {at, naive ? 0 : 1, peak[MEM_PARAMS] + peak[MEM_GRADS] + peak[MEM_OPTIM], "this run, measured:"};
+        FILE *f = fig_open(figure, 900, 620, title);
+        fig_bars(f, 20, 40, 860, 280, "bytes each rank sends per step (bus bytes)", series, 2, bytes, 4, &mb);
+        fig_bars(f, 20, 330, 860, 280, "parameters, gradients and moments per rank (16 bytes a parameter it holds)",
+                 series, 2, mem_g, 4, &mm);
+        fig_close(f, figure);
+        print0("wrote %s\n", figure);
+    }
 
     // Afterwards, not measured: the whole model gathered, the replicas compared.
     double rep_sumsq, split_sumsq, *rep_all = malloc((size_t)N * sizeof *rep_all);

@@ -20,6 +20,7 @@
 #include "core.h"
 #include "data.h"
 #include "dump.h"
+#include "figure.h"
 #include "gpt.h"
 #include "harness.h"
 #include "mem.h"
@@ -58,7 +59,10 @@ int main(int argc, char **argv) {
     int tp_size = 0;
     const char *sp_mode = "on";
     bool no_ref = false;
+    const char *figure = NULL;
     ArgExtra extras[] = {
+        {"figure", ARG_OUTPUT, &figure, "draw the activations per layer and rank (one device, tensor parallelism, "
+         "with sequence parallelism; ours and the paper's) as SVG", 1, 0, NULL, NULL},
         {"sp", ARG_CHOICE, &sp_mode, "sequence parallelism on top of tensor parallelism, or tensor parallelism "
          "alone (to compare)", 0, 0, "on|off", NULL},
         {"tp", ARG_INT, &tp_size, "tensor-parallel ranks per group (default: all of them); the rest form "
@@ -195,6 +199,26 @@ int main(int argc, char **argv) {
     print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
            core_fmt_bytes(tpb.total, b2, 32), plus);
     mem_print_table(c, &mem);
+    if (figure && r == 0) {
+        bool unfinished = false;
+        for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
+        char title[300], tp_label[32], sp_label[40];
+        snprintf(title, sizeof title, "lab06: activations per layer and rank, s = %d, b = %d, h = %d, a = %d, t = %d "
+                 "(%d ranks, sequence parallelism %s)%s", a.seq, rows, a.dim, a.heads, t, N, on ? "on" : "off",
+                 unfinished ? "; an unfinished sp.c (these are the design's figures: the same)" : "");
+        snprintf(tp_label, sizeof tp_label, "TP, t = %d", t);
+        snprintf(sp_label, sizeof sp_label, "TP + SP, t = %d", t);
+        FigGroup groups[3] = {
+            {"one device", {sp_layer_bytes(false, S, Bd, H, A, 1), paper(false, S, Bd, H, A, 1)}},
+            {tp_label, {sm.layer_bytes[0], paper(false, S, Bd, H, A, t)}},
+            {sp_label, {sm.layer_bytes[1], paper(true, S, Bd, H, A, t)}},
+        };
+        static const char *const series[] = {"ours: what this code allocates (fp32)", "the paper's (16-bit)"};
+        FILE *f = fig_open(figure, 900, 360, title);
+        fig_bars(f, 20, 40, 860, 300, "a block's kept activations and its input, per rank", series, 2, groups, 3, NULL);
+        fig_close(f, figure);
+        print0("wrote %s\n", figure);
+    }
 
     // Afterwards, not measured: the replicated tensors compared, the model gathered.
     char differs[96];

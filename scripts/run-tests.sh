@@ -279,6 +279,14 @@ run_failing "lab04 student np=2" 300 "not written yet" "${MPIRUN[@]}" -np 2 buil
 # lab05: 1F1B on the default shape at p = 4 matches single-device training
 # and draws its schedule (the grader's runs cover p = 1 to 4, m = 1 to 8,
 # GPipe and the grid); the student file, as given, says what is missing.
+# lab04 and lab06: their figures are drawn (both MLPs' bytes and memory per
+# t; the activations per layer), parse, and hold their bars.
+run "lab04_solution np=2 --figure" 300 bash -c \
+    "${MPIRUN[*]} -np 2 build/lab04_solution --steps 2 --layers 2 --no-ref --figure build/lab04-tp.svg &&
+     /usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert len(r.findall(\".//{http://www.w3.org/2000/svg}rect\")) >= 16 + 2 and len(r.findall(\".//{http://www.w3.org/2000/svg}circle\")) == 2' build/lab04-tp.svg"
+run "lab06_solution np=2 --figure" 300 bash -c \
+    "${MPIRUN[*]} -np 2 build/lab06_solution --steps 2 --layers 2 --no-ref --figure build/lab06-acts.svg &&
+     /usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert len(r.findall(\".//{http://www.w3.org/2000/svg}rect\")) >= 6 + 2' build/lab06-acts.svg"
 run "lab05_solution np=4 1f1b --figure" 300 bash -c \
     "${MPIRUN[*]} -np 4 build/lab05_solution --steps 3 --schedule 1f1b --micro 8 --figure build/lab05-schedule.svg &&
      /usr/bin/python3 -c 'import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); assert len(r.findall(\".//{http://www.w3.org/2000/svg}rect\")) >= 2 * 4 * 16' build/lab05-schedule.svg"
