@@ -76,6 +76,18 @@ static void check_probe(Grader *g, const Run *run) {
                            "first token, r Tt"
                          : "sp_dropout_key must give the key of this rank's tokens: the seed, layer, site, step and "
                            "row0 as given, t0 = r Tt, c0 = 0, Tg = T, Cg = C");
+    // The embedding on this rank's tokens: its rows of wte summed and
+    // scattered, and this rank's positions added.
+    int emb = (int)dump_scalar(d, "sp/probe/embed", 2);
+    double emb_err = dump_scalar(d, "sp/probe/embed_err", INFINITY);
+    snprintf(fig, sizeof fig, "rel. error %.1e%s", emb_err, emb == 1 ? " (the local index's positions)" : "");
+    grade_check(g, run, "the embedding on this rank's tokens", emb == 0, fig, "wte[token] + wpe[r Tt + t]",
+                emb == 1 ? "the embedding adds the positions of the local token index: this rank's first token is "
+                           "position r Tt of its row, not 0; ops_positions_forward takes it as pos0 (and "
+                           "ops_positions_backward in the backward pass)"
+                         : "sp_embed_forward does not give this rank's tokens wte[token] + wpe[position]: each rank's "
+                           "rows of wte (tpg_embed_forward, a partial sum over the vocabulary), reduce-scattered "
+                           "along the tokens (sp_scatter_tokens), then this rank's positions added");
     // The block: with t = 1 the collectives only copy, so what differs is
     // the block's own; with attn.wo and mlp.w2 zero, dx is dout alone.
     int t = (int)dump_scalar(d, "sp/t", 1);

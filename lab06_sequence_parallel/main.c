@@ -260,6 +260,8 @@ int main(int argc, char **argv) {
     dump_scalar_i64(dw, "sp/probe/gather", probe.gather);
     dump_scalar_i64(dw, "sp/probe/scatter", probe.scatter);
     dump_scalar_i64(dw, "sp/probe/dropout_t0", probe.dropout_t0);
+    dump_scalar_i64(dw, "sp/probe/embed", probe.embed);
+    dump_scalar_f64(dw, "sp/probe/embed_err", probe.embed_err);
     dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe.block_fwd));
     dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe.block_bwd));
     dump_scalar_f64(dw, "sp/probe/block_resid", comm_max_double(c, probe.block_resid));

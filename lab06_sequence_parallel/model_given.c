@@ -506,6 +506,37 @@ SpProbe spm_probe(SpModel *sm) {
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) mem_free(bufs[i]);
         free(whole), free(hx), free(hd);
     }
+    // The embedding on this rank's tokens (dropout off) against wte[token]
+    // + wpe[position], positions r Tt + t; and against the positions of the
+    // local index t, the bug of a missing pos0.
+    {
+        float saved = sp->dropout;
+        sp->dropout = 0;
+        const GptUnit *eu = &sm->m->units[0];
+        float *whole = random_host(eu->size, 5, 0.5f);
+        float *params = mem_alloc_floats(sm->L.size[0], MEM_OTHER, "probe embed");
+        tp_layout_parts_from_whole(&sm->L, 0, params, whole);
+        GptEmbedView p = tp_layout_embed_view(&sm->L, params);
+        const float *wte = whole + eu->tensors[0].offset, *wpe = whole + eu->tensors[1].offset;
+        int *tok = malloc(M * sizeof *tok);
+        for (size_t i = 0; i < M; i++) tok[i] = (int)((i * 2654435761u + 12345u) % (uint32_t)tp->V);
+        mem_from_host(sm->tokens, tok, M * sizeof(int));
+        float *out = mem_alloc_floats(local, MEM_OTHER, "probe embed");
+        sp_embed_forward(sp, &p, sm->tokens, out);
+        float *want = malloc(2 * MC * sizeof *want), *want_local = want + MC;
+        for (size_t m = 0; m < M; m++)
+            for (int c = 0; c < C; c++) {
+                size_t t = m % (size_t)T;
+                want[m * C + c] = wte[(size_t)tok[m] * C + c] + wpe[t * C + c];
+                want_local[m * C + c] = wte[(size_t)tok[m] * C + c] + wpe[(t % (size_t)Tt) * C + c];
+            }
+        pr.embed_err = local_error(sp, out, want);
+        pr.embed = pr.embed_err <= 1e-6 ? 0 : r > 0 && local_error(sp, out, want_local) <= 1e-6 ? 1 : 2;
+        mem_free(out);
+        mem_free(params);
+        free(want), free(tok), free(whole);
+        sp->dropout = saved;
+    }
     mem_free(dw);
     free(h);
     free(back);
@@ -516,6 +547,8 @@ SpProbe spm_probe(SpModel *sm) {
     pr.block_fwd = comm_max_double(tp->group, pr.block_fwd);
     pr.block_bwd = comm_max_double(tp->group, pr.block_bwd);
     pr.block_resid = comm_max_double(tp->group, pr.block_resid);
+    pr.embed_err = comm_max_double(tp->group, pr.embed_err);
+    pr.embed = (int)comm_max_double(tp->group, pr.embed);
     pr.dropout_fwd = or_over(tp->group, pr.dropout_fwd);
     pr.dropout_bwd = or_over(tp->group, pr.dropout_bwd);
     sp->step = step, sp->row0 = row0;

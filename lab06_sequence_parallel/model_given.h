@@ -55,5 +55,9 @@ typedef struct {
     // attention's site (1), bit 2 the MLP's (2); the backward's measured
     // where the forward's are right.
     int dropout_fwd, dropout_bwd;
+    // The embedding on this rank's tokens against wte[token] + wpe[r Tt + t]:
+    // 0 right; 1 the positions of the local index (pos0 missing); 2 wrong.
+    int embed;
+    double embed_err;
 } SpProbe;
 SpProbe spm_probe(SpModel *sm);
