@@ -781,8 +781,18 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         char cause[1024];
         snprintf(fig, sizeof fig, "%d of %d tensors differ (worst x%.2g of bound)", grad_bad, m->ntensors, grad_ratio);
         snprintf(bound, sizeof bound, "rel <= %dx measured (median %.1e)", TOL_FACTOR, m->grad_rel_median);
+        // One tensor off by one of the lab's factors (wte's gradient summed
+        // over the group once too often) names its cause too.
+        char worst_name[200], worst_what[160], worst_cause[1024] = "";
+        snprintf(worst_name, sizeof worst_name, "grad/first/%s", grad_worst);
+        snprintf(worst_what, sizeof worst_what, "%s's gradients", grad_worst);
+        if (grad_worst[0] && grad_bad < m->ntensors)
+            ratio_cause(g, run, frob_ratio(lab, ref, worst_name), worst_what, worst_cause, sizeof worst_cause);
         if (ratio_cause(g, run, ratio, "the gradients", cause, sizeof cause)[0])
             snprintf(diag, sizeof diag, "%s", cause);
+        else if (worst_cause[0])
+            snprintf(diag, sizeof diag, "%d of %d tensors differ, the worst %s: %s", grad_bad, m->ntensors,
+                     grad_worst, worst_cause);
         else if (dp && N > 1 && fabs(ratio - N) < 0.05 * N)
             snprintf(diag, sizeof diag, "the gradients are %.2f times the reference's, about N = %d: they "
                      "were summed over the ranks instead of averaged", ratio, N);
