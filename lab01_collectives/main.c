@@ -695,7 +695,7 @@ int main(int argc, char **argv) {
     bool do_bench = false, quiet = false;
     int min_kib = 1, max_mib = 64, iters = 20, warmup = 5;
     ArgExtra extras[] = {
-        {"bench", ARG_FLAG, &do_bench, "time every collective, yours beside the library's (nccl-tests style)", 0, 0, NULL, NULL},
+        {"bench", ARG_FLAG, &do_bench, "time every collective, yours beside the library's (each call alone after a barrier, the median; busbw as nccl-tests reports it)", 0, 0, NULL, NULL},
         {"min-kib", ARG_INT, &min_kib, "smallest message of --bench, in KiB", 1, 1 << 20, NULL, NULL},
         {"max-mib", ARG_INT, &max_mib, "largest message of --bench, in MiB", 1, 4096, NULL, NULL},
         {"iters", ARG_INT, &iters, "timed calls per size, each timed on its own (fewer for large sizes)", 1, 100000, NULL, NULL},
