@@ -177,29 +177,8 @@ static int lab06_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     return n;
 }
 
-// The factors a tensor-parallel run's gradients can be off by, and why.
-static int lab06_ratio_causes(const Run *run, RatioCause *out) {
-    int t = (int)dump_scalar(run->dump, "sp/t", 1), dp = (int)dump_scalar(run->dump, "sp/dp", 1), n = 0;
-    if (t > 1) {
-        out[n].factor = t;
-        snprintf(out[n++].cause, sizeof out->cause, "which is t = %d: a gradient already whole on every rank of the "
-                 "group was summed over it again (f's backward around an input gradient that is not a partial sum, "
-                 "or a replicated tensor's gradient all-reduced), or the loss counted once per rank of the group", t);
-        out[n].factor = 1.0 / t;
-        snprintf(out[n++].cause, sizeof out->cause, "which is 1/t = 1/%d: a partial sum was kept where the group's "
-                 "sum belongs (an all-reduce of f's backward or g's forward missing), or the loss divided by t", t);
-    }
-    if (dp > 1) {
-        out[n].factor = dp;
-        snprintf(out[n++].cause, sizeof out->cause, "which is dp = %d: the loss was scaled by 1 / (this group's B T "
-                 "tokens) instead of tp->loss_scale (1 / the whole batch's): the data-parallel all-reduce adds the "
-                 "%d groups' gradients, so each group's must be its share of the batch's mean", dp, dp);
-        out[n].factor = 1.0 / dp;
-        snprintf(out[n++].cause, sizeof out->cause, "which is 1/dp = 1/%d: the gradients were divided by the %d "
-                 "data-parallel groups once more than the loss scale does", dp, dp);
-    }
-    return n;
-}
+// The factors a tensor-parallel run's gradients can be off by (spec_train.c).
+static int lab06_ratio_causes(const Run *run, RatioCause *out) { return tp_ratio_causes(run, "sp", out); }
 
 static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;

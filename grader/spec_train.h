@@ -78,3 +78,8 @@ typedef struct {
 enum { LEDGER_MAX = 16 };
 typedef int (*LedgerWants)(const Run *run, int rank, LedgerWant *out, const void *ctx);
 void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want, const void *ctx);
+
+// The factors the gradients of a tensor-parallel run on a grid (labs 04 and
+// 06) can be off by (x t, 1/t, x dp, 1/dp) and their causes, from the dump's
+// <prefix>/t and <prefix>/dp: a LabSpec's ratio_causes.
+int tp_ratio_causes(const Run *run, const char *prefix, RatioCause *out);
