@@ -185,6 +185,10 @@ double adam_reach(const DumpFile *ref);
 // others its micro-batched and otherwise rounded twins. (verdict.c)
 void measure_rounding(DumpFile *const *runs, int nruns, Measured *m);
 void measured_free(Measured *m);
+// Room for ntensors tensors' figures (zeroed; ntensors itself is the caller's
+// to set as it fills them), and the four medians over them (verdict.c).
+void measured_alloc(Measured *m, int ntensors);
+void measured_medians(Measured *m);
 
 // The table of checks, and under it each failure's diagnosis (rank 0).
 void grader_print_table(const Grader *g);

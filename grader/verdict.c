@@ -107,13 +107,7 @@ void measure_rounding(DumpFile *const *runs, int nruns, Measured *m) {
     memset(m, 0, sizeof *m);
     const DumpArray *l0 = dump_find(runs[0], "loss");
     for (uint64_t s = 0; l0 && s < l0->count; s++) m->loss_ulp = fmax(m->loss_ulp, fabs(dump_get(l0, s)) * FLT_EPSILON);
-    size_t n = (size_t)runs[0]->count + 1;
-    m->names = calloc(n, sizeof *m->names);
-    m->grad_rel = calloc(n, sizeof(double));
-    m->param_bulk = calloc(n, sizeof(double));
-    m->m_bulk = calloc(n, sizeof(double));
-    m->v_bulk = calloc(n, sizeof(double));
-    CHECK(m->names && m->grad_rel && m->param_bulk && m->m_bulk && m->v_bulk, "out of memory");
+    measured_alloc(m, runs[0]->count);
     for (int i = 0; i < runs[0]->count; i++) {
         const char *name = runs[0]->arrays[i].name;
         if (strncmp(name, "param/final/", 12) != 0) continue;
@@ -137,11 +131,25 @@ void measure_rounding(DumpFile *const *runs, int nruns, Measured *m) {
             if (tensor_error(runs[k], runs[0], name, &e)) m->v_bulk[t] = fmax(m->v_bulk[t], e.bulk);
         }
     }
+    measured_medians(m);
+    m->adam_reach = adam_reach(runs[0]);
+}
+
+void measured_alloc(Measured *m, int ntensors) {
+    size_t n = (size_t)ntensors + 1;
+    m->names = calloc(n, sizeof *m->names);
+    m->grad_rel = calloc(n, sizeof(double));
+    m->param_bulk = calloc(n, sizeof(double));
+    m->m_bulk = calloc(n, sizeof(double));
+    m->v_bulk = calloc(n, sizeof(double));
+    CHECK(m->names && m->grad_rel && m->param_bulk && m->m_bulk && m->v_bulk, "out of memory");
+}
+
+void measured_medians(Measured *m) {
     m->param_bulk_median = median(m->param_bulk, m->ntensors);
     m->grad_rel_median = median(m->grad_rel, m->ntensors);
     m->m_bulk_median = median(m->m_bulk, m->ntensors);
     m->v_bulk_median = median(m->v_bulk, m->ntensors);
-    m->adam_reach = adam_reach(runs[0]);
 }
 
 void measured_free(Measured *m) {

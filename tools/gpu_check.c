@@ -991,22 +991,6 @@ static void ref_start(RefRun *r, const char *ref, const char *role, const char *
     }
 }
 
-static double median_of(const double *v, int n) {
-    if (n <= 0) return 0;
-    double *t = malloc((size_t)n * sizeof *t);
-    CHECK(t, "gpu_check: out of memory");
-    memcpy(t, v, (size_t)n * sizeof *t);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
-            double x = t[j];
-            t[j] = t[j - 1];
-            t[j - 1] = x;
-        }
-    double m = t[n / 2];
-    free(t);
-    return m;
-}
-
 static double max_of(const double *v, int n) {
     double m = 0;
     for (int i = 0; i < n; i++) m = fmax(m, v[i]);
@@ -1019,13 +1003,7 @@ static double max_of(const double *v, int n) {
 // whose first gradient the device rounds further than the CPU.
 static void measured_combine(Measured *m, const Measured *a, const Measured *b, int *larger) {
     memset(m, 0, sizeof *m);
-    size_t n = (size_t)a->ntensors + 1;
-    m->names = calloc(n, sizeof *m->names);
-    m->grad_rel = calloc(n, sizeof(double));
-    m->param_bulk = calloc(n, sizeof(double));
-    m->m_bulk = calloc(n, sizeof(double));
-    m->v_bulk = calloc(n, sizeof(double));
-    CHECK(m->names && m->grad_rel && m->param_bulk && m->m_bulk && m->v_bulk, "gpu_check: out of memory");
+    measured_alloc(m, a->ntensors);
     m->ntensors = a->ntensors;
     *larger = 0;
     for (int t = 0; t < a->ntensors; t++) {
@@ -1045,10 +1023,7 @@ static void measured_combine(Measured *m, const Measured *a, const Measured *b, 
     }
     m->loss = fmax(a->loss, b->loss);
     m->loss_ulp = fmax(a->loss_ulp, b->loss_ulp);
-    m->grad_rel_median = median_of(m->grad_rel, m->ntensors);
-    m->param_bulk_median = median_of(m->param_bulk, m->ntensors);
-    m->m_bulk_median = median_of(m->m_bulk, m->ntensors);
-    m->v_bulk_median = median_of(m->v_bulk, m->ntensors);
+    measured_medians(m);
     m->adam_reach = fmax(a->adam_reach, b->adam_reach);
     m->nsamples = a->nsamples + b->nsamples;
 }
