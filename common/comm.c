@@ -1365,6 +1365,51 @@ double comm_max_double(Comm *c, double v) {
     return out;
 }
 
+struct CommShared {
+    MPI_Comm node;   // c's ranks, when they are all of one node
+    MPI_Win win;
+    void **part;     // (size) each rank's part
+};
+
+CommShared *comm_shared_alloc(Comm *c, size_t bytes) {
+    WdState saved = helper_call(c, "comm_shared_alloc");
+    MPI_Comm node;
+    BACKEND(MPI_CHECK(MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node)));
+    int n;
+    MPI_CHECK(MPI_Comm_size(node, &n));
+    CommShared *s = NULL;
+    if (n == c->size) {   // the same on every rank: each node holds fewer than all when c spans nodes
+        s = calloc(1, sizeof *s);
+        CHECK(s && (s->part = calloc((size_t)n, sizeof *s->part)), "out of memory");
+        s->node = node;
+        MPI_Info info;
+        MPI_CHECK(MPI_Info_create(&info));
+        MPI_CHECK(MPI_Info_set(info, "alloc_shared_noncontig", "true"));   // each part in its own pages
+        void *mine;
+        BACKEND(MPI_CHECK(MPI_Win_allocate_shared((MPI_Aint)bytes, 1, info, node, &mine, &s->win)));
+        MPI_CHECK(MPI_Info_free(&info));
+        for (int q = 0; q < n; q++) {
+            MPI_Aint size;
+            int unit;
+            MPI_CHECK(MPI_Win_shared_query(s->win, q, &size, &unit, &s->part[q]));
+        }
+    } else {
+        MPI_CHECK(MPI_Comm_free(&node));
+    }
+    wd_restore(&saved);
+    return s;
+}
+
+void *comm_shared_peer(CommShared *s, int q) { return s->part[q]; }
+
+void comm_shared_free(CommShared *s) {
+    if (!s) return;
+    BACKEND(MPI_CHECK(MPI_Win_free(&s->win)));
+    MPI_CHECK(MPI_Comm_free(&s->node));
+    free(s->part);
+    free(s);
+}
+
 double comm_sum_double(Comm *c, double v) {
     double out;
     WdState saved = helper_call(c, "comm_sum_double");

@@ -219,4 +219,14 @@ void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t
 // Root's `bytes` bytes to every rank.
 void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root);
 double comm_max_double(Comm *c, double v);   // the largest v over ranks, on every rank
+
+// Host memory the ranks of c share, when they all run on one node: each
+// rank's `bytes` bytes, which every rank of c can read and write
+// (comm_shared_peer(s, q) is rank q's part). For benchmarks that measure what
+// the node's memory allows without any message (lab01's ideal ring); NULL,
+// on every rank, when c's ranks span nodes. Collective over c, as is the free.
+typedef struct CommShared CommShared;
+CommShared *comm_shared_alloc(Comm *c, size_t bytes);
+void *comm_shared_peer(CommShared *s, int q);
+void comm_shared_free(CommShared *s);
 double comm_sum_double(Comm *c, double v);

@@ -573,23 +573,49 @@ static Timing time_calls(Comm *c, Coll k, Bufs *b, size_t count, bool student, i
     return t;
 }
 
-// The memory-copy bandwidth one rank gets while every rank of the node
-// copies at once (bytes copied per second, best of 5; the ranks start each
-// copy together): the ceiling for ranks that share one node's memory, as a
-// collective's ranks do.
-static double memcpy_bandwidth(Comm *c, size_t bytes) {
-    float *a = mem_alloc(bytes, MEM_OTHER, "memcpy src"), *b = mem_alloc(bytes, MEM_OTHER, "memcpy dst");
+// The limit a ring all-reduce is held to on one node: the ring's own reads,
+// adds and writes with no message at all. Each rank adds its left
+// neighbour's block straight out of that rank's memory (N - 1 steps), then
+// copies the finished blocks the same way (N - 1 steps): per rank,
+// (N - 1)/N of the vector read twice and written once, then read and written
+// once more. Warm buffers, every rank at once, a barrier after each step (a
+// ring's neighbours wait for each other too). A ring made of comm_send and
+// comm_recv does all of that and more (each message is copied on its way, at
+// least once), so no correct ring's busbw can pass this one's. Returns its
+// busbw in bytes/s (best of 5), 0 when the ranks do not share one node's
+// memory; its result is checked exactly, as the collectives' are.
+static double ideal_ring_busbw(Comm *c, size_t bytes) {
+    int N = comm_size(c), r = comm_rank(c);
+    CommShared *sh = comm_shared_alloc(c, bytes);
+    if (!sh) return 0;
+    size_t count = bytes / sizeof(float);
+    float *mine = comm_shared_peer(sh, r), *left = comm_shared_peer(sh, (r + N - 1) % N);
     double best = 1e30;
-    for (int i = 0; i < 6; i++) {
+    long wrong = 0;
+    for (int rep = 0; rep < 6; rep++) {
+        for (size_t i = 0; i < count; i++) mine[i] = (float)(r + 1);   // warms the pages too
         comm_barrier(c);
         double t0 = core_now();
-        mem_copy(b, a, bytes);
+        for (int s = 0; s < N - 1; s++) {   // reduce-scatter: add the left's partial sum of block r - s - 1
+            size_t off, len;
+            comm_block(count, N, (r - s - 1 + 2 * N) % N, &off, &len);
+            for (size_t i = off; i < off + len; i++) mine[i] += left[i];
+            comm_barrier(c);
+        }
+        for (int s = 0; s < N - 1; s++) {   // all-gather: copy the left's finished block r - s
+            size_t off, len;
+            comm_block(count, N, (r - s + N) % N, &off, &len);
+            memcpy(mine + off, left + off, len * sizeof(float));
+            comm_barrier(c);
+        }
         double dt = comm_max_double(c, core_now() - t0);
-        if (i > 0 && dt < best) best = dt;
+        if (rep > 0 && dt < best) best = dt;   // the first is a warm-up
+        for (size_t i = 0; i < count; i++) wrong += mine[i] != (float)(N * (N + 1) / 2);
     }
-    mem_free(a);
-    mem_free(b);
-    return (double)bytes / best;
+    comm_shared_free(sh);
+    wrong = (long)comm_sum_double(c, (double)wrong);
+    CHECK(wrong == 0, "the ideal ring's all-reduce is wrong in %ld elements", wrong);
+    return 2.0 * (N - 1) / N * (double)bytes / best;
 }
 
 static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, int iters, int warmup) {
@@ -601,7 +627,8 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
     Coll order[] = {C_ALL_REDUCE, C_REDUCE_SCATTER, C_ALL_GATHER, C_TREE_BCAST, C_CHAIN_BCAST};
     double ar_fit_t[64], ar_fit_n[64];
     int ar_points = 0;
-    double big_student = 0, big_lib = 0, big_bus = 0;
+    double big_student = 0, big_lib = 0, last_bus = 0;   // last_bus: your all-reduce's at the largest size
+    long ar_wrong = 0;                                   // elements your all-reduce got wrong, all sizes
     for (size_t o = 0; o < sizeof order / sizeof order[0]; o++) {
         Coll k = order[o];
         print0("\n%s: %d ranks, time: the median over the calls of the slowest rank's time per call; "
@@ -639,9 +666,9 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
             t_lib[i] = tl;
             if (k == C_ALL_REDUCE) {
                 if (ar_points < 64) ar_fit_n[ar_points] = (double)bytes, ar_fit_t[ar_points++] = ts;
-                if (bytes >= (16u << 20)) {   // the speed goal: 16 MiB and above
-                    big_student += ts, big_lib += tl, big_bus = algs * fac;
-                }
+                if (bytes >= (16u << 20)) big_student += ts, big_lib += tl;   // the speed goal: 16 MiB and above
+                last_bus = algs * fac;
+                ar_wrong += wrong;
             }
         }
         char name[64];
@@ -656,10 +683,14 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
 
     // The alpha-beta model of the ring all-reduce: T(n) = a + b n, with
     // a = 2 (N - 1) alpha (one latency per step) and b = 2 (N - 1) / N / B
-    // (each rank sends that share of the bytes at bandwidth B). Fitted by
+    // (each rank sends that share of the bytes at bandwidth B). The adds and,
+    // in a ring that sends in segments, each segment's latency are also
+    // proportional to n: B holds them too (the README's fuller formula). Fitted by
     // least squares on relative errors, so small and large sizes count alike;
     // the times are the medians, so one slow call does not bend the line.
-    if (N > 1 && ar_points >= 2) {
+    if (ar_wrong > 0)
+        print0("\nyour all_reduce is wrong (#wrong above): no model, no ratio to the ideal ring or the library\n");
+    if (N > 1 && ar_points >= 2 && ar_wrong == 0) {
         double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
         for (int i = 0; i < ar_points; i++) {
             double w = 1.0 / (ar_fit_t[i] * ar_fit_t[i]);
@@ -670,16 +701,21 @@ static void bench(Comm *c, DumpWriter *dw, size_t min_bytes, size_t max_bytes, i
         double a = (sy - b * sx) / sw;
         double alpha = a / (2.0 * (N - 1)), bw = 2.0 * (N - 1) / N / b;
         print0("\nring all-reduce model: T(n) = 2(N-1) alpha + 2(N-1)/N n / B, fitted: alpha = %.1f us per step, "
-               "B = %.2f GB/s\n", alpha * 1e6, bw / 1e9);
+               "B = %.2f GB/s (the links, the adds and the segments' latencies in one)\n", alpha * 1e6, bw / 1e9);
     }
-    double copy_bw = memcpy_bandwidth(c, 64u << 20);
-    print0("memory-copy bandwidth a rank gets while all %d copy at once (64 MiB memcpy): %.2f GB/s\n", N,
-           copy_bw / 1e9);
-    if (big_lib > 0)
-        print0("all_reduce at 16 MiB and above: yours / library time = %.2f; your busbw at the largest size "
-               "is %.0f%% of the concurrent memory-copy bandwidth\n",
-               big_student / big_lib, 100.0 * big_bus * 1e9 / copy_bw);
-    dump_scalar_f64(dw, "bench/memcpy_bytes_per_s", copy_bw);
+    double ideal = N > 1 ? ideal_ring_busbw(c, max_bytes) : 0;
+    if (ideal > 0) {
+        print0("ideal ring all-reduce at %zu B (the ring's reads, adds and writes straight from the neighbour's "
+               "memory, no message): busbw %.2f GB/s\n", max_bytes, ideal / 1e9);
+        if (ar_wrong == 0)
+            print0("your ring's busbw at %zu B is %.0f%% of the ideal ring's\n", max_bytes,
+                   100.0 * last_bus * 1e9 / ideal);
+    } else if (N > 1) {
+        print0("(no ideal ring: the ranks do not share one node's memory)\n");
+    }
+    if (big_lib > 0 && ar_wrong == 0)
+        print0("all_reduce at 16 MiB and above: yours / library time = %.2f\n", big_student / big_lib);
+    dump_scalar_f64(dw, "bench/ideal_ring_busbw", ideal);
     free(sizes);
     free(t_student);
     free(t_lib);
