@@ -237,6 +237,98 @@ void harness_print_step(const Reference *r, int step, int steps, double loss, do
            comm_blocked * 1e3, tokens / seconds / 1e3);
 }
 
+HarnessRun harness_run(Comm *c, const Args *a, Reference *ref, const char *lab, HarnessVerdict verdict) {
+    HarnessRun h = {.c = c, .a = a, .ref = ref, .lab = lab, .verdict = verdict};
+    h.losses = calloc((size_t)(a->steps ? a->steps : 1), sizeof *h.losses);
+    CHECK(h.losses, "out of memory");
+    return h;
+}
+
+void harness_step_begin(HarnessRun *h) {
+    h->before = comm_stats();
+    h->t0 = core_now();
+}
+
+double harness_step_end(HarnessRun *h, int step, double loss, double divisor) {
+    Comm *c = h->c;
+    double dt = comm_max_double(c, core_now() - h->t0);
+    CommStats after = comm_stats();
+    double global = comm_sum_double(c, loss) / divisor;
+    double busy = comm_max_double(c, after.seconds_busy - h->before.seconds_busy);
+    double blocked = comm_max_double(c, after.seconds_blocked - h->before.seconds_blocked);
+    double sent = comm_max_double(c, (double)(comm_stats_total_bus_bytes(&after) -
+                                               comm_stats_total_bus_bytes(&h->before)));
+    h->losses[step] = (float)global;
+    h->last_seconds = dt;
+    if (step > 0) h->seconds += dt, h->busy += busy, h->blocked += blocked, h->sent += sent;
+    if (!h->quiet)
+        harness_print_step(h->ref, step, h->a->steps, global, dt, busy, blocked, (double)h->a->batch * h->a->seq);
+    return global;
+}
+
+void harness_print_mean_step(const HarnessRun *h, bool hidden) {
+    int n = h->a->steps - 1;
+    if (n < 1) return;
+    // A share hidden of no traffic means nothing (one rank: its collectives
+    // send no byte), so it is printed only when bytes moved.
+    char share[32] = "";
+    if (hidden && h->sent > 0 && h->busy > 0)
+        snprintf(share, sizeof share, ": %.0f%% hidden", 100.0 * (1 - h->blocked / h->busy));
+    print0("mean over steps 2..%d: %.1f ms/step (compute %.1f, comm %.1f, exposed %.1f%s)\n", h->a->steps,
+           h->seconds / n * 1e3, (h->seconds - h->blocked) / n * 1e3, h->busy / n * 1e3, h->blocked / n * 1e3,
+           share);
+}
+
+PL_NORETURN void harness_finish(HarnessRun *h, const HarnessEnd *e) {
+    Comm *c = h->c;
+    const Args *a = h->a;
+    Reference *ref = h->ref;
+    const Gpt *model = e->model;
+    bool root = comm_rank(c) == 0;
+    double loss_err = 0;
+    for (int s = 0; ref->on && s < a->steps; s++) loss_err = fmax(loss_err, fabs(h->losses[s] - ref->loss[s]));
+    char worst[96] = "-";
+    double perr = -1;
+    if (root && ref->on) {
+        float **units = e->params;
+        if (e->host) {   // harness_param_error reads tracked memory
+            units = gpt_alloc_units(model, MEM_OTHER, "final params");
+            for (int u = 0; u < model->nunits; u++)
+                mem_from_host(units[u], e->params[u], model->units[u].size * sizeof(float));
+        }
+        perr = harness_param_error(ref, model, units, worst, sizeof worst);
+        if (e->host) gpt_free_units(model, units);
+    }
+    harness_print_unfinished();
+    if (ref->on)
+        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest difference "
+               "in %s)\n", loss_err, perr, worst);
+    if (e->print_more) e->print_more(e->ctx);
+
+    uint64_t steps = (uint64_t)a->steps;
+    dump_f32(e->dw, "loss", h->losses, 1, &steps);
+    if (root) {
+        void (*dump_units)(const Gpt *, DumpWriter *, const char *, float **) =
+            e->host ? gpt_dump_host_units : gpt_dump_units;
+        dump_units(model, e->dw, "param/final", e->params);
+        if (e->m) dump_units(model, e->dw, "optim/m", e->m);
+        if (e->v) dump_units(model, e->dw, "optim/v", e->v);
+    }
+    if (e->dump_more) e->dump_more(e->dw, e->ctx);
+    harness_dump_unfinished(e->dw);
+    dump_rank_stats(e->dw, c, e->mem);
+    dump_close(e->dw);
+    trace_write(c);
+    // The grader's own checks on this dump: what build/grade will say.
+    int verdict = h->verdict ? h->verdict(c, h->lab, ref) : 0;
+    if (e->afterwards) e->afterwards(e->ctx);
+    harness_reference_free(ref);
+    free(h->losses);
+    for (int g = 0; g < 4; g++) comm_free(e->groups[g]);
+    comm_finalize();
+    harness_exit(verdict ? 1 : 0);
+}
+
 PL_NORETURN void harness_exit(int code) {
     fflush(NULL);
     core_run_cleanups();

@@ -16,6 +16,7 @@
 #include "comm.h"
 #include "core.h"
 #include "gpt.h"
+#include "mem.h"
 #include "train.h"
 
 typedef struct DumpWriter DumpWriter;
@@ -86,6 +87,80 @@ void harness_dump_unfinished(DumpWriter *w);
 // compute, communication and communication left exposed, tokens/s.
 void harness_print_step(const Reference *r, int step, int steps, double loss, double seconds,
                         double comm_busy, double comm_blocked, double tokens);
+
+// ---- the training loop's bracket and the run's end ---------------------------
+// Each training lab's loop is its own; around it the harness keeps the
+// clock, the counters, the losses and, at the end, everything that compares
+// the run with the reference and hands it to the grader:
+//
+//     HarnessRun run = harness_run(c, &a, &ref, "lab02", verdict_of_lab_run);
+//     for (int s = 0; s < a.steps; s++) {
+//         harness_step_begin(&run);
+//         ... the lab's step: forward, backward, communication, optimizer ...
+//         harness_step_end(&run, s, loss, N);
+//     }
+//     ... the lab's own figures and lines ...
+//     harness_finish(&run, &(HarnessEnd){...});   // dump, verdict, exit
+//
+// The verdict comes in as a function (grader/verdict.h's verdict_of_lab_run)
+// so that common/ does not depend on the grader above it.
+typedef int (*HarnessVerdict)(Comm *c, const char *lab, const Reference *ref);
+
+typedef struct {
+    Comm *c;
+    const Args *a;
+    Reference *ref;
+    const char *lab;
+    HarnessVerdict verdict;
+    bool quiet;          // no step lines (lab03's extra trainings for its figure)
+    float *losses;       // (steps) each step's loss over the global batch
+    // Sums over steps 2.. (the first warms up), each step's slowest rank.
+    double seconds, busy, blocked, sent;
+    double last_seconds; // the step just ended, the slowest rank's
+    // The step in progress.
+    CommStats before;
+    double t0;
+} HarnessRun;
+
+HarnessRun harness_run(Comm *c, const Args *a, Reference *ref, const char *lab, HarnessVerdict verdict);
+void harness_step_begin(HarnessRun *h);
+// The step's end: its time (the slowest rank's), its communication (busy and
+// blocked, the slowest rank's; bus bytes sent, the most any rank sent), its
+// loss over the global batch, sum(loss) / divisor over c's ranks (every rank
+// passes its own: the mean of its rows, or 0 where it has none), and the step
+// line. Collective. Returns the global loss.
+double harness_step_end(HarnessRun *h, int step, double loss, double divisor);
+// "mean over steps 2..S: X ms/step (compute, comm, exposed)", with the share
+// of communication hidden when `hidden` and bytes moved. Rank 0 prints.
+void harness_print_mean_step(const HarnessRun *h, bool hidden);
+
+// What the run's end needs from the lab.
+typedef struct {
+    DumpWriter *dw;
+    const MemReport *mem;   // mem_report() right after the loop
+    const Gpt *model;
+    // Rank 0: the final parameters and, when not NULL, Adam's moments, as
+    // whole units in the canonical layout; on the host when `host`, else in
+    // tracked memory. NULL on the other ranks.
+    float **params, **m, **v;
+    bool host;
+    // The lab's own lines after the comparison with the reference, and its
+    // own dump entries; called on every rank (collectives allowed). Either
+    // may be NULL.
+    void (*print_more)(void *ctx);
+    void (*dump_more)(DumpWriter *dw, void *ctx);
+    void *ctx;
+    // After the verdict, before the exit: what the lab does once the graded
+    // run is over and handed in (lab03's trainings for its figure), or NULL.
+    void (*afterwards)(void *ctx);
+    Comm *groups[4];   // the lab's groups (comm_split), freed at the very end; NULL-padded
+} HarnessEnd;
+
+// The end of every training lab: the unfinished hooks, the error against the
+// reference (the losses, the parameters), the dump (loss, param/final,
+// optim/m and optim/v, the lab's entries, the unfinished hooks, the ranks'
+// measures), the trace, the verdict, and the exit with the verdict's code.
+PL_NORETURN void harness_finish(HarnessRun *h, const HarnessEnd *e);
 
 // End the process once its dump is complete and its verdict printed (after
 // comm_finalize): flush, run the harness's own cleanups, then _exit(code),

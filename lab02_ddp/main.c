@@ -32,6 +32,50 @@ static const char *const HOOKS[] = {"ddp_sync_params", "ddp_unit_done", "ddp_bac
 
 void lab_todo(const char *function) { harness_todo(function); }
 
+// ---- the run's end: lab02's own lines and dump entries ---------------------
+
+typedef struct {
+    const Ddp *d;
+    double *init_sumsq, *sumsq;   // (N) each rank's sum of squares of its parameters, at the start and the end
+    double acts_expected;
+    int steps;
+    int64_t *overlap_units, *overlap_unit0, *inflight_at_optim;   // (steps)
+    double *live_after_step;                                      // (steps)
+} Lab02End;
+
+static void print_more(void *ctx) {
+    const Lab02End *e = ctx;
+    int N = comm_size(e->d->comm);
+    bool replicas_equal = true;
+    for (int q = 1; q < N; q++) replicas_equal &= e->sumsq[q] == e->sumsq[0];
+    if (!replicas_equal) print0("the replicas differ from each other after training\n");
+}
+
+static void dump_more(DumpWriter *dw, void *ctx) {
+    Lab02End *e = ctx;
+    Comm *c = e->d->comm;
+    uint64_t nr = (uint64_t)comm_size(c);
+    dump_f64(dw, "check/param_sumsq_per_rank", e->sumsq, 1, &nr);
+    dump_f64(dw, "check/init_sumsq_per_rank", e->init_sumsq, 1, &nr);
+    // The events of each step, over ranks: the smallest overlap (one rank
+    // without it is what the grader looks for), the largest in flight and live.
+    uint64_t steps = (uint64_t)e->steps;
+    for (uint64_t s = 0; s < steps; s++) {
+        e->overlap_units[s] = -(int64_t)comm_max_double(c, -(double)e->overlap_units[s]);
+        e->overlap_unit0[s] = -(int64_t)comm_max_double(c, -(double)e->overlap_unit0[s]);
+        e->inflight_at_optim[s] = (int64_t)comm_max_double(c, (double)e->inflight_at_optim[s]);
+        e->live_after_step[s] = comm_max_double(c, e->live_after_step[s]);
+    }
+    dump_scalar_i64(dw, "ddp/strategy", e->d->strategy);
+    dump_scalar_i64(dw, "ddp/bucket_floats", (int64_t)e->d->bucket_floats);
+    dump_scalar_i64(dw, "ddp/unit0_floats", (int64_t)e->d->model->units[0].size);
+    dump_i64(dw, "ddp/overlap_units", e->overlap_units, 1, &steps);
+    dump_i64(dw, "ddp/overlap_unit0", e->overlap_unit0, 1, &steps);
+    dump_i64(dw, "ddp/inflight_at_optimizer", e->inflight_at_optim, 1, &steps);
+    dump_f64(dw, "mem/live_after_step", e->live_after_step, 1, &steps);
+    dump_scalar_f64(dw, "mem/acts_expected", e->acts_expected);
+}
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -120,24 +164,24 @@ int main(int argc, char **argv) {
     char extra[160];
     snprintf(extra, sizeof extra, "strategy %s\nbucket_kb %d\naccum %d\n", strategy, bucket_kb, accum);
     dump_run_meta(dw, c, "lab02", &a, extra);
-    float *losses = calloc((size_t)(a.steps ? a.steps : 1), sizeof *losses);
     // The order of events, per step, for the grader (overlap is judged from
     // it, not from timings): in the last micro-batch, how many units began
     // their backward pass with communication in flight, and whether unit 0
     // (the last to run) did; how many operations were still in flight when
     // the optimizer began; the tracked bytes live at the end of the step.
-    int64_t *overlap_units = calloc((size_t)(a.steps ? a.steps : 1), sizeof *overlap_units);
-    int64_t *overlap_unit0 = calloc((size_t)(a.steps ? a.steps : 1), sizeof *overlap_unit0);
-    int64_t *inflight_at_optim = calloc((size_t)(a.steps ? a.steps : 1), sizeof *inflight_at_optim);
-    double *live_after_step = calloc((size_t)(a.steps ? a.steps : 1), sizeof *live_after_step);
+    Lab02End end = {.d = &d, .init_sumsq = init_sumsq, .acts_expected = acts_expected, .steps = a.steps};
+    size_t nsteps = (size_t)(a.steps ? a.steps : 1);
+    end.overlap_units = calloc(nsteps, sizeof *end.overlap_units);
+    end.overlap_unit0 = calloc(nsteps, sizeof *end.overlap_unit0);
+    end.inflight_at_optim = calloc(nsteps, sizeof *end.inflight_at_optim);
+    end.live_after_step = calloc(nsteps, sizeof *end.live_after_step);
     // The gradient of the mean loss over this rank's rows: each micro-batch
     // contributes its share, so the micro-batches add up to it.
     float scale = 1.0f / (float)((size_t)rows * a.seq);
-    double total_time = 0, total_busy = 0, total_blocked = 0, total_sent = 0;
+    HarnessRun run = harness_run(c, &a, &ref, "lab02", verdict_of_lab_run);
 
     for (int s = 0; s < a.steps; s++) {
-        CommStats before = comm_stats();
-        double t0 = core_now();
+        harness_step_begin(&run);
         mem_zero(d.grad_flat, model->nparams * sizeof(float));
         double loss = 0;
         for (int k = 0; k < accum; k++) {
@@ -150,8 +194,8 @@ int main(int argc, char **argv) {
             trace_end();
             for (int u = model->nunits - 1; u >= 0; u--) {
                 if (last && comm_inflight() > 0) {
-                    overlap_units[s]++;
-                    if (u == 0) overlap_unit0[s] = 1;
+                    end.overlap_units[s]++;
+                    if (u == 0) end.overlap_unit0[s] = 1;
                 }
                 trace_begin(model->units[u].name, "backward");
                 gpt_unit_backward(model, u, d.params[u], d.grads[u]);
@@ -161,114 +205,31 @@ int main(int argc, char **argv) {
             }
             ddp_backward_done(&d, last);
         }
-        if (s == 0) {   // the averaged gradient of the first step, for the grader
-            if (r == 0) gpt_dump_units(model, dw, "grad/first", d.grads);
-        }
-        inflight_at_optim[s] = comm_inflight();
+        if (s == 0 && r == 0) gpt_dump_units(model, dw, "grad/first", d.grads);   // the averaged first gradient
+        end.inflight_at_optim[s] = comm_inflight();
         trace_begin("optimizer", "compute");
         for (int u = 0; u < model->nunits; u++)
             optim_update(&optim, s + 1, d.params[u], d.grads[u], m[u], v[u], model->units[u].size);
         trace_end();
-        double dt = core_now() - t0;
-        live_after_step[s] = (double)mem_live_total();
-        CommStats after = comm_stats();
+        end.live_after_step[s] = (double)mem_live_total();
         // The loss of the step is the mean over the global batch: the average
-        // of the ranks' means (bookkeeping, not counted as communication).
-        double global_loss = comm_sum_double(c, loss) / N;
-        double busy = comm_max_double(c, after.seconds_busy - before.seconds_busy);
-        double blocked = comm_max_double(c, after.seconds_blocked - before.seconds_blocked);
-        double sent = comm_max_double(c, (double)(comm_stats_total_bus_bytes(&after) -
-                                                   comm_stats_total_bus_bytes(&before)));
-        dt = comm_max_double(c, dt);
-        losses[s] = (float)global_loss;
-        if (s > 0) total_time += dt, total_busy += busy, total_blocked += blocked, total_sent += sent;
-        harness_print_step(&ref, s, a.steps, global_loss, dt, busy, blocked, (double)a.batch * a.seq);
+        // of the ranks' means.
+        harness_step_end(&run, s, loss, N);
     }
 
     // The end. Memory first: what follows (comparing with the reference) is
     // not the lab's.
     MemReport mem = mem_report();
-    double *sumsq = malloc((size_t)N * sizeof *sumsq);
-    harness_sumsq_per_rank(c, model, d.params, sumsq);
-    bool replicas_equal = true;
-    for (int q = 1; q < N; q++) replicas_equal &= sumsq[q] == sumsq[0];
-    char worst[96] = "-";
-    double perr = r == 0 ? harness_param_error(&ref, model, d.params, worst, sizeof worst) : 0;
-    comm_broadcast_host(c, &perr, sizeof perr, 0);
-    double loss_err = 0;
-    for (int s = 0; ref.on && s < a.steps; s++) loss_err = fmax(loss_err, fabs(losses[s] - ref.loss[s]));
+    end.sumsq = malloc((size_t)N * sizeof *end.sumsq);
+    harness_sumsq_per_rank(c, model, d.params, end.sumsq);
     CommStats st = comm_stats();
     double psi = (double)model->nparams;
-    if (a.steps > 1) {
-        // A share hidden of no traffic means nothing (one rank: its
-        // all-reduces send no byte), so it is printed only when bytes moved.
-        char hidden[32] = "";
-        if (total_sent > 0 && total_busy > 0)
-            snprintf(hidden, sizeof hidden, ": %.0f%% hidden", 100.0 * (1 - total_blocked / total_busy));
-        print0("mean over steps 2..%d: %.1f ms/step (compute %.1f, comm %.1f, exposed %.1f%s)\n", a.steps,
-               total_time / (a.steps - 1) * 1e3, (total_time - total_blocked) / (a.steps - 1) * 1e3,
-               total_busy / (a.steps - 1) * 1e3, total_blocked / (a.steps - 1) * 1e3, hidden);
-    }
+    harness_print_mean_step(&run, true);
     print0("each rank sent %s in all (bus bytes; the ring model: 2(N-1)/N x 4 psi = %s per step%s)\n",
            core_fmt_bytes((double)comm_stats_total_bus_bytes(&st), b1, sizeof b1),
            core_fmt_bytes(2.0 * (N - 1) / N * 4 * psi, desc, sizeof desc),
            N > 1 ? ", plus 4 psi for the first broadcast" : "");
     mem_print_table(c, &mem);
-    harness_print_unfinished();
-    // How far from single-device training, for the eye; whether that is
-    // close enough is the verdict's to say, with the grader's tolerances.
-    if (ref.on)
-        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest "
-               "difference in %s)\n", loss_err, perr, worst);
-    if (!replicas_equal) print0("the replicas differ from each other after training\n");
-
-    // The dump for the grader.
-    uint64_t steps = (uint64_t)a.steps, nr = (uint64_t)N;
-    dump_f32(dw, "loss", losses, 1, &steps);
-    if (r == 0) gpt_dump_units(model, dw, "param/final", d.params);
-    dump_f64(dw, "check/param_sumsq_per_rank", sumsq, 1, &nr);
-    dump_f64(dw, "check/init_sumsq_per_rank", init_sumsq, 1, &nr);
-    // The events of each step, over ranks: the smallest overlap (one rank
-    // without it is what the grader looks for), the largest in flight and live.
-    for (int s = 0; s < a.steps; s++) {
-        overlap_units[s] = -(int64_t)comm_max_double(c, -(double)overlap_units[s]);
-        overlap_unit0[s] = -(int64_t)comm_max_double(c, -(double)overlap_unit0[s]);
-        inflight_at_optim[s] = (int64_t)comm_max_double(c, (double)inflight_at_optim[s]);
-        live_after_step[s] = comm_max_double(c, live_after_step[s]);
-    }
-    dump_scalar_i64(dw, "ddp/strategy", strat);
-    dump_scalar_i64(dw, "ddp/bucket_floats", (int64_t)d.bucket_floats);
-    dump_scalar_i64(dw, "ddp/unit0_floats", (int64_t)model->units[0].size);
-    dump_i64(dw, "ddp/overlap_units", overlap_units, 1, &steps);
-    dump_i64(dw, "ddp/overlap_unit0", overlap_unit0, 1, &steps);
-    dump_i64(dw, "ddp/inflight_at_optimizer", inflight_at_optim, 1, &steps);
-    dump_f64(dw, "mem/live_after_step", live_after_step, 1, &steps);
-    dump_scalar_f64(dw, "mem/acts_expected", acts_expected);
-    harness_dump_unfinished(dw);
-    dump_rank_stats(dw, c, &mem);
-    dump_close(dw);
-    trace_write(c);
-    // The grader's own checks on this dump: what build/grade will say.
-    int verdict = verdict_of_lab_run(c, "lab02", &ref);
-
-    harness_reference_free(&ref);
-    free(x);
-    free(y);
-    free(losses);
-    free(overlap_units);
-    free(overlap_unit0);
-    free(inflight_at_optim);
-    free(live_after_step);
-    free(sumsq);
-    free(init_sumsq);
-    data_close(&data);
-    gpt_free_units(model, m);
-    gpt_free_units(model, v);
-    gpt_free_units(model, d.params);
-    mem_free(d.grad_flat);
-    free(d.grads);
-    free(d.unit_offset);
-    gpt_free(model);
-    comm_finalize();
-    harness_exit(verdict ? 1 : 0);
+    harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = r == 0 ? d.params : NULL,
+                                       .print_more = print_more, .dump_more = dump_more, .ctx = &end});
 }

@@ -68,8 +68,6 @@ typedef struct {
 typedef struct {
     MemReport mem;        // this rank's peaks during training
     CommStats comm;       // and its communication
-    float *losses;        // (steps) the global mean loss of each step
-    double seconds;       // steps 2.. (the first warms up)
     // The order of events, per step, for the grader (prefetch is judged from
     // it, not from timings): how many units began their forward compute
     // (all but the last) and their backward compute (all but unit 0) with
@@ -102,20 +100,14 @@ static float **gather_whole(const Setup *s, const Zero *z, float *const *whole, 
     return out;
 }
 
-static void free_whole(const Gpt *m, float **units) {
-    for (int u = 0; u < m->nunits; u++) free(units[u]);
-    free(units);
-}
-
 static bool g_seal = true;   // harness_seal_measures before the graded run (not with --figure)
 
-static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
+static Outcome train(Setup *s, Zero *z, HarnessRun *run) {
     const Args *a = &s->a;
     Gpt *model = s->model;
     Comm *c = s->c;
     int N = comm_size(c), r = comm_rank(c);
     Outcome o = {0};
-    o.losses = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.losses);
     o.prefetch_fwd = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.prefetch_fwd);
     o.prefetch_bwd = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.prefetch_bwd);
     mem_reset_peaks();
@@ -144,8 +136,7 @@ static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
     }
     float scale = 1.0f / (float)((size_t)s->rows * a->seq);
     for (int step = 0; step < a->steps; step++) {
-        CommStats before = comm_stats();
-        double t0 = core_now();
+        harness_step_begin(run);
         data_slice(&s->data, step, s->row0, s->rows, 0, a->seq, s->x, s->y);
         gpt_set_batch(model, s->x, s->y, step, s->row0, scale);
         for (int u = 0; u < model->nunits; u++) {
@@ -172,16 +163,7 @@ static Outcome train(Setup *s, Zero *z, const Reference *ref, bool print) {
         trace_begin("optimizer", "compute");
         zero_step(z, step + 1);
         trace_end();
-        double dt = comm_max_double(c, core_now() - t0);
-        CommStats after = comm_stats();
-        double global = comm_sum_double(c, loss) / N;
-        o.losses[step] = (float)global;
-        if (step > 0) o.seconds += dt;
-        if (print)
-            harness_print_step(ref, step, a->steps, global, dt,
-                               comm_max_double(c, after.seconds_busy - before.seconds_busy),
-                               comm_max_double(c, after.seconds_blocked - before.seconds_blocked),
-                               (double)a->batch * a->seq);
+        harness_step_end(run, step, loss, N);
     }
     o.mem = mem_report();
     o.comm = comm_stats();
@@ -227,6 +209,80 @@ static void write_figure(const char *path, const double peaks[4][MEM_NCAT], int 
     }
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n</svg>\n", x0, y0, x0 + 4 * (bar + gap), y0);
     CHECK(fclose(f) == 0, "writing %s failed", path);
+}
+
+// ---- the run's end: lab03's own dump entries, and the figure ------------------
+
+typedef struct {
+    Setup *s;
+    int stage;
+    bool prefetch;
+    double psi_pad, unit1, unit2, acts_expected;
+    double *sumsq;   // (N) each rank's sum of squares of its whole parameters
+    Outcome *o;
+    Zero *z;   // the graded run's, torn down once its dump is written
+    const char *figure;
+    const Reference *ref;
+} Lab03End;
+
+static void dump_more(DumpWriter *dw, void *ctx) {
+    Lab03End *e = ctx;
+    Comm *c = e->s->c;
+    int steps = e->s->a.steps;
+    // The prefetch of the rank that overlapped least (one without it is
+    // what the grader looks for).
+    for (int st = 0; st < steps; st++) {
+        e->o->prefetch_fwd[st] = -(int64_t)comm_max_double(c, -(double)e->o->prefetch_fwd[st]);
+        e->o->prefetch_bwd[st] = -(int64_t)comm_max_double(c, -(double)e->o->prefetch_bwd[st]);
+    }
+    uint64_t nsteps = (uint64_t)steps, nr = (uint64_t)comm_size(c);
+    // Named for ZeRO, not check/: whether the updated shards reached every
+    // rank is lab03's own check (the shared one would call it an all-reduce).
+    dump_f64(dw, "zero/param_sumsq_per_rank", e->sumsq, 1, &nr);
+    dump_scalar_i64(dw, "zero/stage", e->stage);
+    dump_scalar_i64(dw, "zero/prefetch", e->prefetch);
+    dump_scalar_f64(dw, "zero/psi_padded", e->psi_pad);
+    dump_scalar_f64(dw, "zero/unit_largest", e->unit1);
+    dump_scalar_f64(dw, "zero/unit_second", e->unit2);
+    dump_scalar_f64(dw, "mem/acts_expected", e->acts_expected);
+    dump_scalar_i64(dw, "zero/units", e->s->model->nunits);
+    dump_i64(dw, "zero/prefetch_fwd", e->o->prefetch_fwd, 1, &nsteps);
+    dump_i64(dw, "zero/prefetch_bwd", e->o->prefetch_bwd, 1, &nsteps);
+}
+
+// After the verdict: the graded run's ZeRO torn down, and the figure, every
+// stage trained again at this world size.
+static void draw_figure(void *ctx) {
+    Lab03End *e = ctx;
+    zero_teardown(e->z);
+    if (!e->figure) return;
+    Setup *s = e->s;
+    Comm *c = s->c;
+    int N = comm_size(c);
+    const Gpt *m = s->model;
+    MemReport *all = malloc((size_t)N * sizeof *all);
+    double peaks[4][MEM_NCAT];
+    for (int st = 0; st < 4; st++) {
+        Zero zs = {.comm = c, .stage = st, .prefetch = e->prefetch, .model = m, .nunits = m->nunits,
+                   .optim = optim_from_args(&s->a)};
+        HarnessRun quiet = harness_run(c, &s->a, (Reference *)e->ref, "lab03", NULL);
+        quiet.quiet = true;
+        Outcome os = train(s, &zs, &quiet);
+        comm_all_gather_host(c, &os.mem, sizeof os.mem, all);
+        for (int k = 0; k < MEM_NCAT; k++) {
+            peaks[st][k] = 0;
+            for (int q = 0; q < N; q++) peaks[st][k] = fmax(peaks[st][k], all[q].peak[k]);
+        }
+        zero_teardown(&zs);
+        free(quiet.losses);
+        free(os.prefetch_fwd);
+        free(os.prefetch_bwd);
+    }
+    bool unfinished = false;
+    for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
+    if (comm_rank(c) == 0) write_figure(e->figure, peaks, N, (double)m->nparams, unfinished);
+    print0("wrote %s: memory per rank by category for stages 0 to 3\n", e->figure);
+    free(all);
 }
 
 // ---- main ------------------------------------------------------------------
@@ -317,7 +373,8 @@ int main(int argc, char **argv) {
     Zero z = {.comm = c, .stage = stage, .prefetch = !no_prefetch, .model = m, .nunits = m->nunits,
               .optim = optim_from_args(&a)};
     g_seal = figure == NULL;
-    Outcome o = train(&s, &z, &ref, true);
+    HarnessRun run = harness_run(c, &a, &ref, "lab03", verdict_of_lab_run);
+    Outcome o = train(&s, &z, &run);
 
     // What each rank held, against the formulas (the largest rank's figures).
     MemReport *all = malloc((size_t)N * sizeof *all);
@@ -330,7 +387,7 @@ int main(int argc, char **argv) {
     }
     ZeroBudget b = zero_budget(stage, !no_prefetch, model_pad, N, model1, model2);
     char m1[32], m2[32];
-    if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, o.seconds / (a.steps - 1) * 1e3);
+    if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, run.seconds / (a.steps - 1) * 1e3);
     print0("\nmemory per rank (the largest over ranks), ZeRO-%d, N = %d, psi = %.0f (%.0f padded to N shards):\n",
            stage, N, psi, model_pad);
     print0("  %-7s %10s %10s   %s\n", "", "measured", "expected", "formula (fp32 AdamW)");
@@ -365,102 +422,20 @@ int main(int argc, char **argv) {
     float **mom_m = gather_whole(&s, &z, z.m, z.m, true), **mom_v = gather_whole(&s, &z, z.v, z.v, true);
     // Stages 0-2: each rank's own whole copy (do the ranks agree?); stage 3:
     // the gathered shards.
-    double mine = 0, *sumsq = malloc((size_t)N * sizeof *sumsq);
+    double mine = 0;
+    Lab03End end = {.s = &s, .stage = stage, .prefetch = !no_prefetch, .psi_pad = psi_pad, .unit1 = unit1,
+                    .unit2 = unit2, .acts_expected = acts_expected, .o = &o, .figure = figure, .ref = &ref};
+    end.sumsq = malloc((size_t)N * sizeof *end.sumsq);
     for (int u = 0; u < m->nunits; u++)
         for (size_t i = 0; i < m->units[u].size; i++) mine += (double)params[u][i] * params[u][i];
-    comm_all_gather_host(c, &mine, sizeof mine, sumsq);
-    // Against the reference.
-    double loss_err = 0;
-    for (int st = 0; ref.on && st < a.steps; st++) loss_err = fmax(loss_err, fabs(o.losses[st] - ref.loss[st]));
-    char worst[96] = "-";
-    double perr = -1;
-    if (r == 0 && ref.on) {
-        float **dev = gpt_alloc_units(m, MEM_OTHER, "final params");
-        for (int u = 0; u < m->nunits; u++) mem_from_host(dev[u], params[u], m->units[u].size * sizeof(float));
-        perr = harness_param_error(&ref, m, dev, worst, sizeof worst);
-        gpt_free_units(m, dev);
-    }
-    comm_broadcast_host(c, &perr, sizeof perr, 0);
-    harness_print_unfinished();
-    // How far from single-device training, for the eye; whether that is
-    // close enough is the verdict's to say, with the grader's tolerances.
-    if (ref.on)
-        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest "
-               "difference in %s)\n", loss_err, perr, worst);
+    comm_all_gather_host(c, &mine, sizeof mine, end.sumsq);
 
-    // The prefetch of the rank that overlapped least (one without it is
-    // what the grader looks for).
-    for (int st = 0; st < a.steps; st++) {
-        o.prefetch_fwd[st] = -(int64_t)comm_max_double(c, -(double)o.prefetch_fwd[st]);
-        o.prefetch_bwd[st] = -(int64_t)comm_max_double(c, -(double)o.prefetch_bwd[st]);
-    }
-
-    // The dump for the grader.
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[96];
     snprintf(extra, sizeof extra, "stage %d\nprefetch %d\n", stage, !no_prefetch);
     dump_run_meta(dw, c, "lab03", &a, extra);
-    uint64_t steps = (uint64_t)a.steps, nr = (uint64_t)N;
-    dump_f32(dw, "loss", o.losses, 1, &steps);
-    gpt_dump_host_units(m, dw, "param/final", params);
-    gpt_dump_host_units(m, dw, "optim/m", mom_m);
-    gpt_dump_host_units(m, dw, "optim/v", mom_v);
-    // Named for ZeRO, not check/: whether the updated shards reached every
-    // rank is lab03's own check (the shared one would call it an all-reduce).
-    dump_f64(dw, "zero/param_sumsq_per_rank", sumsq, 1, &nr);
-    dump_scalar_i64(dw, "zero/stage", stage);
-    dump_scalar_i64(dw, "zero/prefetch", !no_prefetch);
-    dump_scalar_f64(dw, "zero/psi_padded", psi_pad);
-    dump_scalar_f64(dw, "zero/unit_largest", unit1);
-    dump_scalar_f64(dw, "zero/unit_second", unit2);
-    dump_scalar_f64(dw, "mem/acts_expected", acts_expected);
-    dump_scalar_i64(dw, "zero/units", m->nunits);
-    dump_i64(dw, "zero/prefetch_fwd", o.prefetch_fwd, 1, &steps);
-    dump_i64(dw, "zero/prefetch_bwd", o.prefetch_bwd, 1, &steps);
-    harness_dump_unfinished(dw);
-    dump_rank_stats(dw, c, &o.mem);
-    dump_close(dw);
-    trace_write(c);
-    // The grader's own checks on this dump: what build/grade will say.
-    int verdict = verdict_of_lab_run(c, "lab03", &ref);
-    free_whole(m, params);
-    free_whole(m, mom_m);
-    free_whole(m, mom_v);
-    zero_teardown(&z);
-
-    // The figure: every stage at this world size.
-    if (figure) {
-        double peaks[4][MEM_NCAT];
-        for (int st = 0; st < 4; st++) {
-            Zero zs = {.comm = c, .stage = st, .prefetch = !no_prefetch, .model = m, .nunits = m->nunits,
-                       .optim = optim_from_args(&a)};
-            Outcome os = train(&s, &zs, &ref, false);
-            comm_all_gather_host(c, &os.mem, sizeof os.mem, all);
-            for (int k = 0; k < MEM_NCAT; k++) {
-                peaks[st][k] = 0;
-                for (int q = 0; q < N; q++) peaks[st][k] = fmax(peaks[st][k], all[q].peak[k]);
-            }
-            zero_teardown(&zs);
-            free(os.losses);
-            free(os.prefetch_fwd);
-            free(os.prefetch_bwd);
-        }
-        bool unfinished = false;
-        for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
-        if (r == 0) write_figure(figure, peaks, N, psi, unfinished);
-        print0("wrote %s: memory per rank by category for stages 0 to 3\n", figure);
-    }
-
-    harness_reference_free(&ref);
-    free(all);
-    free(sumsq);
-    free(o.losses);
-    free(o.prefetch_fwd);
-    free(o.prefetch_bwd);
-    free(s.x);
-    free(s.y);
-    data_close(&s.data);
-    gpt_free(s.model);
-    comm_finalize();
-    harness_exit(verdict ? 1 : 0);
+    end.z = &z;
+    harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &o.mem, .model = m, .params = params, .m = mom_m,
+                                       .v = mom_v, .host = true, .dump_more = dump_more, .afterwards = draw_figure,
+                                       .ctx = &end});
 }
