@@ -30,7 +30,10 @@ Comm *harness_start(const Args *a, int *argc, char ***argv) {
     mem_init(a->device, comm_local_rank());
     ops_init();
     ops_set_tf32(a->tf32);
-    trace_init(c, a->trace);
+    if (a->trace) {   // the ranks agree on time zero: it is taken right after a barrier
+        comm_barrier(c);
+        trace_start(a->trace);
+    }
     return c;
 }
 
@@ -318,7 +321,7 @@ PL_NORETURN void harness_finish(HarnessRun *h, const HarnessEnd *e) {
     harness_dump_unfinished(e->dw);
     dump_rank_stats(e->dw, c, e->mem);
     dump_close(e->dw);
-    trace_write(c);
+    harness_trace_write(c);
     // The grader's own checks on this dump: what build/grade will say.
     int verdict = h->verdict ? h->verdict(c, h->lab, ref) : 0;
     if (e->afterwards) e->afterwards(e->ctx);
@@ -327,6 +330,35 @@ PL_NORETURN void harness_finish(HarnessRun *h, const HarnessEnd *e) {
     for (int g = 0; g < 4; g++) comm_free(e->groups[g]);
     comm_finalize();
     harness_exit(verdict ? 1 : 0);
+}
+
+void harness_print_memory(Comm *c, const MemReport *report) {
+    int N = comm_size(c);
+    MemReport mine = report ? *report : mem_report();
+    MemReport *all = malloc((size_t)N * sizeof *all);
+    CHECK(all, "out of memory");
+    comm_all_gather_host(c, &mine, sizeof mine, all);
+    if (comm_rank(c) == 0) mem_print_reports(all, N);
+    free(all);
+}
+
+void harness_trace_write(Comm *c) {
+    // Every rank takes part, traced or not (--trace is every rank's flag).
+    char *path = trace_path() ? strdup(trace_path()) : NULL;
+    if (!path) return;
+    size_t len;
+    char *mine = trace_take_json(comm_rank(c), &len);
+    int rank = comm_rank(c);
+    size_t *lens = rank == 0 ? malloc((size_t)comm_size(c) * sizeof *lens) : NULL;
+    char *all = comm_gather_host(c, mine, len, 0, lens);
+    if (rank == 0) {
+        trace_write_file(path, all, lens, comm_size(c));
+        print0("trace: %s (open it in https://ui.perfetto.dev)\n", path);
+    }
+    free(all);
+    free(lens);
+    free(mine);
+    free(path);
 }
 
 PL_NORETURN void harness_exit(int code) {

@@ -162,6 +162,14 @@ typedef struct {
 // measures), the trace, the verdict, and the exit with the verdict's code.
 PL_NORETURN void harness_finish(HarnessRun *h, const HarnessEnd *e);
 
+// Every rank's memory peaks (`mine`: this rank's, from mem_report() when
+// the lab's work ended; NULL: now), gathered and printed on rank 0 as a
+// table, a row per rank. Collective.
+void harness_print_memory(Comm *c, const MemReport *mine);
+// Every rank's trace (--trace) gathered to rank 0, which writes the file.
+// Collective; nothing when tracing is off.
+void harness_trace_write(Comm *c);
+
 // End the process once its dump is complete and its verdict printed (after
 // comm_finalize): flush, run the harness's own cleanups, then _exit(code),
 // so that no handler the student's code registered (atexit, a destructor)

@@ -10,7 +10,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "comm.h"
 #include "core.h"
 #include "mem_cuda.h"
 
@@ -508,24 +507,16 @@ void mem_print_report(const char *title) {
     printr("%s", line);
 }
 
-void mem_print_table(Comm *c, const MemReport *report) {
-    int N = comm_size(c);
-    MemReport mine = report ? *report : mem_report();
-    MemReport *all = malloc((size_t)N * sizeof *all);
-    CHECK(all, "out of memory");
-    comm_all_gather_host(c, &mine, sizeof mine, all);
-    if (comm_rank(c) == 0) {
-        char b[32];
-        printf("%-8s", "peak");
-        for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", g_cat_names[k]);
-        printf(" %10s %16s\n", "total", g_device == DEVICE_CUDA ? "measured (GPU, all)" : "measured (heap)");
-        for (int r = 0; r < N; r++) {
-            printf("rank %-3d", r);
-            for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", core_fmt_bytes(all[r].peak[k], b, sizeof b));
-            printf(" %10s", core_fmt_bytes(all[r].peak_total, b, sizeof b));
-            printf(" %16s\n", core_fmt_bytes(all[r].measured_peak, b, sizeof b));
-        }
-        fflush(stdout);
+void mem_print_reports(const MemReport *all, int n) {
+    char b[32];
+    printf("%-8s", "peak");
+    for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", g_cat_names[k]);
+    printf(" %10s %16s\n", "total", g_device == DEVICE_CUDA ? "measured (GPU, all)" : "measured (heap)");
+    for (int r = 0; r < n; r++) {
+        printf("rank %-3d", r);
+        for (int k = 0; k < MEM_NCAT; k++) printf(" %10s", core_fmt_bytes(all[r].peak[k], b, sizeof b));
+        printf(" %10s", core_fmt_bytes(all[r].peak_total, b, sizeof b));
+        printf(" %16s\n", core_fmt_bytes(all[r].measured_peak, b, sizeof b));
     }
-    free(all);
+    fflush(stdout);
 }

@@ -98,13 +98,10 @@ const char *mem_category_name(MemCategory cat);   // "PARAMS", ...
 
 // Print this rank's peaks (per category, total, measured) on one line.
 void mem_print_report(const char *title);
-// Gather every rank's peaks (`mine`: this rank's, from mem_report(); NULL
-// for now) and print them on rank 0 as a table, a row per rank (collective
-// over c). A harness takes its report when the lab's work ends, so that
-// what it does afterwards (comparing with the reference) is not counted.
-typedef struct Comm Comm;
+// Print ranks' peaks as a table, a row per rank (`all`: n reports, rank by
+// rank). harness_print_memory gathers them and prints on rank 0.
 typedef struct MemReport MemReport;
-void mem_print_table(Comm *c, const MemReport *mine);
+void mem_print_reports(const MemReport *all, int n);
 
 // Per-rank snapshot, for gathering to rank 0 and writing into a dump.
 //

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
 #include "core.h"
 
 typedef struct {
@@ -26,15 +25,15 @@ static size_t g_n, g_cap;
 static Span g_open[MAX_DEPTH];
 static int g_depth;
 
-void trace_init(Comm *c, const char *path) {
+void trace_start(const char *path) {
     if (!path) return;
     g_path = strdup(path);
     CHECK(g_path, "out of memory");
-    // Ranks agree on time zero: it is taken right after a barrier.
-    comm_barrier(c);
     g_zero = core_now();
     g_on = true;
 }
+
+const char *trace_path(void) { return g_on ? g_path : NULL; }
 
 bool trace_on(void) { return g_on; }
 
@@ -122,9 +121,11 @@ static void buf_json_string(Buf *b, const char *s) {
     buf_printf(b, "\"");
 }
 
-void trace_write(Comm *c) {
-    if (!g_on) return;
-    int rank = comm_rank(c);
+char *trace_take_json(int rank, size_t *len) {
+    if (!g_on) {
+        *len = 0;
+        return NULL;
+    }
     Buf b = {0};
     // Process and thread names, so Perfetto labels the tracks.
     buf_printf(&b, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n",
@@ -146,28 +147,25 @@ void trace_write(Comm *c) {
         if (s->args) buf_printf(&b, ",\"args\":{%s}", s->args);
         buf_printf(&b, "}");
     }
-    size_t *lens = rank == 0 ? malloc((size_t)comm_size(c) * sizeof *lens) : NULL;
-    char *all = comm_gather_host(c, b.p, b.n, 0, lens);
-    if (rank == 0) {
-        FILE *f = fopen(g_path, "w");
-        CHECK(f, "cannot write the trace to '%s'; check the directory exists and is writable", g_path);
-        fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
-        size_t off = 0;
-        for (int r = 0; r < comm_size(c); r++) {
-            if (r > 0) fputs(",\n", f);
-            fwrite(all + off, 1, lens[r], f);
-            off += lens[r];
-        }
-        fputs("\n]}\n", f);
-        CHECK(fclose(f) == 0, "writing the trace to '%s' failed (disk full?)", g_path);
-        print0("trace: %s (open it in https://ui.perfetto.dev)\n", g_path);
-    }
-    free(all);
-    free(lens);
-    free(b.p);
     for (size_t i = 0; i < g_n; i++) free(g_spans[i].args);
     free(g_spans);
     g_spans = NULL;
     g_n = g_cap = 0;
     g_on = false;
+    *len = b.n;
+    return b.p;
+}
+
+void trace_write_file(const char *path, const char *all, const size_t *lens, int n) {
+    FILE *f = fopen(path, "w");
+    CHECK(f, "cannot write the trace to '%s'; check the directory exists and is writable", path);
+    fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
+    size_t off = 0;
+    for (int r = 0; r < n; r++) {
+        if (r > 0) fputs(",\n", f);
+        fwrite(all + off, 1, lens[r], f);
+        off += lens[r];
+    }
+    fputs("\n]}\n", f);
+    CHECK(fclose(f) == 0, "writing the trace to '%s' failed (disk full?)", path);
 }

@@ -11,11 +11,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef struct Comm Comm;
-
-// Turn tracing on for this rank (collective over c: ranks agree on time zero).
-void trace_init(Comm *c, const char *path);
+// Turn tracing on for this rank; time zero is now (the harness starts every
+// rank's trace right after a barrier, so that the ranks agree on it).
+void trace_start(const char *path);
 bool trace_on(void);
+const char *trace_path(void);   // the file given to trace_start, while tracing
 // Spans nest on one track (tid); begin/end must pair up.
 void trace_begin(const char *name, const char *cat);
 void trace_end(void);
@@ -25,5 +25,9 @@ void trace_end(void);
 void trace_span(const char *name, const char *cat, int track, double t0, double t1,
                 const char *args_json);
 enum { TRACE_TRACK_MAIN = 0, TRACE_TRACK_COMM_ASYNC = 1 };
-// Gather all ranks' spans to rank 0 and write the file (collective over c).
-void trace_write(Comm *c);
+// The end of this rank's trace: its spans as the body of a JSON array
+// (malloc'd, *len bytes, not NUL-terminated; NULL when tracing is off), and
+// tracing off. The harness gathers every rank's (harness_trace_write) and
+// rank 0 writes them, one track per rank, into one file.
+char *trace_take_json(int rank, size_t *len);
+void trace_write_file(const char *path, const char *all, const size_t *lens, int n);

@@ -229,7 +229,7 @@ int main(int argc, char **argv) {
            core_fmt_bytes((double)comm_stats_total_bus_bytes(&st), b1, sizeof b1),
            core_fmt_bytes(2.0 * (N - 1) / N * 4 * psi, desc, sizeof desc),
            N > 1 ? ", plus 4 psi for the first broadcast" : "");
-    mem_print_table(c, &mem);
+    harness_print_memory(c, &mem);
     harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = r == 0 ? d.params : NULL,
                                        .print_more = print_more, .dump_more = dump_more, .ctx = &end});
 }

@@ -411,7 +411,7 @@ int main(int argc, char **argv) {
         print0("  %-7s %10s %10s   on the host (one at a time, up to %s), and bookkeeping (under 1 MiB)\n", "",
                "", "", core_fmt_bytes(b.untracked - (1 << 20), m2, 32));
     }
-    mem_print_table(c, &o.mem);
+    harness_print_memory(c, &o.mem);
     double per_step = (double)comm_stats_total_bus_bytes(&o.comm) / (a.steps ? a.steps : 1);
     double model_bytes = (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * (stage == 0 ? psi : model_pad);
     print0("bytes each rank sent per step: %s (bus bytes); the stage's formula %s x 4 psi = %s\n",

@@ -201,7 +201,7 @@ int main(int argc, char **argv) {
            core_fmt_bytes(mega.embed_head, desc, sizeof desc), core_fmt_bytes(mega.dp, b4, sizeof b4));
     print0("  %-24s %10s %10s   the other MLP, for comparison (%s MLP)\n", "", "",
            core_fmt_bytes((naive ? mega : nv).total, b2, 32), naive ? "Megatron" : "naive");
-    mem_print_table(c, &mem);
+    harness_print_memory(c, &mem);
     if (figure && r == 0) {
         // The formulas of both MLPs at t = 1, 2, 4, 8 for this run's shape
         // (mlp.b2 is split with mlp.w2's columns in the naive MLP), and
@@ -306,7 +306,7 @@ int main(int argc, char **argv) {
     harness_dump_unfinished(dw);
     dump_rank_stats(dw, c, &mem);
     dump_close(dw);
-    trace_write(c);
+    harness_trace_write(c);
     // The grader's own checks on this dump: what build/grade will say.
     int verdict = verdict_of_lab_run(c, "lab04", &ref);
 

@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
                  "saw its own tokens)", core_fmt_bytes(replicated, b3, 32));
     print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
            core_fmt_bytes(tpb.total, b2, 32), plus);
-    mem_print_table(c, &mem);
+    harness_print_memory(c, &mem);
     if (figure && r == 0) {
         bool unfinished = false;
         for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
     harness_dump_unfinished(dw);
     dump_rank_stats(dw, c, &mem);
     dump_close(dw);
-    trace_write(c);
+    harness_trace_write(c);
     int verdict = verdict_of_lab_run(c, "lab06", &ref);
 
     for (int u = 0; r % t == 0 && u < sm.nunits; u++) free(whole[u]), free(whole_m[u]), free(whole_v[u]);

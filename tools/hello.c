@@ -10,6 +10,7 @@
 #include "comm.h"
 #include "core.h"
 #include "dump.h"
+#include "harness.h"
 #include "mem.h"
 #include "trace.h"
 
@@ -25,7 +26,10 @@ int main(int argc, char **argv) {
                extras);
     Comm *w = comm_init(&argc, &argv, a.timeout);
     mem_init(a.device, comm_local_rank());
-    trace_init(w, a.trace);
+    if (a.trace) {   // time zero right after a barrier, on every rank
+        comm_barrier(w);
+        trace_start(a.trace);
+    }
     int N = comm_size(w);
     print0("[hello] %d rank%s · %s · %s\n", N, N == 1 ? "" : "s", mem_device_name(),
            comm_backend_name());
@@ -69,8 +73,8 @@ int main(int argc, char **argv) {
     mem_free(big);
 
     // Memory: every rank's peak by category, beside the independent measure.
-    mem_print_table(w, NULL);
-    trace_write(w);
+    harness_print_memory(w, NULL);
+    harness_trace_write(w);
     // --dump: what every program writes (metadata, memory and bytes per rank).
     if (a.dump) {
         DumpWriter *d = dump_create(comm_rank(w) == 0 ? a.dump : NULL);
