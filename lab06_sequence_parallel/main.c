@@ -49,6 +49,79 @@ static double paper(bool sp, double s, double b, double h, double a, double t) {
     return sp ? sbh * (34 + 5 * a * s / h) / t : sbh * (10 + 24 / t + 5 * a * s / (h * t));
 }
 
+// ---- the run's end: lab06's own lines, dump entries and figure ---------------
+
+typedef struct {
+    const SpModel *sm;
+    bool on;
+    int t, dp;
+    SpProbe *probe;
+    double acts_expected, psi_local;
+    char grad_differs[96];   // a replicated gradient that differs over the group (first step), or ""
+    int grad_zero_on;        // and a rank where it is zero, or -1
+    char differs[96];        // a replicated parameter that differs at the end, or ""
+} Lab06End;
+
+static void print_more(void *ctx) {
+    const Lab06End *e = ctx;
+    if (e->differs[0]) print0("the replicated tensor %s differs between ranks\n", e->differs);
+}
+
+static void dump_more(DumpWriter *dw, void *ctx) {
+    Lab06End *e = ctx;
+    Comm *c = comm_world();
+    SpProbe *probe = e->probe;
+    dump_scalar_i64(dw, "sp/on", e->on);
+    dump_scalar_i64(dw, "sp/t", e->t);
+    dump_scalar_i64(dw, "sp/dp", e->dp);
+    dump_scalar_f64(dw, "sp/acts_layer_off", comm_max_double(c, e->sm->layer_bytes[0]));
+    dump_scalar_f64(dw, "sp/acts_layer_on", comm_max_double(c, e->sm->layer_bytes[1]));
+    dump_scalar_f64(dw, "sp/psi_local", comm_max_double(c, e->psi_local));
+    dump_text(dw, "sp/replicated_differs_name", e->differs[0] ? e->differs : "-");
+    dump_text(dw, "sp/replicated_grad_differs_name", e->grad_differs[0] ? e->grad_differs : "-");
+    dump_scalar_i64(dw, "sp/replicated_grad_zero_on", e->grad_zero_on);
+    dump_scalar_i64(dw, "sp/probe/gather", probe->gather);
+    dump_scalar_i64(dw, "sp/probe/scatter", probe->scatter);
+    dump_scalar_i64(dw, "sp/probe/dropout_t0", probe->dropout_t0);
+    dump_scalar_i64(dw, "sp/probe/embed", probe->embed);
+    dump_scalar_f64(dw, "sp/probe/embed_err", probe->embed_err);
+    dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe->block_fwd));
+    dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe->block_bwd));
+    dump_scalar_f64(dw, "sp/probe/block_resid", comm_max_double(c, probe->block_resid));
+    // Bits, or'ed over ranks (the groups' own are already).
+    for (int bit = 1; bit <= 2; bit *= 2) {
+        if (comm_max_double(c, probe->dropout_fwd & bit) > 0) probe->dropout_fwd |= bit;
+        if (comm_max_double(c, probe->dropout_bwd & bit) > 0) probe->dropout_bwd |= bit;
+    }
+    dump_scalar_i64(dw, "sp/probe/dropout_fwd", probe->dropout_fwd);
+    dump_scalar_i64(dw, "sp/probe/dropout_bwd", probe->dropout_bwd);
+    dump_scalar_f64(dw, "mem/acts_expected", comm_max_double(c, e->acts_expected));
+}
+
+// The figure (--figure): activations per layer and rank, one device, TP and
+// TP + SP, ours beside the paper's.
+static void draw_figure(const char *path, const Args *a, const SpModel *sm, int N, int t, int rows, bool on) {
+    double S = a->seq, Bd = rows, H = a->dim, A = a->heads;
+    bool unfinished = false;
+    for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
+    char title[300], tp_label[32], sp_label[40];
+    snprintf(title, sizeof title, "lab06: activations per layer and rank, s = %d, b = %d, h = %d, a = %d, t = %d "
+             "(%d ranks, sequence parallelism %s)%s", a->seq, rows, a->dim, a->heads, t, N, on ? "on" : "off",
+             unfinished ? "; an unfinished sp.c (these are the design's figures: the same)" : "");
+    snprintf(tp_label, sizeof tp_label, "TP, t = %d", t);
+    snprintf(sp_label, sizeof sp_label, "TP + SP, t = %d", t);
+    FigGroup groups[3] = {
+        {"one device", {sp_layer_bytes(false, S, Bd, H, A, 1), paper(false, S, Bd, H, A, 1)}},
+        {tp_label, {sm->layer_bytes[0], paper(false, S, Bd, H, A, t)}},
+        {sp_label, {sm->layer_bytes[1], paper(true, S, Bd, H, A, t)}},
+    };
+    static const char *const series[] = {"ours: what this code allocates (fp32)", "the paper's (16-bit)"};
+    FILE *f = fig_open(path, 900, 360, title);
+    fig_bars(f, 20, 40, 860, 300, "a block's kept activations and its input, per rank", series, 2, groups, 3, NULL);
+    fig_close(f, path);
+    print0("wrote %s\n", path);
+}
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -116,22 +189,20 @@ int main(int argc, char **argv) {
     Data data;
     data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
     int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
-    float *losses = calloc((size_t)(a.steps ? a.steps : 1), sizeof *losses);
     float scale = 1.0f / (float)((size_t)a.batch * a.seq);
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[160];
     snprintf(extra, sizeof extra, "sp %s\ntp %d\ndp %d\n", sp_mode, t, dp);
     dump_run_meta(dw, c, "lab06", &a, extra);
-    double total_time = 0;
-    char grad_differs[96] = "";
-    int grad_zero_on = -1;
+    Lab06End end = {.sm = &sm, .on = on, .t = t, .dp = dp, .probe = &probe, .acts_expected = acts_expected,
+                    .grad_zero_on = -1};
     mem_reset_peaks();
     comm_stats_reset();
     harness_seal_measures();
+    HarnessRun run = harness_run(c, &a, &ref, "lab06", verdict_of_lab_run);
 
     for (int s = 0; s < a.steps; s++) {
-        CommStats before = comm_stats();
-        double t0 = core_now();
+        harness_step_begin(&run);
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
         spm_set_batch(&sm, x, y, s, row0, scale);
         for (int u = 0; u < sm.nunits; u++) mem_zero(grads[u], sm.L.size[u] * sizeof(float));
@@ -151,19 +222,13 @@ int main(int argc, char **argv) {
             tp_layout_dump(&sm.L, grads, dw, "grad/first");
             // A replicated gradient that differs over the group, and a rank
             // where it is zero: computed on some ranks only.
-            grad_zero_on = tp_layout_replicated_differs(&sm.L, tpc, grads, grad_differs, sizeof grad_differs);
+            end.grad_zero_on = tp_layout_replicated_differs(&sm.L, tpc, grads, end.grad_differs, sizeof end.grad_differs);
         }
         trace_begin("optimizer", "compute");
         for (int u = 0; u < sm.nunits; u++)
             optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], sm.L.size[u]);
         trace_end();
-        double dt = comm_max_double(c, core_now() - t0);
-        CommStats after = comm_stats();
-        double global = comm_sum_double(c, loss) / N;
-        losses[s] = (float)global;
-        if (s > 0) total_time += dt;
-        harness_print_step(&ref, s, a.steps, global, dt, comm_max_double(c, after.seconds_busy - before.seconds_busy),
-                           comm_max_double(c, after.seconds_blocked - before.seconds_blocked), (double)a.batch * a.seq);
+        harness_step_end(&run, s, loss, N);
     }
     MemReport mem = mem_report();
     CommStats st = comm_stats();
@@ -172,7 +237,7 @@ int main(int argc, char **argv) {
     // design's figure, the same whatever sp.c does) beside the formulas.
     double S = a.seq, Bd = rows, H = a.dim, A = a.heads;
     char b1[32], b2[32], b3[32];
-    if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, total_time / (a.steps - 1) * 1e3);
+    if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, run.seconds / (a.steps - 1) * 1e3);
     print0("\nactivations per layer and rank (a block's kept activations and its input), s = %d tokens, b = %d "
            "rows, h = %d, a = %d heads, t = %d:\n", a.seq, rows, a.dim, a.heads, t);
     print0("  %-22s %10s %10s %12s\n", "", "allocated", "ours (fp32)", "paper (16-bit)");
@@ -199,101 +264,14 @@ int main(int argc, char **argv) {
     print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
            core_fmt_bytes(tpb.total, b2, 32), plus);
     harness_print_memory(c, &mem);
-    if (figure && r == 0) {
-        bool unfinished = false;
-        for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
-        char title[300], tp_label[32], sp_label[40];
-        snprintf(title, sizeof title, "lab06: activations per layer and rank, s = %d, b = %d, h = %d, a = %d, t = %d "
-                 "(%d ranks, sequence parallelism %s)%s", a.seq, rows, a.dim, a.heads, t, N, on ? "on" : "off",
-                 unfinished ? "; an unfinished sp.c (these are the design's figures: the same)" : "");
-        snprintf(tp_label, sizeof tp_label, "TP, t = %d", t);
-        snprintf(sp_label, sizeof sp_label, "TP + SP, t = %d", t);
-        FigGroup groups[3] = {
-            {"one device", {sp_layer_bytes(false, S, Bd, H, A, 1), paper(false, S, Bd, H, A, 1)}},
-            {tp_label, {sm.layer_bytes[0], paper(false, S, Bd, H, A, t)}},
-            {sp_label, {sm.layer_bytes[1], paper(true, S, Bd, H, A, t)}},
-        };
-        static const char *const series[] = {"ours: what this code allocates (fp32)", "the paper's (16-bit)"};
-        FILE *f = fig_open(figure, 900, 360, title);
-        fig_bars(f, 20, 40, 860, 300, "a block's kept activations and its input, per rank", series, 2, groups, 3, NULL);
-        fig_close(f, figure);
-        print0("wrote %s\n", figure);
-    }
+    if (figure && r == 0) draw_figure(figure, &a, &sm, N, t, rows, on);
 
     // Afterwards, not measured: the replicated tensors compared, the model gathered.
-    char differs[96];
-    tp_layout_replicated_differs(&sm.L, c, params, differs, sizeof differs);
+    end.psi_local = psi_local;
+    tp_layout_replicated_differs(&sm.L, c, params, end.differs, sizeof end.differs);
     float **whole = tp_layout_gather(&sm.L, params), **whole_m = tp_layout_gather(&sm.L, mom_m),
           **whole_v = tp_layout_gather(&sm.L, mom_v);
-    double loss_err = 0;
-    for (int s = 0; ref.on && s < a.steps; s++) loss_err = fmax(loss_err, fabs(losses[s] - ref.loss[s]));
-    char worst[96] = "-";
-    double perr = -1;
-    if (r == 0 && ref.on) {
-        float **dev = gpt_alloc_units(model, MEM_OTHER, "final params");
-        for (int u = 0; u < model->nunits; u++) mem_from_host(dev[u], whole[u], model->units[u].size * sizeof(float));
-        perr = harness_param_error(&ref, model, dev, worst, sizeof worst);
-        gpt_free_units(model, dev);
-    }
-    harness_print_unfinished();
-    if (ref.on)
-        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest difference "
-               "in %s)\n", loss_err, perr, worst);
-    if (differs[0]) print0("the replicated tensor %s differs between ranks\n", differs);
-
-    uint64_t steps = (uint64_t)a.steps;
-    dump_f32(dw, "loss", losses, 1, &steps);
-    if (r == 0) {
-        gpt_dump_host_units(model, dw, "param/final", whole);
-        gpt_dump_host_units(model, dw, "optim/m", whole_m);
-        gpt_dump_host_units(model, dw, "optim/v", whole_v);
-    }
-    dump_scalar_i64(dw, "sp/on", on);
-    dump_scalar_i64(dw, "sp/t", t);
-    dump_scalar_i64(dw, "sp/dp", dp);
-    dump_scalar_f64(dw, "sp/acts_layer_off", comm_max_double(c, sm.layer_bytes[0]));
-    dump_scalar_f64(dw, "sp/acts_layer_on", comm_max_double(c, sm.layer_bytes[1]));
-    dump_scalar_f64(dw, "sp/psi_local", comm_max_double(c, psi_local));
-    dump_text(dw, "sp/replicated_differs_name", differs[0] ? differs : "-");
-    dump_text(dw, "sp/replicated_grad_differs_name", grad_differs[0] ? grad_differs : "-");
-    dump_scalar_i64(dw, "sp/replicated_grad_zero_on", grad_zero_on);
-    dump_scalar_i64(dw, "sp/probe/gather", probe.gather);
-    dump_scalar_i64(dw, "sp/probe/scatter", probe.scatter);
-    dump_scalar_i64(dw, "sp/probe/dropout_t0", probe.dropout_t0);
-    dump_scalar_i64(dw, "sp/probe/embed", probe.embed);
-    dump_scalar_f64(dw, "sp/probe/embed_err", probe.embed_err);
-    dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe.block_fwd));
-    dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe.block_bwd));
-    dump_scalar_f64(dw, "sp/probe/block_resid", comm_max_double(c, probe.block_resid));
-    // Bits, or'ed over ranks (the groups' own are already).
-    for (int bit = 1; bit <= 2; bit *= 2) {
-        if (comm_max_double(c, probe.dropout_fwd & bit) > 0) probe.dropout_fwd |= bit;
-        if (comm_max_double(c, probe.dropout_bwd & bit) > 0) probe.dropout_bwd |= bit;
-    }
-    dump_scalar_i64(dw, "sp/probe/dropout_fwd", probe.dropout_fwd);
-    dump_scalar_i64(dw, "sp/probe/dropout_bwd", probe.dropout_bwd);
-    dump_scalar_f64(dw, "mem/acts_expected", comm_max_double(c, acts_expected));
-    harness_dump_unfinished(dw);
-    dump_rank_stats(dw, c, &mem);
-    dump_close(dw);
-    harness_trace_write(c);
-    int verdict = verdict_of_lab_run(c, "lab06", &ref);
-
-    for (int u = 0; r % t == 0 && u < sm.nunits; u++) free(whole[u]), free(whole_m[u]), free(whole_v[u]);
-    free(whole), free(whole_m), free(whole_v);
-    harness_reference_free(&ref);
-    free(x);
-    free(y);
-    free(losses);
-    data_close(&data);
-    tp_layout_free_units(&sm.L, params);
-    tp_layout_free_units(&sm.L, grads);
-    tp_layout_free_units(&sm.L, mom_m);
-    tp_layout_free_units(&sm.L, mom_v);
-    spm_free(&sm);
-    gpt_free(model);
-    comm_free(tpc);
-    comm_free(dpc);
-    comm_finalize();
-    harness_exit(verdict ? 1 : 0);
+    harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
+                                       .v = whole_v, .host = true, .print_more = print_more,
+                                       .dump_more = dump_more, .ctx = &end, .groups = {tpc, dpc}});
 }
