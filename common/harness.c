@@ -213,6 +213,12 @@ bool harness_unfinished(const char *hook) {
     return false;
 }
 
+bool harness_any_unfinished(void) {
+    for (int k = 0; k < g_nhooks; k++)
+        if (g_todo[k]) return true;
+    return false;
+}
+
 int harness_print_unfinished(void) {
     int n = 0;
     for (int k = 0; k < g_nhooks; k++) {

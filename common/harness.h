@@ -81,6 +81,7 @@ void harness_hooks(const char *const *names, int n);
 void harness_todo(const char *function);
 int harness_print_unfinished(void);   // how many are unfinished
 bool harness_unfinished(const char *hook);   // has this hook called lab_todo?
+bool harness_any_unfinished(void);           // has any hook?
 void harness_dump_unfinished(DumpWriter *w);
 
 // One step's line: loss beside the reference's, time and its split into

@@ -27,6 +27,7 @@
 #include "model_given.h"
 #include "ops.h"
 #include "optim.h"
+#include "report_given.h"
 #include "sp.h"
 #include "sp_budget.h"
 #include "tp_layout.h"
@@ -40,87 +41,6 @@ static const char *const HOOKS[] = {"sp_gather_tokens", "sp_scatter_tokens", "sp
                                     "sp_embed_backward", "sp_head_forward",  "sp_head_backward"};
 
 void lab_todo(const char *function) { harness_todo(function); }
-
-// ---- the formulas --------------------------------------------------------------
-
-// Korthikanti et al. (2022), 16-bit activations with dropout's masks kept.
-static double paper(bool sp, double s, double b, double h, double a, double t) {
-    double sbh = s * b * h;
-    return sp ? sbh * (34 + 5 * a * s / h) / t : sbh * (10 + 24 / t + 5 * a * s / (h * t));
-}
-
-// ---- the run's end: lab06's own lines, dump entries and figure ---------------
-
-typedef struct {
-    const SpModel *sm;
-    bool on;
-    int t, dp;
-    SpProbe *probe;
-    double acts_expected, psi_local;
-    char grad_differs[96];   // a replicated gradient that differs over the group (first step), or ""
-    int grad_zero_on;        // and a rank where it is zero, or -1
-    char differs[96];        // a replicated parameter that differs at the end, or ""
-} Lab06End;
-
-static void print_more(void *ctx) {
-    const Lab06End *e = ctx;
-    if (e->differs[0]) print0("the replicated tensor %s differs between ranks\n", e->differs);
-}
-
-static void dump_more(DumpWriter *dw, void *ctx) {
-    Lab06End *e = ctx;
-    Comm *c = comm_world();
-    SpProbe *probe = e->probe;
-    dump_scalar_i64(dw, "sp/on", e->on);
-    dump_scalar_i64(dw, "sp/t", e->t);
-    dump_scalar_i64(dw, "sp/dp", e->dp);
-    dump_scalar_f64(dw, "sp/acts_layer_off", comm_max_double(c, e->sm->layer_bytes[0]));
-    dump_scalar_f64(dw, "sp/acts_layer_on", comm_max_double(c, e->sm->layer_bytes[1]));
-    dump_scalar_f64(dw, "sp/psi_local", comm_max_double(c, e->psi_local));
-    dump_text(dw, "sp/replicated_differs_name", e->differs[0] ? e->differs : "-");
-    dump_text(dw, "sp/replicated_grad_differs_name", e->grad_differs[0] ? e->grad_differs : "-");
-    dump_scalar_i64(dw, "sp/replicated_grad_zero_on", e->grad_zero_on);
-    dump_scalar_i64(dw, "sp/probe/gather", probe->gather);
-    dump_scalar_i64(dw, "sp/probe/scatter", probe->scatter);
-    dump_scalar_i64(dw, "sp/probe/dropout_t0", probe->dropout_t0);
-    dump_scalar_i64(dw, "sp/probe/embed", probe->embed);
-    dump_scalar_f64(dw, "sp/probe/embed_err", probe->embed_err);
-    dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe->block_fwd));
-    dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe->block_bwd));
-    dump_scalar_f64(dw, "sp/probe/block_resid", comm_max_double(c, probe->block_resid));
-    // Bits, or'ed over ranks (the groups' own are already).
-    for (int bit = 1; bit <= 2; bit *= 2) {
-        if (comm_max_double(c, probe->dropout_fwd & bit) > 0) probe->dropout_fwd |= bit;
-        if (comm_max_double(c, probe->dropout_bwd & bit) > 0) probe->dropout_bwd |= bit;
-    }
-    dump_scalar_i64(dw, "sp/probe/dropout_fwd", probe->dropout_fwd);
-    dump_scalar_i64(dw, "sp/probe/dropout_bwd", probe->dropout_bwd);
-    dump_scalar_f64(dw, "mem/acts_expected", comm_max_double(c, e->acts_expected));
-}
-
-// The figure (--figure): activations per layer and rank, one device, TP and
-// TP + SP, ours beside the paper's.
-static void draw_figure(const char *path, const Args *a, const SpModel *sm, int N, int t, int rows, bool on) {
-    double S = a->seq, Bd = rows, H = a->dim, A = a->heads;
-    bool unfinished = false;
-    for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
-    char title[300], tp_label[32], sp_label[40];
-    snprintf(title, sizeof title, "lab06: activations per layer and rank, s = %d, b = %d, h = %d, a = %d, t = %d "
-             "(%d ranks, sequence parallelism %s)%s", a->seq, rows, a->dim, a->heads, t, N, on ? "on" : "off",
-             unfinished ? "; an unfinished sp.c (these are the design's figures: the same)" : "");
-    snprintf(tp_label, sizeof tp_label, "TP, t = %d", t);
-    snprintf(sp_label, sizeof sp_label, "TP + SP, t = %d", t);
-    FigGroup groups[3] = {
-        {"one device", {sp_layer_bytes(false, S, Bd, H, A, 1), paper(false, S, Bd, H, A, 1)}},
-        {tp_label, {sm->layer_bytes[0], paper(false, S, Bd, H, A, t)}},
-        {sp_label, {sm->layer_bytes[1], paper(true, S, Bd, H, A, t)}},
-    };
-    static const char *const series[] = {"ours: what this code allocates (fp32)", "the paper's (16-bit)"};
-    FILE *f = fig_open(path, 900, 360, title);
-    fig_bars(f, 20, 40, 860, 300, "a block's kept activations and its input, per rank", series, 2, groups, 3, NULL);
-    fig_close(f, path);
-    print0("wrote %s\n", path);
-}
 
 // ---- main ------------------------------------------------------------------
 
@@ -245,12 +165,12 @@ int main(int argc, char **argv) {
         bool sp_k = k == 1;
         print0("  %-22s %10s %10s %12s   %s%s\n", sp_k ? "tensor + sequence" : "tensor parallel only",
                core_fmt_bytes(sm.layer_bytes[k], b1, 32), core_fmt_bytes(sp_layer_bytes(sp_k, S, Bd, H, A, t), b2, 32),
-               core_fmt_bytes(paper(sp_k, S, Bd, H, A, t), b3, 32),
+               core_fmt_bytes(lab06_paper(sp_k, S, Bd, H, A, t), b3, 32),
                sp_k ? "4 (2sbh + 14sbh/t + as^2b/t + 4sb/t)" : "4 (4sbh + 12sbh/t + as^2b/t + 4sb)",
                sp_k == on ? "   <- this run" : "");
     }
     print0("  %-22s %10s %10s %12s   4 (16sbh + as^2b + 4sb)\n", "one device", "",
-           core_fmt_bytes(sp_layer_bytes(false, S, Bd, H, A, 1), b2, 32), core_fmt_bytes(paper(false, S, Bd, H, A, 1), b3, 32));
+           core_fmt_bytes(sp_layer_bytes(false, S, Bd, H, A, 1), b2, 32), core_fmt_bytes(lab06_paper(false, S, Bd, H, A, 1), b3, 32));
     double psi_local = (double)sm.L.local;
     TpBytes tpb = tp_bytes_per_step(false, t, dp, Bd * S, H, a.layers, psi_local);
     double replicated = on ? sp_replicated_bytes(t, a.layers, S, H) : 0;
@@ -264,7 +184,7 @@ int main(int argc, char **argv) {
     print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
            core_fmt_bytes(tpb.total, b2, 32), plus);
     harness_print_memory(c, &mem);
-    if (figure && r == 0) draw_figure(figure, &a, &sm, N, t, rows, on);
+    if (figure && r == 0) lab06_draw_figure(figure, &a, &sm, N, t, rows, on);
 
     // Afterwards, not measured: the replicated tensors compared, the model gathered.
     end.psi_local = psi_local;
@@ -272,6 +192,6 @@ int main(int argc, char **argv) {
     float **whole = tp_layout_gather(&sm.L, params), **whole_m = tp_layout_gather(&sm.L, mom_m),
           **whole_v = tp_layout_gather(&sm.L, mom_v);
     harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
-                                       .v = whole_v, .host = true, .print_more = print_more,
-                                       .dump_more = dump_more, .ctx = &end, .groups = {tpc, dpc}});
+                                       .v = whole_v, .host = true, .print_more = lab06_print_more,
+                                       .dump_more = lab06_dump_more, .ctx = &end, .groups = {tpc, dpc}});
 }
