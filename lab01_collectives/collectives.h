@@ -1,10 +1,11 @@
 // collectives.h: the four collectives, built from point-to-point messages.
 //
-// The interface between the harness (main.c) and the student's file
-// (collectives.c). Every function is called by every rank of c with the same
-// count, and must give exactly what the library's own collective gives
-// (comm.h): the same sums, the same split of `count` into per-rank blocks
-// (comm_block: the first count % N ranks hold one element more).
+// The interface between the harness (main.c, with checks_given.c and
+// bench_given.c) and the student's file (collectives.c). Every function is
+// called by every rank of c with the same count, and must give exactly what
+// the library's own collective gives (comm.h): the same sums, the same split
+// of `count` into per-rank blocks (comm_block: the first count % N ranks
+// hold one element more).
 //
 // Allowed: comm_send, comm_recv, comm_sendrecv (and comm_rank, comm_size,
 // comm_block), ops.h for arithmetic on tensors, mem.h for buffers
