@@ -1,20 +1,18 @@
-// checks.c: the checks every lab shares: did the run end normally, does it
-// train like the reference, does each rank stay within its memory budget;
-// and the sentences that say what probably went wrong.
+// checks.c: the checks every lab shares (checks.h): did the run end
+// normally, does it train like the reference, does it move the bytes its
+// formula says; and the sentences that say what probably went wrong.
+#include "checks.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core.h"
-#include "grade.h"
 #include "comm.h"
+#include "core.h"
 #include "mem.h"
-
-double dump_scalar(const DumpFile *f, const char *name, double missing) {
-    const DumpArray *a = f ? dump_find(f, name) : NULL;
-    return a && a->type != DUMP_TEXT && a->count > 0 ? dump_get(a, 0) : missing;
-}
+#include "reading.h"
+#include "rounding.h"
 
 // ---- hangs -----------------------------------------------------------------
 
@@ -319,39 +317,6 @@ static void diagnose_crash(const char *out, int signo, char *diag, size_t len) {
 
 // ---- a dump's shape ----------------------------------------------------------
 
-const char *dump_expect(const DumpFile *d, const char *name, DumpKind kind, int ndim, const uint64_t *shape,
-                        bool required, char *why, size_t len) {
-    const DumpArray *a = dump_find(d, name);
-    if (!a) {
-        if (!required) return NULL;
-        snprintf(why, len, "the dump has no %s", name);
-        return why;
-    }
-    if (kind == DUMP_KIND_NUMBERS && a->type == DUMP_TEXT) {
-        snprintf(why, len, "the dump's %s is text, not numbers", name);
-        return why;
-    }
-    if (kind == DUMP_KIND_TEXT && a->type != DUMP_TEXT) {
-        snprintf(why, len, "the dump's %s is numbers, not text", name);
-        return why;
-    }
-    if (ndim >= 0 && a->ndim != ndim) {
-        snprintf(why, len, "the dump's %s has %d dimensions, not %d", name, a->ndim, ndim);
-        return why;
-    }
-    for (int k = 0; shape && k < a->ndim; k++)
-        if (shape[k] && a->shape[k] != shape[k]) {
-            snprintf(why, len, "the dump's %s has %llu in dimension %d, not %llu", name,
-                     (unsigned long long)a->shape[k], k, (unsigned long long)shape[k]);
-            return why;
-        }
-    if (kind == DUMP_KIND_NUMBERS && a->count == 0) {
-        snprintf(why, len, "the dump's %s is empty", name);
-        return why;
-    }
-    return NULL;
-}
-
 // Every value the checks read, checked for kind and shape before any check
 // reads it: a malformed dump is a failed run with its reason, never a
 // grader that stops (a division by a world size of 0, text read as numbers).
@@ -473,85 +438,6 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
 
 // ---- equivalence with the reference ----------------------------------------
 
-static double sumsq(const DumpArray *a) {
-    double s = 0;
-    for (uint64_t e = 0; e < a->count; e++) s += dump_get(a, e) * dump_get(a, e);
-    return s;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, TensorError *e) {
-    e->rel = e->bulk = e->abs_ = INFINITY;
-    const DumpArray *a = dump_find(lab, name), *b = dump_find(ref, name);
-    if (!a || !b) return false;
-    DumpDiff d = dump_diff(a, b);
-    if (!d.shape_ok) return false;
-    // The unit: the arrays whose names share "<section>/<unit>." (section
-    // being e.g. "param/final", the unit the part up to the next dot).
-    const char *slash = strrchr(name, '/');
-    const char *dot = slash ? strchr(slash, '.') : NULL;
-    size_t plen = dot ? (size_t)(dot - name) + 1 : strlen(name);
-    double unit_sq = 0, unit_n = 0;
-    for (int i = 0; i < ref->count; i++)
-        if (strncmp(ref->arrays[i].name, name, plen) == 0 && ref->arrays[i].type != DUMP_TEXT)
-            unit_sq += sumsq(&ref->arrays[i]), unit_n += (double)ref->arrays[i].count;
-    double own = sqrt(sumsq(b));
-    double share = unit_n > 0 ? sqrt(unit_sq * (double)b->count / unit_n) : 0;
-    double scale = fmax(own, share);
-    scale = scale > 0 ? scale : 1.0;
-    // The squared differences, sorted, so that the bulk can leave the
-    // largest out. A NaN in either counts as infinitely wrong.
-    double *sq = malloc((a->count ? a->count : 1) * sizeof *sq);
-    CHECK(sq, "out of memory");
-    for (uint64_t i = 0; i < a->count; i++) {
-        double x = dump_get(a, i), y = dump_get(b, i);
-        double diff = x == y || (isnan(x) && isnan(y)) ? 0 : fabs(x - y);
-        sq[i] = isnan(diff) ? INFINITY : diff * diff;
-    }
-    qsort(sq, a->count, sizeof *sq, cmp_double);
-    uint64_t keep = a->count - (a->count + 999) / 1000;   // all but the largest ceil(n / 1000)
-    double all = 0, bulk = 0;
-    for (uint64_t i = 0; i < a->count; i++) {
-        all += sq[i];
-        if (i < keep) bulk += sq[i];
-    }
-    free(sq);
-    e->rel = sqrt(all) / scale;
-    e->bulk = sqrt(bulk) / scale;
-    e->abs_ = d.max_abs;
-    return true;
-}
-
-double adam_reach(const DumpFile *ref) {
-    const DumpArray *config = dump_find(ref, "meta/config");
-    if (!config || config->type != DUMP_TEXT || !strstr((const char *)config->data, "\noptimizer adamw\n"))
-        return INFINITY;
-    double lr = config_value(ref, "lr", NAN), b1 = config_value(ref, "beta1", NAN),
-           b2 = config_value(ref, "beta2", NAN);
-    const DumpArray *loss = dump_find(ref, "loss");   // a loss a step
-    double steps = loss ? (double)loss->count : NAN;
-    if (!(lr > 0 && b1 >= 0 && b1 < 1 && b2 > 0 && b2 < 1 && steps >= 1)) return INFINITY;
-    // One step's update is lr m_hat / (sqrt(v_hat) + eps), and by
-    // Cauchy-Schwarz over the gradients of steps 1..t,
-    //   |m_hat / sqrt(v_hat)| <= sqrt(1 - b2^t) / (1 - b1^t) (1 - b1) / sqrt(1 - b2)
-    //                            sqrt(sum_{j<t} (b1^2 / b2)^j),
-    // 1 at t = 1 (the step is the gradient's sign), 1.17 at most for the
-    // betas here. Two runs' updates differ by at most twice that; the
-    // decoupled weight decay multiplies both by the same 1 - lr wd, which
-    // only shrinks a difference.
-    double reach = 0, series = 0, r = b1 * b1 / b2;
-    for (int t = 1; t <= (int)steps; t++) {
-        series += pow(r, t - 1);
-        double u = sqrt(1 - pow(b2, t)) / (1 - pow(b1, t)) * (1 - b1) / sqrt(1 - b2) * sqrt(series);
-        reach += 2 * lr * u;
-    }
-    return reach * 1.01;   // and the float rounding of the updates themselves
-}
-
 // Squared error per shard of each unit, for the "one shard wrong" diagnosis.
 // Units are the tensors' name prefixes ("block2"), in dump order, which is
 // the units' flat layout.
@@ -617,7 +503,7 @@ static const char *start_diagnosis(const DumpFile *lab, const DumpFile *ref) {
     bool have = false;
     for (int i = 0; i < ref->count; i++)
         if (strncmp(ref->arrays[i].name, "param/init/", 11) == 0 && ref->arrays[i].type != DUMP_TEXT)
-            want += sumsq(&ref->arrays[i]), have = true;
+            want += dump_sumsq(&ref->arrays[i]), have = true;
     if (!have) return buf;
     bool equal = true;
     for (uint64_t r = 1; r < init->count; r++) equal &= dump_get(init, r) == dump_get(init, 0);
@@ -636,20 +522,6 @@ static const char *start_diagnosis(const DumpFile *lab, const DumpFile *ref) {
     return buf;
 }
 
-static double moment_bound(const Measured *m, int t, int which) {
-    return TOL_FACTOR * fmax(REL_FLOOR, fmax(which ? m->v_bulk[t] : m->m_bulk[t], which ? m->v_bulk_median : m->m_bulk_median));
-}
-
-bool moment_within_tol(const Run *run, int t, int which, double *ratio) {
-    const Measured *m = run->measured;
-    char name[160];
-    snprintf(name, sizeof name, "optim/%s/%s", which ? "v" : "m", m->names[t]);
-    TensorError e;
-    tensor_error(run->dump, run->ref, name, &e);
-    *ratio = e.bulk / moment_bound(m, t, which);
-    return *ratio <= 1;
-}
-
 // The sentence for an equivalence check that failed by at most a few times
 // its bound while the first step agreed: the size of the rounding that
 // machines legitimately differ by, not yet a bug.
@@ -665,9 +537,8 @@ static const char *near_rounding(double ratio, bool first_step_ok, char *buf, si
 
 // The causes of this lab whose factor `ratio` is (within 3%), joined into
 // buf ("" when none): "x2.00 the reference's, which is t = 2: ...; or dp = 2: ...".
-static const char *ratio_cause(const Grader *g, const Run *run, double ratio, const char *what, char *buf,
-                               size_t len) {
-    const LabSpec *spec = g->lab ? lab_spec(g->lab) : NULL;
+static const char *ratio_cause(const Run *run, double ratio, const char *what, char *buf, size_t len) {
+    const LabSpec *spec = run->lab;
     RatioCause causes[MAX_RATIO_CAUSES];
     int n = spec && spec->ratio_causes ? spec->ratio_causes(run, causes) : 0, found = 0;
     size_t used = 0;
@@ -698,7 +569,7 @@ void check_equivalence(Grader *g, const Run *run, int N) {
     // The words a diagnosis may use: data parallelism's (replicas, averaged
     // gradients, a unit's all-reduce) and ZeRO's shards only in the labs
     // that teach them.
-    const LabSpec *spec = g->lab ? lab_spec(g->lab) : NULL;
+    const LabSpec *spec = run->lab;
     unsigned words = spec ? spec->words : 0;
     bool dp = words & WORDS_DATA_PARALLEL, shards = words & WORDS_SHARDS;
     char fig[160], bound[160], diag[1024], near[400];
@@ -724,8 +595,8 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         if (!(e.rel <= tol)) {
             grad_bad++;
             // A gradient that is (nearly) missing: all-reduced too early, or a copy never updated.
-            double nb = sumsq(b);
-            if (nb > 0 && sumsq(a) < 1e-4 * nb) grad_stale++;
+            double nb = dump_sumsq(b);
+            if (nb > 0 && dump_sumsq(a) < 1e-4 * nb) grad_stale++;
             size_t ulen = strcspn(m->names[t], ".");
             if (!bad_unit[0]) snprintf(bad_unit, sizeof bad_unit, "%.*s", (int)ulen, m->names[t]);
             else if (strncmp(bad_unit, m->names[t], ulen) != 0 || bad_unit[ulen] != 0) one_unit = false;
@@ -787,8 +658,8 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         snprintf(worst_name, sizeof worst_name, "grad/first/%s", grad_worst);
         snprintf(worst_what, sizeof worst_what, "%s's gradients", grad_worst);
         if (grad_worst[0] && grad_bad < m->ntensors)
-            ratio_cause(g, run, frob_ratio(lab, ref, worst_name), worst_what, worst_cause, sizeof worst_cause);
-        if (ratio_cause(g, run, ratio, "the gradients", cause, sizeof cause)[0])
+            ratio_cause(run, frob_ratio(lab, ref, worst_name), worst_what, worst_cause, sizeof worst_cause);
+        if (ratio_cause(run, ratio, "the gradients", cause, sizeof cause)[0])
             snprintf(diag, sizeof diag, "%s", cause);
         else if (worst_cause[0])
             snprintf(diag, sizeof diag, "%d of %d tensors differ, the worst %s: %s", grad_bad, m->ntensors,
@@ -914,7 +785,7 @@ void check_equivalence(Grader *g, const Run *run, int N) {
         snprintf(fig, sizeof fig, "%d of %d tensors differ (worst x%.2g of bound)", mbad, 2 * m->ntensors, mworst_ratio);
         snprintf(bound, sizeof bound, "bulk rel <= %dx measured (median %.1e)", TOL_FACTOR, m->m_bulk_median);
         if ((!have_grad || !grad_ok) &&
-            ratio_cause(g, run, ratio, "AdamW's first moments (a running mean of the gradients)", cause,
+            ratio_cause(run, ratio, "AdamW's first moments (a running mean of the gradients)", cause,
                         sizeof cause)[0])
             snprintf(diag, sizeof diag, "%s", cause);
         else if (have_grad && grad_ok && mbad > 0)

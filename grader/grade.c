@@ -29,8 +29,11 @@
 
 #include "args.h"
 #include "core.h"
-#include "grade.h"
+#include "lab.h"
+#include "labs.h"
 #include "mem_cuda.h"
+#include "results.h"
+#include "rounding.h"
 #include "train.h"
 
 // ---- running commands ------------------------------------------------------
@@ -786,6 +789,7 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
             Run run;
             memset(&run, 0, sizeof run);
             run.spec = spec;
+            run.lab = lab;
             run.hidden = h == 1;
             run.seed = h == 1 ? (uint64_t)o->hidden_seed : 1337;
             snprintf(run.name, sizeof run.name, "%s seed %llu", spec->name, (unsigned long long)run.seed);

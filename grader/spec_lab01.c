@@ -3,10 +3,13 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checks.h"
 #include "comm.h"
 #include "core.h"
-#include "grade.h"
+#include "lab.h"
 #include "mem.h"
+#include "reading.h"
+#include "results.h"
 
 // ---- lab01: collectives --------------------------------------------------------
 

@@ -3,11 +3,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "checks.h"
 #include "comm.h"
 #include "core.h"
-#include "grade.h"
+#include "lab.h"
 #include "mem.h"
+#include "reading.h"
+#include "results.h"
 #include "spec_train.h"
+#include "specs.h"
 
 // ---- lab02: data parallelism ---------------------------------------------------
 

@@ -4,11 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "comm.h"
 #include "core.h"
-#include "grade.h"
+#include "lab.h"
 #include "mem.h"
+#include "reading.h"
+#include "results.h"
+#include "rounding.h"
 #include "spec_train.h"
+#include "specs.h"
 #include "zero_budget.h"
 
 // ---- lab03: ZeRO ------------------------------------------------------------

@@ -4,11 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "comm.h"
 #include "core.h"
-#include "grade.h"
+#include "lab.h"
 #include "mem.h"
+#include "reading.h"
+#include "results.h"
 #include "spec_train.h"
+#include "specs.h"
 #include "tp_layout.h"
 
 // Two blocks of lab04's default width keep the runs fast. t = 3 needs heads,

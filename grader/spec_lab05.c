@@ -4,12 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "comm.h"
 #include "core.h"
-#include "grade.h"
+#include "lab.h"
 #include "mem.h"
 #include "pp_schedule.h"
+#include "reading.h"
+#include "results.h"
 #include "spec_train.h"
+#include "specs.h"
 
 // The course's default shape (4 blocks), three steps. p = 3 cuts 4 blocks
 // unevenly; m runs from 1 (no pipelining at all) to 8 (one row each), and

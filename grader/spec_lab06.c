@@ -4,12 +4,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "comm.h"
 #include "core.h"
-#include "grade.h"
+#include "lab.h"
 #include "mem.h"
+#include "reading.h"
+#include "results.h"
 #include "sp_budget.h"
 #include "spec_train.h"
+#include "specs.h"
 #include "tp_layout.h"
 
 // Two blocks, dropout 0.1 (the lab's default). t = 3 needs a shape 3 cuts,

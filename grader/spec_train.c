@@ -8,6 +8,7 @@
 #include "comm.h"
 #include "core.h"
 #include "mem.h"
+#include "reading.h"
 
 double largest_unit_floats(const DumpFile *f) {
     double largest = 0, size = 0;

@@ -5,7 +5,8 @@
 
 #include <stdbool.h>
 
-#include "grade.h"
+#include "lab.h"
+#include "results.h"
 
 // What check_peak reads: a category's column of mem/peak (MEM_PARAMS ...),
 // the peak of the tracked total, or the independent measure of the heap.

@@ -1,7 +1,7 @@
 // verdict.h: the grader's checks, run by a lab program on its own result.
 //
 // A lab program ends by grading itself exactly as build/grade will: the
-// same checks (grader/specs.c and spec_labNN.c) on the same dump, against
+// same checks (grader/spec_labNN.c, found by labs.h) on the same dump, against
 // the same reference with the same measured tolerances. So a student's run
 // says what the grader will say, and exits non-zero when it would fail.
 #pragma once

@@ -46,11 +46,14 @@
 #include "args.h"
 #include "core.h"
 #include "dump.h"
-#include "grade.h"
+#include "lab.h"
+#include "labs.h"
 #include "mem.h"
 #include "mem_cuda.h"
 #include "ops.h"
+#include "results.h"
 #include "rng.h"
+#include "rounding.h"
 #include "train.h"
 
 // ---- tolerances ----------------------------------------------------------------
@@ -912,7 +915,7 @@ static int run_all_groups(double limit_s) {
 // is and in the yardstick's micro-batches (the rows summed in other orders,
 // by the GPU's kernels; --rounding alt changes the CPU's kernels only). The
 // GPU's plain run is then graded by the grader's own checks of build/ref
-// (grader/specs.c: losses, first gradient, final parameters and moments,
+// (grader/spec_ref.c: losses, first gradient, final parameters and moments,
 // Adam's reach, memory) against the CPU's plain run, each tolerance
 // TOL_FACTOR times the larger of the two devices' measured rounding, tensor
 // by tensor. Two negative controls follow: the same GPU run with one row of

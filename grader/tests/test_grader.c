@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grade.h"
+#include "checks.h"
+#include "lab.h"
 #include "pp_schedule.h"
+#include "results.h"
+#include "rounding.h"
 #include "spec_train.h"
 #include "testutil.h"
 

@@ -1,0 +1,63 @@
+// spec_ref.c: build/ref graded against itself, the grader's own yardstick:
+// build/ref with micro-batches must pass as "the same training" as build/ref
+// without, and a run with one parameter off (the --perturb self-test) must
+// not.
+#include <stdio.h>
+#include <string.h>
+
+#include "checks.h"
+#include "core.h"
+#include "dump.h"
+#include "lab.h"
+#include "mem.h"
+#include "reading.h"
+#include "results.h"
+#include "spec_train.h"
+
+// (The GPU's training against the CPU's is build/gpu_check --training, which
+// measures the GPU's own rounding too: the CPU's yardstick alone does not
+// cover cuBLAS's order of summation or the GPU's exp.)
+static const RunSpec REF_RUNS[] = {
+    {"micro4", 1, "--steps 8 --micro 4 --device cpu", true, false},
+    {"micro8-small", 1, "--steps 6 --micro 8 --layers 2 --dim 64 --heads 4 --seq 32 --device cpu", false, false},
+};
+
+static const char *ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
+    (void)lab;
+    // The same flags without the micro-batches, on the CPU.
+    const char *f = run->spec->flags;
+    const char *micro = strstr(f, "--micro ");
+    size_t head = micro ? (size_t)(micro - f) : strlen(f);
+    const char *tail = micro ? strchr(micro + 8, ' ') : "";
+    snprintf(buf, len, "%.*s%s --seed %llu", (int)head, f, tail ? tail : "", (unsigned long long)run->seed);
+    char *cuda = strstr(buf, "--device cuda");
+    if (cuda) memcpy(cuda, "--device cpu ", 13);
+    return buf;
+}
+
+static void ref_check(Grader *g, const LabSpec *lab, const Run *run) {
+    (void)lab;
+    if (!check_ran(g, run, true)) return;
+    check_equivalence(g, run, 1);
+    // Memory: fp32 AdamW holds 4 bytes of parameters, 4 of gradients and 8
+    // of moments per parameter, measured.
+    double psi = count_params(run->dump);
+    static const char *const kept = "something is kept twice, or a buffer is not freed after use (or is "
+                                    "allocated again every step)";
+    check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * psi, "4 bytes per parameter (4 psi)", kept);
+    check_peak(g, run, MEM_GRADS, "GRADS", 4 * psi, "4 psi", kept);
+    check_peak(g, run, MEM_OPTIM, "OPTIM", 8 * psi, "8 psi (AdamW's two moments)", kept);
+    const DumpArray *measured = dump_find(run->dump, "mem/measured_peak");
+    double seen = measured ? dump_get(measured, 0) : 0;
+    char fig[64], bound[64], b[32];
+    snprintf(fig, sizeof fig, "%s", core_fmt_bytes(seen, b, sizeof b));
+    snprintf(bound, sizeof bound, ">= 16 psi = %s", core_fmt_bytes(16 * psi, b, sizeof b));
+    grade_check(g, run, "measured heap covers the tensors", seen >= 16 * psi, fig, bound,
+                "the independent measure saw less than the tensors: the allocator is not wrapped");
+}
+
+const LabSpec LAB_REF = {
+    .id = "ref", .dir = ".", .student_file = "", .program = "ref", .solution = "ref",
+    .runs = REF_RUNS, .nruns = sizeof REF_RUNS / sizeof REF_RUNS[0],
+    .ref_flags = ref_flags, .check = ref_check,
+};
