@@ -185,6 +185,7 @@ done
 for np in 1 3; do
     run "test_report np=$np" 120 "${MPIRUN[@]}" -np "$np" build/tests/test_report
 done
+run "the grader's include graph has no cycle (scripts/include-graph.py grader)" 30 python3 scripts/include-graph.py grader
 run "test_trace np=3" 120 "${MPIRUN[@]}" -np 3 build/tests/test_trace
 run "test_watchdog" 180 build/tests/test_watchdog
 # The GPU path: every op on the GPU against the CPU's (make gpu-check runs
