@@ -349,12 +349,13 @@ void harness_print_memory(Comm *c, const MemReport *report) {
 }
 
 void harness_trace_write(Comm *c) {
-    // Every rank takes part, traced or not (--trace is every rank's flag).
+    // --trace is every rank's flag: all ranks gather, or none does. The path
+    // is copied because taking the spans ends tracing (trace_path() is NULL then).
     char *path = trace_path() ? strdup(trace_path()) : NULL;
     if (!path) return;
-    size_t len;
-    char *mine = trace_take_json(comm_rank(c), &len);
     int rank = comm_rank(c);
+    size_t len;
+    char *mine = trace_take_json(rank, &len);
     size_t *lens = rank == 0 ? malloc((size_t)comm_size(c) * sizeof *lens) : NULL;
     char *all = comm_gather_host(c, mine, len, 0, lens);
     if (rank == 0) {
