@@ -40,7 +40,7 @@ void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp) {
     tp->Ht = w1.count;
     tp->Cw = w2.kind == TP_COLUMNS ? w2.count : tp->C;
     tp->v0 = wte.first, tp->nv = wte.count;
-    tp->h0 = lm.first, tp->nh = lm.count;
+    tp->lm0 = lm.first, tp->nlm = lm.count;
 }
 
 // ---- activations ------------------------------------------------------------------
@@ -87,7 +87,7 @@ void tpm_alloc_acts(TpModel *tm, int B, int T) {
     tm->lnf_mean = acts(M, "lnf mean");
     tm->lnf_rstd = acts(M, "lnf rstd");
     tm->losses = acts(M, "losses");
-    tm->head.logits = acts(M * tp->nh, "logits (this rank's columns)");
+    tm->head.logits = acts(M * tp->nlm, "logits (this rank's columns)");
     tm->head.mx = acts(M, "row max");
     tm->head.sumexp = acts(M, "sum of exp");
     tm->head.target_logit = acts(M, "target logit");
@@ -101,7 +101,7 @@ void tpm_alloc_acts(TpModel *tm, int B, int T) {
     for (int i = 0; i < 2; i++) s->ht[i] = acts(M * tp->Ht, "scratch");
     for (int i = 0; i < 2; i++) s->wide[i] = tp->naive ? acts(4 * MC, "scratch") : NULL;
     for (int i = 0; i < 2; i++) s->c[i] = acts(MC, "scratch");
-    s->logits = acts(M * tp->nh, "scratch");
+    s->logits = acts(M * tp->nlm, "scratch");
     s->ids = mem_alloc(M * sizeof(int), MEM_ACTS, "scratch ids");
 }
 
@@ -397,7 +397,7 @@ TpProbe tpm_probe(TpModel *tm) {
     mem_to_host(hmx, tm->head.mx, (size_t)R * sizeof(float));
     mem_to_host(hse, tm->head.sumexp, (size_t)R * sizeof(float));
     mem_to_host(htl, tm->head.target_logit, (size_t)R * sizeof(float));
-    int cols[2] = {tp->h0, tp->nh}, *all_cols = malloc(2 * (size_t)tp->t * sizeof *all_cols);
+    int cols[2] = {tp->lm0, tp->nlm}, *all_cols = malloc(2 * (size_t)tp->t * sizeof *all_cols);
     comm_all_gather_host(tp->group, cols, sizeof cols, all_cols);
     const GptTensor *lm = &m->units[u].tensors[2];
     double worst = 0;
@@ -414,15 +414,15 @@ TpProbe tpm_probe(TpModel *tm) {
         // the whole row's maximum and against their own.
         double s = 0, s_largest = 0, s_own = 0, own_mx = mx, unshifted = 0, target = row[ht[i]];
         for (int q = 0; q < tp->t; q++) {
-            int h0 = all_cols[2 * q], nh = all_cols[2 * q + 1];
+            int lm0 = all_cols[2 * q], nlm = all_cols[2 * q + 1];
             double qmx = -INFINITY, sq = 0, sq_own = 0;
-            for (int v = h0; v < h0 + nh; v++) qmx = fmax(qmx, row[v]);
-            for (int v = h0; v < h0 + nh; v++) sq += exp(row[v] - mx), sq_own += exp(row[v] - qmx);
+            for (int v = lm0; v < lm0 + nlm; v++) qmx = fmax(qmx, row[v]);
+            for (int v = lm0; v < lm0 + nlm; v++) sq += exp(row[v] - mx), sq_own += exp(row[v] - qmx);
             s += sq, s_largest = fmax(s_largest, sq), s_own += sq_own;
             if (q == tp->r) own_mx = qmx;
-            if (ht[i] < nh) unshifted += row[h0 + ht[i]];   // its id read as a place among q's columns
+            if (ht[i] < nlm) unshifted += row[lm0 + ht[i]];   // its id read as a place among q's columns
         }
-        double held = ht[i] >= tp->h0 && ht[i] < tp->h0 + tp->nh ? target : 0;
+        double held = ht[i] >= tp->lm0 && ht[i] < tp->lm0 + tp->nlm ? target : 0;
         double want = log(s) + mx - target;
         worst = fmax(worst, fabs(hl[i] - want) / (1 + fabs(want)));
         if (!(hl[i] == hl[i])) worst = INFINITY;

@@ -58,7 +58,7 @@ typedef struct {
     int ce_max;      // the row maximum: 1 this rank's columns' own; 2 wrong otherwise
     int ce_sumexp;   // the sum of exponentials: 1 the ranks' sums combined by their maximum, not
                      // added; 2 each rank's taken against its own maximum, added; 3 wrong otherwise
-    int ce_target;   // the target's logit: 1 picked at its id in every rank's columns (no h0),
+    int ce_target;   // the target's logit: 1 picked at its id in every rank's columns (no lm0),
                      // summed; 2 on the rank that holds it only, not summed; 3 wrong otherwise
 } TpProbe;
 TpProbe tpm_probe(TpModel *tm);

@@ -19,7 +19,7 @@ static float *fl(size_t n, const char *name) { return mem_alloc_floats(n, g_cat,
 static int *ints(size_t n, const char *name) { return mem_alloc(n * sizeof(int), g_cat, name); }
 
 static void alloc_layers(const Sp *sp, TpLayerActs *a) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     size_t M = (size_t)tp->B * tp->T;
     a->q = fl(M * tp->Ct, "q");
     a->k = fl(M * tp->Ct, "k");
@@ -36,7 +36,7 @@ static void free_layers(TpLayerActs *a) {
 }
 
 static void alloc_on(const Sp *sp, SpBlockActs *a) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     size_t Mt = (size_t)tp->B * sp->Tt, M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
     a->ln1_mean = fl(Mt, "ln1 mean");
     a->ln1_rstd = fl(Mt, "ln1 rstd");
@@ -55,7 +55,7 @@ static void free_on(SpBlockActs *a) {
 }
 
 static void alloc_off(const Sp *sp, TpBlockActsOff *a) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     size_t M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
     a->ln1 = fl(M * C, "ln1");
     a->ln1_mean = fl(M, "ln1 mean");
@@ -92,12 +92,12 @@ static double measure_layer(const SpModel *sm, bool on) {
 
 static void alloc_scratch(SpModel *sm) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     size_t M = (size_t)tp->B * tp->T, Mt = (size_t)tp->B * sp->Tt, C = (size_t)tp->C;
     for (int i = 0; i < 4; i++) tp->ct[i] = fl(M * tp->Ct, "scratch");
     tp->att = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "scratch");
     for (int i = 0; i < 2; i++) tp->ht[i] = fl(M * tp->Ht, "scratch");
-    tp->dlogits = fl(M * tp->nh, "scratch");
+    tp->dlogits = fl(M * tp->nlm, "scratch");
     tp->ids = ints(M, "scratch ids");
     for (int i = 0; i < 2; i++) sp->s.whole[i] = fl(M * C, "scratch");
     for (int i = 0; i < 2; i++) sp->s.local[i] = fl(Mt * C, "scratch");
@@ -111,7 +111,7 @@ static void alloc_scratch(SpModel *sm) {
 void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
     memset(sm, 0, sizeof *sm);
     sm->m = m, sm->sp = sp, sm->on = on, sm->nunits = m->nunits;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     tp_layout_make(&sm->L, m, tp->group, tpg_split, tp, false, "the given split of tp_given.c");
     tpg_sizes(tp, &sm->L);
     sm->layer_bytes[0] = measure_layer(sm, false);
@@ -137,7 +137,7 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
     h->lnf_mean = fl(rows, "lnf mean");
     h->lnf_rstd = fl(rows, "lnf rstd");
     h->lnf_all = fl(M * C, "lnf, all-gathered");
-    h->ce.logits = fl(M * tp->nh, "logits (this rank's columns)");
+    h->ce.logits = fl(M * tp->nlm, "logits (this rank's columns)");
     h->ce.mx = fl(M, "row max");
     h->ce.sumexp = fl(M, "sum of exp");
     h->ce.target_logit = fl(M, "target logit");
@@ -148,7 +148,7 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
 
 void spm_free(SpModel *sm) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     for (int l = 0; l < sm->m->cfg.L; l++) {
         if (sm->on) free_on(&sm->acts[l]);
         else free_off(&sm->off[l]);
@@ -189,7 +189,7 @@ static DropoutKey key_off(const Sp *sp, int layer, int site) {
 static void half_off(SpModel *sm, bool mlp, TpBlockActsOff *a, const GptBlockView *p, const float *x, float *x_out,
                      int u) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const int M = tp->B * tp->T, C = tp->C;
     float *ln = mlp ? a->ln2 : a->ln1;
     ops_layernorm_forward(ln, mlp ? a->ln2_mean : a->ln1_mean, mlp ? a->ln2_rstd : a->ln1_rstd, x,
@@ -208,7 +208,7 @@ static void half_off(SpModel *sm, bool mlp, TpBlockActsOff *a, const GptBlockVie
 static void half_off_backward(SpModel *sm, bool mlp, TpBlockActsOff *a, const GptBlockView *p, GptBlockView *g,
                               const float *x, const float *dout, float *dx, int u) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const int M = tp->B * tp->T, C = tp->C;
     const float *db = dout;
     if (sp->dropout > 0) {
@@ -238,7 +238,7 @@ static void block_off_backward(SpModel *sm, int u, TpBlockActsOff *a, const GptB
 
 static void embed_off(SpModel *sm, const GptEmbedView *p) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const size_t MC = (size_t)tp->B * tp->T * tp->C;
     float *x = sp->dropout > 0 ? sm->branch : sm->stream[1];
     tpg_embed_forward(tp, p, sm->tokens, x);
@@ -249,7 +249,7 @@ static void embed_off(SpModel *sm, const GptEmbedView *p) {
 
 static void embed_off_backward(SpModel *sm, GptEmbedView *g) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const float *d = sm->dstream[1];
     if (sp->dropout > 0) {
         ops_fill(sm->branch, 0, (size_t)tp->B * tp->T * tp->C);
@@ -261,7 +261,7 @@ static void embed_off_backward(SpModel *sm, GptEmbedView *g) {
 }
 
 static void head_off(SpModel *sm, const GptHeadView *p) {
-    Tp *tp = &sm->sp->tp;
+    TpShard *tp = &sm->sp->tp;
     SpHeadActs *h = &sm->head;
     ops_layernorm_forward(h->lnf_all, h->lnf_mean, h->lnf_rstd, sm->stream[sm->nunits - 1], p->lnfw, p->lnfb,
                           tp->B * tp->T, tp->C);
@@ -269,7 +269,7 @@ static void head_off(SpModel *sm, const GptHeadView *p) {
 }
 
 static void head_off_backward(SpModel *sm, const GptHeadView *p, GptHeadView *g) {
-    Tp *tp = &sm->sp->tp;
+    TpShard *tp = &sm->sp->tp;
     SpHeadActs *h = &sm->head;
     const size_t MC = (size_t)tp->B * tp->T * tp->C;
     ops_fill(sm->dln, 0, MC);
@@ -358,7 +358,7 @@ static float *on_device(const float *host, size_t n) {
 
 // ||got - want|| / ||want|| over this rank's tokens, want whole (B, T, C).
 static double local_error(const Sp *sp, const float *got_dev, const float *want) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     size_t run = (size_t)sp->Tt * tp->C, n = (size_t)tp->B * run;
     float *got = malloc(n * sizeof *got);
     mem_to_host(got, got_dev, n * sizeof(float));
@@ -386,7 +386,7 @@ typedef struct {
 // tokens; the errors of the latter's mid, output and input gradient.
 static BlockError probe_block(SpModel *sm, float *params, const float *x, const float *dout) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const int T = tp->T, C = tp->C, r = tp->r;
     const size_t MC = (size_t)tp->B * T * C, run = (size_t)sp->Tt * C, local = (size_t)tp->B * run;
     float *g_on = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
@@ -431,7 +431,7 @@ static int or_over(Comm *c, int bits) {
 
 SpProbe spm_probe(SpModel *sm) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     SpProbe pr = {0};
     const int B = tp->B, T = tp->T, C = tp->C, Tt = sp->Tt, r = tp->r;
     const size_t M = (size_t)B * T, MC = M * C, run = (size_t)Tt * C, local = (size_t)B * run;
