@@ -20,6 +20,7 @@
 #include "comm.h"
 #include "gpt.h"
 #include "tp_layout.h"
+#include "tp_net.h"
 
 // How a tensor is cut over the t ranks of the group: TpSplit, in
 // common/tp_layout.h (TP_REPLICATED, or TP_ROWS / TP_COLUMNS with the first
@@ -76,14 +77,10 @@ typedef struct {
     float *hg_all;        // (M, 4C) the naive MLP: the hidden activations, all-gathered
 } TpBlockActs;
 
-// What the head keeps: this rank's logits and the cross-entropy's parts.
-typedef struct {
-    float *logits;        // (M, nlm) the logits of this rank's vocabulary columns
-    float *mx;            // (M) the row maximum over the WHOLE vocabulary
-    float *sumexp;        // (M) sum over the whole vocabulary of exp(logit - mx)
-    float *target_logit;  // (M) the target's logit
-    int *target_ids;      // (M) targets inside [lm0, lm0 + nlm), minus lm0; -1 elsewhere
-} TpHeadActs;
+// What the head keeps: TpHeadActs, in common/tp_net.h: this rank's logits
+// (M, nlm); over the whole vocabulary, each row's maximum mx, its sum of
+// exp(logit - mx) and the target's logit (M); the targets' places among
+// this rank's columns, target_ids (M).
 
 // ---- the student's functions (tp.c), in the order of the TODOs --------------
 
