@@ -15,6 +15,7 @@
 #include "comm.h"
 #include "gpt.h"
 #include "tp_layout.h"
+#include "tp_net.h"
 
 // This rank's shard of the split layers: the group, the sizes of the parts
 // it holds (tpg_sizes), and the layers' scratch.
@@ -42,13 +43,6 @@ typedef struct {
     float *h, *hg;          // (M, Ht)
 } TpLayerActs;
 
-// What the vocabulary-parallel cross-entropy keeps.
-typedef struct {
-    float *logits;          // (M, nlm)
-    float *mx, *sumexp, *target_logit;   // (M)
-    int *target_ids;        // (M)
-} TpHeadActs;
-
 // Megatron's cut of every tensor (lab04's tp_split): attention by whole
 // heads, mlp.w1 by columns and mlp.w2 by rows, embed.wte by vocabulary rows,
 // head.lm_head by vocabulary columns; the rest replicated. ctx: the TpShard.
@@ -71,7 +65,9 @@ void tpg_embed_forward(TpShard *tp, const GptEmbedView *p, const int *tokens, fl
 void tpg_embed_backward(TpShard *tp, GptEmbedView *g, const int *tokens, const float *dout);
 // The vocabulary-parallel cross-entropy on x (M, C) whole: losses (M) on
 // every rank (its own all-reduces of the row maximum, the sum of exponentials
-// and the target's logit inside). Backward: dx (M, C) this rank's partial sum.
+// and the target's logit inside), its parts kept in a (TpHeadActs,
+// common/tp_net.h: the same as lab04's). Backward: dx (M, C) this rank's
+// partial sum.
 void tpg_head_forward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
                       float *losses);
 void tpg_head_backward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx);
