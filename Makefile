@@ -265,8 +265,9 @@ test-run: all
 grade: all
 	$(BUILD)/grade
 
-# The tree students get: everything tracked by git but the solutions and the
-# grader's mutants. LABS="lab01 lab02" packs only those labs (an instructor
+# The tree students get: everything tracked by git but the solutions, the
+# grader's mutants and its adversarial submissions (each a solution with one
+# cheat in it). LABS="lab01 lab02" packs only those labs (an instructor
 # releasing them one at a time: lab06 gives lab04's answer away); the
 # default is every lab. The release's grader grades the labs it holds.
 RELEASE ?= dist/parallelism-labs-student.tar.gz
@@ -274,7 +275,7 @@ LABS ?=
 student-release:
 	@for l in $(LABS); do ls -d $${l}_*/ > /dev/null 2>&1 || { echo "LABS: there is no $$l (the labs: $(foreach d,$(LAB_DIRS),$(call lab_id,$(d))))"; exit 2; }; done
 	@mkdir -p $(dir $(RELEASE))
-	git ls-files | grep -v -E '^(lab[0-9][0-9]_[^/]*/solution/|grader/mutants/)' | \
+	git ls-files | grep -v -E '^(lab[0-9][0-9]_[^/]*/solution/|grader/mutants/|grader/tests/adversarial/)' | \
 	  awk -v labs="$(LABS)" 'BEGIN { n = split(labs, l, " "); for (i = 1; i <= n; i++) keep[l[i]] = 1 } \
 	    n && /^lab[0-9][0-9]_/ && !(substr($$0, 1, 5) in keep) { next } { print }' | \
 	  tar --transform 's,^,parallelism-labs/,' -czf $(RELEASE) -T -

@@ -106,7 +106,7 @@ static void check_probe(Grader *g, const Run *run, int t) {
         tl = (int)dump_scalar(d, "tp/probe/ce_target", 3);
     static const char *const mx_is[] = {"right", "local", "wrong"};
     static const char *const se_is[] = {"right", "by COMM_MAX", "local maxima", "wrong"};
-    static const char *const tl_is[] = {"right", "no h0", "not summed", "wrong"};
+    static const char *const tl_is[] = {"right", "no lm0", "not summed", "wrong"};
     int n = snprintf(fig, sizeof fig, "rel. error %.1e", ce);
     if (mx || se || tl)
         snprintf(fig + n, sizeof fig - n, ": max %s, sum %s, target %s", mx_is[mx < 0 || mx > 2 ? 2 : mx],
@@ -122,14 +122,14 @@ static void check_probe(Grader *g, const Run *run, int t) {
               "(ops_row_max), then the largest over the group (comm_all_reduce with COMM_MAX)"
         : tl == 1
             ? "the target's logit was looked up without this rank's vocabulary offset: rank r's columns hold the ids "
-              "[h0, h0 + nh), so the target's place among them is its id minus h0 (ops_vocab_ids with tp->h0), "
+              "[lm0, lm0 + nlm), so the target's place among them is its id minus lm0 (ops_vocab_ids with tp->lm0), "
               "and no place (-1) where another rank holds it"
         : tl == 2
             ? "the target's logit is left only on the rank whose columns hold it: sum it over the group "
               "(comm_all_reduce_sum; the other ranks give 0) before the loss"
         : tl != 0
             ? "the target's logit (a->target_logit) is not the target's: pick it on the rank whose columns hold it "
-              "(ops_vocab_ids with tp->h0, ops_pick) and sum it over the group"
+              "(ops_vocab_ids with tp->lm0, ops_pick) and sum it over the group"
         : se == 1
             ? "the row maximum is right, but the sum of exponentials is the largest of the ranks' sums, not their "
               "total: it was all-reduced with COMM_MAX; each rank's sum covers its own columns only, and the whole "

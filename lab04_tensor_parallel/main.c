@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
              .NH = a.heads, .V = a.vocab};
     TpModel tm;
     tpm_layout(&tm, model, &tp);
-    tm.dropout = (float)a.dropout;
+    tm.net.dropout = (float)a.dropout;
     mem_reset_peaks();
     tpm_alloc_acts(&tm, rows, a.seq);
     // What the split model's activations and scratch take, allocated by the
@@ -132,13 +132,13 @@ int main(int argc, char **argv) {
         for (int u = 0; u < tm.nunits; u++) mem_zero(grads[u], tm.L.size[u] * sizeof(float));
         for (int u = 0; u < tm.nunits; u++) {
             trace_begin(model->units[u].name, "forward");
-            tpm_unit_forward(&tm, u, params[u]);
+            tp_net_unit_forward(&tm.net, u, params[u]);
             trace_end();
         }
         double loss = tpm_loss(&tm);
         for (int u = tm.nunits - 1; u >= 0; u--) {
             trace_begin(model->units[u].name, "backward");
-            tpm_unit_backward(&tm, u, params[u], grads[u]);
+            tp_net_unit_backward(&tm.net, u, params[u], grads[u]);
             trace_end();
         }
         // Data parallelism across the groups: the same part of the model on

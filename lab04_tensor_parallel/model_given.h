@@ -1,10 +1,10 @@
 // model_given.h: the model around the student's split layers (given; the
 // student does not edit it). The harness lays each rank's part of every
 // unit out as tp_split says, initialises it as the same slice of the
-// single-device model, runs the units forward and backward (LayerNorm,
-// residual adds and dropout here, the split layers in tp.c), probes the
-// student's layers on their own, and gathers the parts back into whole
-// units for the dump.
+// single-device model, runs the units forward and backward (common/tp_net.c
+// does the LayerNorms, residual adds and dropout, around the split layers of
+// tp.c), probes the student's layers on their own, and gathers the parts
+// back into whole units for the dump.
 #pragma once
 
 #include <stdbool.h>
@@ -12,22 +12,20 @@
 
 #include "gpt.h"
 #include "tp.h"
+#include "tp_net.h"
 
 typedef struct {
     const Gpt *m;          // the whole model: shapes, initialisation, dropout seed
     Tp *tp;
     TpLayout L;            // this rank's parts of every unit (common/tp_layout.h)
     int nunits;
-    // Activations: the harness's own, and the student's (tp.h).
-    int *tokens, *targets;           // (M) on the device
-    float **stream, **dstream;       // (nunits + 1) of (M, C)
-    float **ln1, **ln1_mean, **ln1_rstd, **mid, **ln2, **ln2_mean, **ln2_rstd;   // (L) per block
-    TpBlockActs *acts;               // (L)
+    // The model around the student's layers (common/tp_net.h): its order,
+    // LayerNorms, residual adds and dropout, its activations (net.dropout:
+    // the probability).
+    TpNet net;
+    // What the student's layers keep (tp.h).
+    TpBlockActs *acts;     // (L)
     TpHeadActs head;
-    float *lnf, *lnf_mean, *lnf_rstd, *losses;
-    float *branch, *branch2, *dln;   // (M, C) scratch
-    int step, row0;                  // for dropout: the step and the global row of local row 0
-    float dropout;
 } TpModel;
 
 // Lay this rank's parts out as tp_split says (checked over the group:
@@ -40,8 +38,8 @@ void tpm_free(TpModel *tm);
 
 // The batch: x, y (B, T) host tokens; dropout keyed by step and row0.
 void tpm_set_batch(TpModel *tm, const int *x, const int *y, int step, int row0, float loss_scale);
-void tpm_unit_forward(TpModel *tm, int u, float *params);
-void tpm_unit_backward(TpModel *tm, int u, float *params, float *grads);
+// Unit u forward and backward: tp_net_unit_forward(&tm->net, ...) and
+// tp_net_unit_backward (common/tp_net.h).
 double tpm_loss(const TpModel *tm);   // the mean loss over this rank's B T tokens
 
 // The student's layers on their own, before training, on random parameters
@@ -58,7 +56,7 @@ typedef struct {
     int ce_max;      // the row maximum: 1 this rank's columns' own; 2 wrong otherwise
     int ce_sumexp;   // the sum of exponentials: 1 the ranks' sums combined by their maximum, not
                      // added; 2 each rank's taken against its own maximum, added; 3 wrong otherwise
-    int ce_target;   // the target's logit: 1 picked at its id in every rank's columns (no h0),
+    int ce_target;   // the target's logit: 1 picked at its id in every rank's columns (no lm0),
                      // summed; 2 on the rank that holds it only, not summed; 3 wrong otherwise
 } TpProbe;
 TpProbe tpm_probe(TpModel *tm);

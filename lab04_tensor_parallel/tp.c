@@ -141,7 +141,7 @@ void tp_embed_backward(Tp *tp, TpEmbedView *g, const int *tokens, const float *d
 void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const float *x, const int *targets,
                      float *losses) {
     lab_todo(__func__);
-    // TODO(lab04): the logits of this rank's nh vocabulary columns only;
+    // TODO(lab04): the logits of this rank's nlm vocabulary columns only;
     // loss = log sum_v exp(l_v - mx) + mx - l_target, with the row maximum,
     // the sum of exponentials and the target's logit each combined over the
     // group (which one first, and why?).

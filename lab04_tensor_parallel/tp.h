@@ -20,6 +20,7 @@
 #include "comm.h"
 #include "gpt.h"
 #include "tp_layout.h"
+#include "tp_net.h"
 
 // How a tensor is cut over the t ranks of the group: TpSplit, in
 // common/tp_layout.h (TP_REPLICATED, or TP_ROWS / TP_COLUMNS with the first
@@ -34,7 +35,7 @@ typedef struct {
     float *ht[2];     // (M, Ht) each: the MLP's hidden gradients
     float *wide[2];   // (M, 4C) each: the naive MLP's gathers and their gradients
     float *c[2];      // (M, C) each
-    float *logits;    // (M, nh): the gradient of this rank's logits
+    float *logits;    // (M, nlm): the gradient of this rank's logits
     int *ids;         // (M): token ids inside this rank's vocabulary range (ops_vocab_ids)
 } TpScratch;
 
@@ -49,7 +50,7 @@ typedef struct {
     int Ht;           // the MLP's hidden width: mlp.w1's columns
     int Cw;           // the naive MLP: mlp.w2's columns
     int v0, nv;       // embed.wte's rows: the token ids this rank's embedding holds
-    int h0, nh;       // head.lm_head's columns: the token ids of this rank's logits
+    int lm0, nlm;     // head.lm_head's columns: the token ids of this rank's logits
     float loss_scale; // the gradient of the loss is scaled by this (1 / tokens averaged over)
     TpScratch s;
 } Tp;
@@ -62,7 +63,7 @@ typedef struct {
 //          w1, b1: the MLP's first matrix, column-parallel;
 //          w2: row-parallel, b2 replicated (naive: w2 by columns, b2 with them);
 //   embed: wte (nv, C) this rank's rows of the token embeddings; wpe (T, C) replicated;
-//   head:  lnfw, lnfb (C) replicated; lm_head (C, nh) this rank's columns.
+//   head:  lnfw, lnfb (C) replicated; lm_head (C, nlm) this rank's columns.
 typedef GptBlockView TpBlockView;
 typedef GptEmbedView TpEmbedView;
 typedef GptHeadView TpHeadView;
@@ -76,14 +77,10 @@ typedef struct {
     float *hg_all;        // (M, 4C) the naive MLP: the hidden activations, all-gathered
 } TpBlockActs;
 
-// What the head keeps: this rank's logits and the cross-entropy's parts.
-typedef struct {
-    float *logits;        // (M, nh) the logits of this rank's vocabulary columns
-    float *mx;            // (M) the row maximum over the WHOLE vocabulary
-    float *sumexp;        // (M) sum over the whole vocabulary of exp(logit - mx)
-    float *target_logit;  // (M) the target's logit
-    int *target_ids;      // (M) targets inside [h0, h0 + nh), minus h0; -1 elsewhere
-} TpHeadActs;
+// What the head keeps: TpHeadActs, in common/tp_net.h: this rank's logits
+// (M, nlm); over the whole vocabulary, each row's maximum mx, its sum of
+// exp(logit - mx) and the target's logit (M); the targets' places among
+// this rank's columns, target_ids (M).
 
 // ---- the student's functions (tp.c), in the order of the TODOs --------------
 

@@ -1,15 +1,15 @@
 // model_given.c: lab06's model (model_given.h).
 #include "model_given.h"
 
-#include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm.h"
 #include "core.h"
 #include "mem.h"
 #include "ops.h"
-#include "rng.h"
+#include "tp_net.h"
+#include "tp_probe.h"
 
 // ---- activations ---------------------------------------------------------------------
 
@@ -19,7 +19,7 @@ static float *fl(size_t n, const char *name) { return mem_alloc_floats(n, g_cat,
 static int *ints(size_t n, const char *name) { return mem_alloc(n * sizeof(int), g_cat, name); }
 
 static void alloc_layers(const Sp *sp, TpLayerActs *a) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     size_t M = (size_t)tp->B * tp->T;
     a->q = fl(M * tp->Ct, "q");
     a->k = fl(M * tp->Ct, "k");
@@ -36,7 +36,7 @@ static void free_layers(TpLayerActs *a) {
 }
 
 static void alloc_on(const Sp *sp, SpBlockActs *a) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     size_t Mt = (size_t)tp->B * sp->Tt, M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
     a->ln1_mean = fl(Mt, "ln1 mean");
     a->ln1_rstd = fl(Mt, "ln1 rstd");
@@ -54,23 +54,15 @@ static void free_on(SpBlockActs *a) {
     free_layers(&a->layers);
 }
 
-static void alloc_off(const Sp *sp, TpBlockActsOff *a) {
-    const Tp *tp = &sp->tp;
-    size_t M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
-    a->ln1 = fl(M * C, "ln1");
-    a->ln1_mean = fl(M, "ln1 mean");
-    a->ln1_rstd = fl(M, "ln1 rstd");
-    a->mid = fl(M * C, "residual mid");
-    a->ln2 = fl(M * C, "ln2");
-    a->ln2_mean = fl(M, "ln2 mean");
-    a->ln2_rstd = fl(M, "ln2 rstd");
-    alloc_layers(sp, &a->layers);
+static void alloc_off(const Sp *sp, TpNetBlock *k, TpLayerActs *layers) {
+    tp_net_block_alloc(k, (size_t)sp->tp.B * sp->tp.T, sp->tp.C, g_cat);
+    k->layers = layers;
+    alloc_layers(sp, layers);
 }
 
-static void free_off(TpBlockActsOff *a) {
-    float *all[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->mid, a->ln2, a->ln2_mean, a->ln2_rstd};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
-    free_layers(&a->layers);
+static void free_off(TpNetBlock *k) {
+    tp_net_block_free(k);
+    free_layers(k->layers);
 }
 
 // One block's kept activations and its input (a residual stream), measured
@@ -80,9 +72,10 @@ static double measure_layer(const SpModel *sm, bool on) {
     size_t before = mem_live(MEM_ACTS), stream = (size_t)sp->tp.B * (on ? sp->Tt : sp->tp.T) * sp->tp.C;
     float *x = fl(stream, "block input");
     SpBlockActs a;
-    TpBlockActsOff b;
+    TpNetBlock b;
+    TpLayerActs layers;
     if (on) alloc_on(sp, &a);
-    else alloc_off(sp, &b);
+    else alloc_off(sp, &b, &layers);
     double bytes = (double)(mem_live(MEM_ACTS) - before);
     if (on) free_on(&a);
     else free_off(&b);
@@ -92,26 +85,109 @@ static double measure_layer(const SpModel *sm, bool on) {
 
 static void alloc_scratch(SpModel *sm) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     size_t M = (size_t)tp->B * tp->T, Mt = (size_t)tp->B * sp->Tt, C = (size_t)tp->C;
     for (int i = 0; i < 4; i++) tp->ct[i] = fl(M * tp->Ct, "scratch");
     tp->att = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "scratch");
     for (int i = 0; i < 2; i++) tp->ht[i] = fl(M * tp->Ht, "scratch");
-    tp->dlogits = fl(M * tp->nh, "scratch");
+    tp->dlogits = fl(M * tp->nlm, "scratch");
     tp->ids = ints(M, "scratch ids");
     for (int i = 0; i < 2; i++) sp->s.whole[i] = fl(M * C, "scratch");
     for (int i = 0; i < 2; i++) sp->s.local[i] = fl(Mt * C, "scratch");
     sp->s.blocks = fl(M * C, "scratch");
-    sm->branch = fl(M * C, "scratch");
-    sm->branch2 = fl(M * C, "scratch");
-    sm->dln = fl(M * C, "scratch");
+    sm->net.branch = fl(M * C, "scratch");
+    sm->net.branch2 = fl(M * C, "scratch");
+    sm->net.dln = fl(M * C, "scratch");
     sm->partial = fl(M * C, "scratch");
 }
+
+// ---- --sp off: tensor parallelism alone, every token on every rank ---------------------
+
+// The given split layers with Megatron's f and g around them, as the
+// composition calls them (common/tp_net.h): g all-reduces a row-parallel
+// layer's partial sums, then the bias after the layer is added once; f's
+// backward all-reduces the input gradient's partial sums.
+
+static void g_forward(TpShard *tp, float *out, const float *bias) {
+    comm_all_reduce_sum(tp->group, out, (size_t)tp->B * tp->T * tp->C);
+    if (bias) ops_add_bias(out, bias, tp->B * tp->T, tp->C);
+}
+
+static void f_backward(TpShard *tp, float *dx) {
+    comm_all_reduce_sum(tp->group, dx, (size_t)tp->B * tp->T * tp->C);
+}
+
+static void attention_fg(void *tp, void *a, const GptBlockView *p, const float *x, float *out) {
+    tpg_attention_forward(tp, a, p, x, out);
+    g_forward(tp, out, p->bo);
+}
+
+static void attention_fg_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const float *x,
+                                  const float *dout, float *dx) {
+    TpShard *tp = ctx;
+    ops_bias_backward(g->bo, dout, tp->B * tp->T, tp->C);   // the same on every rank
+    tpg_attention_backward(tp, a, p, g, x, dout, dx);
+    f_backward(tp, dx);
+}
+
+static void mlp_fg(void *tp, void *a, const GptBlockView *p, const float *x, float *out) {
+    tpg_mlp_forward(tp, a, p, x, out);
+    g_forward(tp, out, p->b2);
+}
+
+static void mlp_fg_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const float *x,
+                            const float *dout, float *dx) {
+    TpShard *tp = ctx;
+    ops_bias_backward(g->b2, dout, tp->B * tp->T, tp->C);
+    tpg_mlp_backward(tp, a, p, g, x, dout, dx);
+    f_backward(tp, dx);
+}
+
+static void embed_fg(void *ctx, const GptEmbedView *p, const int *tokens, float *out) {
+    TpShard *tp = ctx;
+    tpg_embed_forward(tp, p, tokens, out);
+    g_forward(tp, out, NULL);   // each token's row from the rank that holds it; no bias
+    ops_positions_forward(out, p->wpe, tp->B, tp->T, tp->C, 0);
+}
+
+static void embed_fg_backward(void *ctx, GptEmbedView *g, const int *tokens, const float *dout) {
+    TpShard *tp = ctx;
+    ops_positions_backward(g->wpe, dout, tp->B, tp->T, tp->C, 0);
+    tpg_embed_backward(tp, g, tokens, dout);
+}
+
+static void head_fg(void *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+                    float *losses) {
+    tpg_head_forward(tp, a, p, x, targets, losses);
+}
+
+static void head_fg_backward(void *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x,
+                             float *dx) {
+    tpg_head_backward(tp, a, p, g, x, dx);
+    f_backward(tp, dx);   // lm_head is column-parallel
+}
+
+static const TpNetLayers layers_fg = {
+    .attention_forward = attention_fg, .mlp_forward = mlp_fg,
+    .attention_backward = attention_fg_backward, .mlp_backward = mlp_fg_backward,
+    .embed_forward = embed_fg, .embed_backward = embed_fg_backward,
+    .head_forward = head_fg, .head_backward = head_fg_backward,
+};
+
+// The composition, with dropout as sp has it now (the probe changes it).
+static TpNet *off_net(SpModel *sm) {
+    TpNet *n = &sm->net;
+    const Sp *sp = sm->sp;
+    n->dropout = sp->dropout, n->seed = sp->seed, n->step = sp->step, n->row0 = sp->row0;
+    return n;
+}
+
+// ---- the model -----------------------------------------------------------------------------
 
 void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
     memset(sm, 0, sizeof *sm);
     sm->m = m, sm->sp = sp, sm->on = on, sm->nunits = m->nunits;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     tp_layout_make(&sm->L, m, tp->group, tpg_split, tp, false, "the given split of tp_given.c");
     tpg_sizes(tp, &sm->L);
     sm->layer_bytes[0] = measure_layer(sm, false);
@@ -131,39 +207,46 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
         for (int l = 0; l < L; l++) alloc_on(sp, &sm->acts[l]);
     } else {
         sm->off = calloc((size_t)(L ? L : 1), sizeof *sm->off);
-        for (int l = 0; l < L; l++) alloc_off(sp, &sm->off[l]);
+        sm->off_layers = calloc((size_t)(L ? L : 1), sizeof *sm->off_layers);
+        for (int l = 0; l < L; l++) alloc_off(sp, &sm->off[l], &sm->off_layers[l]);
     }
     SpHeadActs *h = &sm->head;
     h->lnf_mean = fl(rows, "lnf mean");
     h->lnf_rstd = fl(rows, "lnf rstd");
     h->lnf_all = fl(M * C, "lnf, all-gathered");
-    h->ce.logits = fl(M * tp->nh, "logits (this rank's columns)");
-    h->ce.mx = fl(M, "row max");
-    h->ce.sumexp = fl(M, "sum of exp");
-    h->ce.target_logit = fl(M, "target logit");
-    h->ce.target_ids = ints(M, "target ids");
+    tp_net_head_alloc(&h->ce, M, tp->nlm, g_cat);
     sm->losses = fl(M, "losses");
     alloc_scratch(sm);
+    TpNet *n = &sm->net;
+    n->layers = &layers_fg, n->ctx = tp, n->m = m, n->L = &sm->L;
+    n->B = tp->B, n->T = tp->T, n->C = tp->C;
+    if (!on) {
+        n->tokens = sm->tokens, n->targets = sm->targets, n->losses = sm->losses;
+        n->stream = sm->stream, n->dstream = sm->dstream, n->blocks = sm->off;
+        n->lnf = (TpNorm){h->lnf_all, h->lnf_mean, h->lnf_rstd};
+        n->head = &h->ce;
+    }
 }
 
 void spm_free(SpModel *sm) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     for (int l = 0; l < sm->m->cfg.L; l++) {
         if (sm->on) free_on(&sm->acts[l]);
         else free_off(&sm->off[l]);
     }
     for (int u = 1; u < sm->nunits; u++) mem_free(sm->stream[u]), mem_free(sm->dstream[u]);
-    void *rest[] = {sm->tokens, sm->targets, sm->head.lnf_mean, sm->head.lnf_rstd, sm->head.lnf_all,
-                    sm->head.ce.logits, sm->head.ce.mx, sm->head.ce.sumexp, sm->head.ce.target_logit,
-                    sm->head.ce.target_ids, sm->losses, tp->ct[0], tp->ct[1], tp->ct[2], tp->ct[3], tp->att,
-                    tp->ht[0], tp->ht[1], tp->dlogits, tp->ids, sp->s.whole[0], sp->s.whole[1], sp->s.local[0],
-                    sp->s.local[1], sp->s.blocks, sm->branch, sm->branch2, sm->dln, sm->partial};
+    tp_net_head_free(&sm->head.ce);
+    void *rest[] = {sm->tokens, sm->targets, sm->head.lnf_mean, sm->head.lnf_rstd, sm->head.lnf_all, sm->losses,
+                    tp->ct[0], tp->ct[1], tp->ct[2], tp->ct[3], tp->att, tp->ht[0], tp->ht[1], tp->dlogits,
+                    tp->ids, sp->s.whole[0], sp->s.whole[1], sp->s.local[0], sp->s.local[1], sp->s.blocks,
+                    sm->net.branch, sm->net.branch2, sm->net.dln, sm->partial};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
     free(sm->stream);
     free(sm->dstream);
     free(sm->acts);
     free(sm->off);
+    free(sm->off_layers);
     tp_layout_free(&sm->L);
 }
 
@@ -177,132 +260,29 @@ void spm_set_batch(SpModel *sm, const int *x, const int *y, int step, int row0, 
     sp->tp.loss_scale = loss_scale;
 }
 
-// ---- --sp off: tensor parallelism alone, every token on every rank ---------------------
-
-static DropoutKey key_off(const Sp *sp, int layer, int site) {
-    DropoutKey k = {.seed = sp->seed, .layer = layer, .site = site, .step = sp->step, .row0 = sp->row0,
-                    .t0 = 0, .c0 = 0, .Tg = sp->tp.T, .Cg = sp->tp.C};
-    return k;
-}
-
-// One half-block of the TP composition: x_out = x + dropout(g(layer(f(LN(x)))) + bias).
-static void half_off(SpModel *sm, bool mlp, TpBlockActsOff *a, const GptBlockView *p, const float *x, float *x_out,
-                     int u) {
-    Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
-    const int M = tp->B * tp->T, C = tp->C;
-    float *ln = mlp ? a->ln2 : a->ln1;
-    ops_layernorm_forward(ln, mlp ? a->ln2_mean : a->ln1_mean, mlp ? a->ln2_rstd : a->ln1_rstd, x,
-                          mlp ? p->ln2w : p->ln1w, mlp ? p->ln2b : p->ln1b, M, C);
-    (mlp ? tpg_mlp_forward : tpg_attention_forward)(tp, &a->layers, p, ln, sm->branch);
-    comm_all_reduce_sum(tp->group, sm->branch, (size_t)M * C);   // g
-    ops_add_bias(sm->branch, mlp ? p->b2 : p->bo, M, C);
-    const float *b = sm->branch;
-    if (sp->dropout > 0) {
-        ops_dropout_forward(sm->branch2, b, sp->dropout, key_off(sp, u, mlp ? 2 : 1), tp->B, tp->T, C);
-        b = sm->branch2;
-    }
-    ops_add(x_out, x, b, (size_t)M * C);
-}
-
-static void half_off_backward(SpModel *sm, bool mlp, TpBlockActsOff *a, const GptBlockView *p, GptBlockView *g,
-                              const float *x, const float *dout, float *dx, int u) {
-    Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
-    const int M = tp->B * tp->T, C = tp->C;
-    const float *db = dout;
-    if (sp->dropout > 0) {
-        ops_fill(sm->branch2, 0, (size_t)M * C);
-        ops_dropout_backward(sm->branch2, dout, sp->dropout, key_off(sp, u, mlp ? 2 : 1), tp->B, tp->T, C);
-        db = sm->branch2;
-    }
-    ops_bias_backward(mlp ? g->b2 : g->bo, db, M, C);   // the same on every rank
-    ops_fill(sm->dln, 0, (size_t)M * C);
-    (mlp ? tpg_mlp_backward : tpg_attention_backward)(tp, &a->layers, p, g, mlp ? a->ln2 : a->ln1, db, sm->dln);
-    comm_all_reduce_sum(tp->group, sm->dln, (size_t)M * C);   // f
-    if (dx != dout) mem_copy(dx, dout, (size_t)M * C * sizeof(float));
-    ops_layernorm_backward(dx, mlp ? g->ln2w : g->ln1w, mlp ? g->ln2b : g->ln1b, sm->dln, x, mlp ? p->ln2w : p->ln1w,
-                           mlp ? a->ln2_mean : a->ln1_mean, mlp ? a->ln2_rstd : a->ln1_rstd, M, C);
-}
-
-static void block_off(SpModel *sm, int u, TpBlockActsOff *a, const GptBlockView *p, const float *x, float *out) {
-    half_off(sm, false, a, p, x, a->mid, u);
-    half_off(sm, true, a, p, a->mid, out, u);
-}
-
-static void block_off_backward(SpModel *sm, int u, TpBlockActsOff *a, const GptBlockView *p, GptBlockView *g,
-                               const float *x, const float *dout, float *dx) {
-    half_off_backward(sm, true, a, p, g, a->mid, dout, dx, u);
-    half_off_backward(sm, false, a, p, g, x, dx, dx, u);
-}
-
-static void embed_off(SpModel *sm, const GptEmbedView *p) {
-    Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
-    const size_t MC = (size_t)tp->B * tp->T * tp->C;
-    float *x = sp->dropout > 0 ? sm->branch : sm->stream[1];
-    tpg_embed_forward(tp, p, sm->tokens, x);
-    comm_all_reduce_sum(tp->group, x, MC);
-    ops_positions_forward(x, p->wpe, tp->B, tp->T, tp->C, 0);
-    if (sp->dropout > 0) ops_dropout_forward(sm->stream[1], x, sp->dropout, key_off(sp, 0, 0), tp->B, tp->T, tp->C);
-}
-
-static void embed_off_backward(SpModel *sm, GptEmbedView *g) {
-    Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
-    const float *d = sm->dstream[1];
-    if (sp->dropout > 0) {
-        ops_fill(sm->branch, 0, (size_t)tp->B * tp->T * tp->C);
-        ops_dropout_backward(sm->branch, d, sp->dropout, key_off(sp, 0, 0), tp->B, tp->T, tp->C);
-        d = sm->branch;
-    }
-    ops_positions_backward(g->wpe, d, tp->B, tp->T, tp->C, 0);
-    tpg_embed_backward(tp, g, sm->tokens, d);
-}
-
-static void head_off(SpModel *sm, const GptHeadView *p) {
-    Tp *tp = &sm->sp->tp;
-    SpHeadActs *h = &sm->head;
-    ops_layernorm_forward(h->lnf_all, h->lnf_mean, h->lnf_rstd, sm->stream[sm->nunits - 1], p->lnfw, p->lnfb,
-                          tp->B * tp->T, tp->C);
-    tpg_head_forward(tp, &h->ce, p, h->lnf_all, sm->targets, sm->losses);
-}
-
-static void head_off_backward(SpModel *sm, const GptHeadView *p, GptHeadView *g) {
-    Tp *tp = &sm->sp->tp;
-    SpHeadActs *h = &sm->head;
-    const size_t MC = (size_t)tp->B * tp->T * tp->C;
-    ops_fill(sm->dln, 0, MC);
-    tpg_head_backward(tp, &h->ce, p, g, h->lnf_all, sm->dln);
-    comm_all_reduce_sum(tp->group, sm->dln, MC);   // f
-    float *dx = sm->dstream[sm->nunits - 1];
-    ops_fill(dx, 0, MC);
-    ops_layernorm_backward(dx, g->lnfw, g->lnfb, sm->dln, sm->stream[sm->nunits - 1], p->lnfw, h->lnf_mean,
-                           h->lnf_rstd, tp->B * tp->T, tp->C);
-}
-
 // ---- the units -------------------------------------------------------------------------
 
 void spm_unit_forward(SpModel *sm, int u, float *params) {
     Sp *sp = sm->sp;
+    if (!sm->on) {
+        tp_net_unit_forward(off_net(sm), u, params);
+        return;
+    }
     switch (sm->m->units[u].kind) {
     case UNIT_EMBED: {
         GptEmbedView p = tp_layout_embed_view(&sm->L, params);
-        if (sm->on) sp_embed_forward(sp, &p, sm->tokens, sm->stream[1]);
-        else embed_off(sm, &p);
+        sp_embed_forward(sp, &p, sm->tokens, sm->stream[1]);
         break;
     }
     case UNIT_BLOCK: {
         GptBlockView p = tp_layout_block_view(&sm->L, u, params);
-        if (sm->on) sp_block_forward(sp, u, &sm->acts[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
-        else block_off(sm, u, &sm->off[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
+        sp_block_forward(sp, u, &sm->acts[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
         break;
     }
     case UNIT_HEAD: {
         GptHeadView p = tp_layout_head_view(&sm->L, params);
         ops_fill(sm->losses, 0, (size_t)sp->tp.B * sp->tp.T);
-        if (sm->on) sp_head_forward(sp, &sm->head, &p, sm->stream[u], sm->targets, sm->losses);
-        else head_off(sm, &p);
+        sp_head_forward(sp, &sm->head, &p, sm->stream[u], sm->targets, sm->losses);
         break;
     }
     }
@@ -310,27 +290,25 @@ void spm_unit_forward(SpModel *sm, int u, float *params) {
 
 void spm_unit_backward(SpModel *sm, int u, float *params, float *grads) {
     Sp *sp = sm->sp;
+    if (!sm->on) {
+        tp_net_unit_backward(off_net(sm), u, params, grads);
+        return;
+    }
     switch (sm->m->units[u].kind) {
     case UNIT_EMBED: {
         GptEmbedView g = tp_layout_embed_view(&sm->L, grads);
-        if (sm->on) sp_embed_backward(sp, &g, sm->tokens, sm->dstream[1]);
-        else embed_off_backward(sm, &g);
+        sp_embed_backward(sp, &g, sm->tokens, sm->dstream[1]);
         break;
     }
     case UNIT_BLOCK: {
         GptBlockView p = tp_layout_block_view(&sm->L, u, params), g = tp_layout_block_view(&sm->L, u, grads);
-        if (sm->on) sp_block_backward(sp, u, &sm->acts[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
-        else block_off_backward(sm, u, &sm->off[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
+        sp_block_backward(sp, u, &sm->acts[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
         break;
     }
     case UNIT_HEAD: {
         GptHeadView p = tp_layout_head_view(&sm->L, params), g = tp_layout_head_view(&sm->L, grads);
-        if (sm->on) {
-            ops_fill(sm->dstream[u], 0, (size_t)sp->tp.B * sp->Tt * sp->tp.C);
-            sp_head_backward(sp, &sm->head, &p, &g, sm->stream[u], sm->dstream[u]);
-        } else {
-            head_off_backward(sm, &p, &g);
-        }
+        ops_fill(sm->dstream[u], 0, (size_t)sp->tp.B * sp->Tt * sp->tp.C);
+        sp_head_backward(sp, &sm->head, &p, &g, sm->stream[u], sm->dstream[u]);
         break;
     }
     }
@@ -344,32 +322,12 @@ double spm_loss(const SpModel *sm) {
 // ---- the probe ------------------------------------------------------------------------------
 
 static float *random_host(size_t n, uint32_t which, float std) {
-    float *x = malloc(n * sizeof *x);
-    CHECK(x, "out of memory");
-    rng_fill_normal(x, n, 0x5e9ull, rng_stream(RNG_TEST, 5000 + which, 0), 0, 0, std);
-    return x;
-}
-
-static float *on_device(const float *host, size_t n) {
-    float *d = mem_alloc_floats(n, MEM_OTHER, "probe");
-    mem_from_host(d, host, n * sizeof(float));
-    return d;
+    return tp_probe_random(n, 0x5e9ull, 5000 + which, std);
 }
 
 // ||got - want|| / ||want|| over this rank's tokens, want whole (B, T, C).
-static double local_error(const Sp *sp, const float *got_dev, const float *want) {
-    const Tp *tp = &sp->tp;
-    size_t run = (size_t)sp->Tt * tp->C, n = (size_t)tp->B * run;
-    float *got = malloc(n * sizeof *got);
-    mem_to_host(got, got_dev, n * sizeof(float));
-    double d = 0, w = 0;
-    for (int b = 0; b < tp->B; b++)
-        for (size_t i = 0; i < run; i++) {
-            double x = got[(size_t)b * run + i], y = want[((size_t)b * tp->T + (size_t)tp->r * sp->Tt) * tp->C + i];
-            d += (x - y) * (x - y), w += y * y;
-        }
-    free(got);
-    return isfinite(d) ? sqrt(d / (w > 0 ? w : 1)) : INFINITY;
+static double local_error(const Sp *sp, const float *got, const float *want) {
+    return tp_probe_token_error(got, want, sp->tp.B, sp->tp.T, sp->tp.r * sp->Tt, sp->Tt, sp->tp.C);
 }
 
 // The dropout probability of the probe's masks: any, as long as both
@@ -386,7 +344,7 @@ typedef struct {
 // tokens; the errors of the latter's mid, output and input gradient.
 static BlockError probe_block(SpModel *sm, float *params, const float *x, const float *dout) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const int T = tp->T, C = tp->C, r = tp->r;
     const size_t MC = (size_t)tp->B * T * C, run = (size_t)sp->Tt * C, local = (size_t)tp->B * run;
     float *g_on = mem_alloc_floats(sm->L.size[1], MEM_OTHER, "probe grads");
@@ -398,14 +356,15 @@ static BlockError probe_block(SpModel *sm, float *params, const float *x, const 
     ops_copy_2d(dl, (int)run, dout + (size_t)r * run, T * C, tp->B, (int)run);
     g_cat = MEM_OTHER;
     SpBlockActs on;
-    TpBlockActsOff off;
+    TpNetBlock off;
+    TpLayerActs off_layers;
     alloc_on(sp, &on);
-    alloc_off(sp, &off);
+    alloc_off(sp, &off, &off_layers);
     g_cat = MEM_ACTS;
     GptBlockView p = tp_layout_block_view(&sm->L, 1, params), gon = tp_layout_block_view(&sm->L, 1, g_on),
                  goff = tp_layout_block_view(&sm->L, 1, g_off);
-    block_off(sm, 1, &off, &p, x, out);
-    block_off_backward(sm, 1, &off, &p, &goff, x, dout, dx);
+    tp_net_block_forward(off_net(sm), 1, &off, &p, x, out);
+    tp_net_block_backward(off_net(sm), 1, &off, &p, &goff, x, dout, dx);
     float *want_mid = malloc(3 * MC * sizeof *want_mid), *want_out = want_mid + MC, *want_dx = want_mid + 2 * MC;
     mem_to_host(want_mid, off.mid, MC * sizeof(float));
     mem_to_host(want_out, out, MC * sizeof(float));
@@ -424,22 +383,17 @@ static BlockError probe_block(SpModel *sm, float *params, const float *x, const 
     return e;
 }
 
-// Bits 1 and 2 set on any rank of c, on every rank.
-static int or_over(Comm *c, int bits) {
-    return (comm_max_double(c, bits & 1) > 0 ? 1 : 0) | (comm_max_double(c, bits & 2) > 0 ? 2 : 0);
-}
-
 SpProbe spm_probe(SpModel *sm) {
     Sp *sp = sm->sp;
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     SpProbe pr = {0};
     const int B = tp->B, T = tp->T, C = tp->C, Tt = sp->Tt, r = tp->r;
     const size_t M = (size_t)B * T, MC = M * C, run = (size_t)Tt * C, local = (size_t)B * run;
     // All-gather: each rank's tokens carry their own global index.
-    float *h = malloc(MC * sizeof *h), *back = malloc(MC * sizeof *back);
+    float *h = calloc(MC, sizeof *h), *back = malloc(MC * sizeof *back);
     for (int b = 0; b < B; b++)
         for (size_t i = 0; i < run; i++) h[(size_t)b * run + i] = (float)(((size_t)b * T + (size_t)r * Tt) * C + i);
-    float *dl = on_device(h, local), *dw = mem_alloc_floats(MC, MEM_OTHER, "probe");
+    float *dl = tp_probe_on_device(h, local), *dw = mem_alloc_floats(MC, MEM_OTHER, "probe");
     sp_gather_tokens(sp, dl, dw);
     mem_to_host(back, dw, MC * sizeof(float));
     for (size_t i = 0; i < MC; i++) pr.gather |= back[i] != (float)i;
@@ -481,7 +435,7 @@ SpProbe spm_probe(SpModel *sm) {
         tp_layout_parts_from_whole(&sm->L, 1, params, whole);
         GptBlockView p = tp_layout_block_view(&sm->L, 1, params);
         float *hx = random_host(MC, 2, 1.0f), *hd = random_host(MC, 3, 1.0f);
-        float *x = on_device(hx, MC), *dout = on_device(hd, MC);
+        float *x = tp_probe_on_device(hx, MC), *dout = tp_probe_on_device(hd, MC);
         const size_t nwo = (size_t)tp->Ct * C, nw2 = (size_t)tp->Ht * C;   // this rank's rows of each
         float *wo = mem_alloc_floats(nwo, MEM_OTHER, "probe"), *w2 = mem_alloc_floats(nw2, MEM_OTHER, "probe");
         mem_copy(wo, p.wo, nwo * sizeof(float));
@@ -541,16 +495,12 @@ SpProbe spm_probe(SpModel *sm) {
     free(h);
     free(back);
     // The group's worst.
-    pr.gather = (int)comm_max_double(tp->group, pr.gather);
-    pr.scatter = (int)comm_max_double(tp->group, pr.scatter);
-    pr.dropout_t0 = (int)comm_max_double(tp->group, pr.dropout_t0);
-    pr.block_fwd = comm_max_double(tp->group, pr.block_fwd);
-    pr.block_bwd = comm_max_double(tp->group, pr.block_bwd);
-    pr.block_resid = comm_max_double(tp->group, pr.block_resid);
-    pr.embed_err = comm_max_double(tp->group, pr.embed_err);
-    pr.embed = (int)comm_max_double(tp->group, pr.embed);
-    pr.dropout_fwd = or_over(tp->group, pr.dropout_fwd);
-    pr.dropout_bwd = or_over(tp->group, pr.dropout_bwd);
+    int *const codes[] = {&pr.gather, &pr.scatter, &pr.dropout_t0, &pr.embed};
+    tp_probe_max_int(tp->group, codes, sizeof codes / sizeof codes[0]);
+    double *const errors[] = {&pr.block_fwd, &pr.block_bwd, &pr.block_resid, &pr.embed_err};
+    tp_probe_max(tp->group, errors, sizeof errors / sizeof errors[0]);
+    pr.dropout_fwd = tp_probe_any_bits(tp->group, pr.dropout_fwd, 2);
+    pr.dropout_bwd = tp_probe_any_bits(tp->group, pr.dropout_bwd, 2);
     sp->step = step, sp->row0 = row0;
     return pr;
 }

@@ -2,20 +2,16 @@
 // harness lays the tensor-parallel parts out (common/tp_layout.h, with the
 // given split), allocates each mode's activations, and runs the units:
 // with --sp on, the student's sequence-parallel functions (sp.c); with
-// --sp off, tensor parallelism alone, composed here from the given layers
-// with all-reduces (lab04's f and g), to compare.
+// --sp off, tensor parallelism alone, to compare: lab04's composition
+// (common/tp_net.h) around the given layers, with all-reduces (lab04's f
+// and g) around them.
 #pragma once
 
 #include <stdbool.h>
 
 #include "sp.h"
 #include "tp_layout.h"
-
-// --sp off's activations of a block: everything whole on every rank.
-typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd, *mid, *ln2, *ln2_mean, *ln2_rstd;   // (M, C) and (M)
-    TpLayerActs layers;
-} TpBlockActsOff;
+#include "tp_net.h"
 
 typedef struct {
     const Gpt *m;
@@ -26,10 +22,14 @@ typedef struct {
     int *tokens, *targets;           // (B, T) the whole batch, on every rank
     float **stream, **dstream;       // (nunits + 1): (B, Tt, C) with SP, (B, T, C) without
     SpBlockActs *acts;               // (L) with SP
-    TpBlockActsOff *off;             // (L) without
     SpHeadActs head;                 // with SP (without: the same lnf_all holds the whole LayerNorm output)
     float *losses;                   // (B, T)
-    float *branch, *branch2, *dln, *partial;   // scratch of the --sp off composition
+    float *partial;                  // (B, T, C) scratch, counted in ACTS (neither mode uses it)
+    // Without SP (and in the probe, to compare): the composition, on the
+    // buffers above, with its scratch (net.branch, net.branch2, net.dln).
+    TpNet net;
+    TpNetBlock *off;                 // (L) what it keeps of each block
+    TpLayerActs *off_layers;         // (L) and of each block's layers
     double layer_bytes[2];           // one block's kept activations and its input, measured: [0] off, [1] on
 } SpModel;
 

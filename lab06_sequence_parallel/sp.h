@@ -50,7 +50,7 @@ typedef struct {
 } SpScratch;
 
 typedef struct {
-    Tp tp;            // the tensor-parallel group and the sizes of the split layers (tp_given.h)
+    TpShard tp;       // the tensor-parallel group and the sizes of the split layers (tp_given.h)
     int Tt;           // this rank's tokens of each row: T / t, tokens [r Tt, (r + 1) Tt)
     float dropout;    // the probability (0: none)
     uint64_t seed;    // of dropout's masks

@@ -15,7 +15,10 @@
 #include "comm.h"
 #include "gpt.h"
 #include "tp_layout.h"
+#include "tp_net.h"
 
+// This rank's shard of the split layers: the group, the sizes of the parts
+// it holds (tpg_sizes), and the layers' scratch.
 typedef struct {
     Comm *group;      // the tensor-parallel group (t consecutive ranks)
     int t, r;         // its size, this rank's place in it
@@ -23,15 +26,15 @@ typedef struct {
     int C, NH, V;     // the whole model's channels, heads and vocabulary
     int Ct, NHt, Ht;  // this rank's attention channels (NHt heads) and MLP hidden width
     int v0, nv;       // embed.wte's rows this rank holds: token ids [v0, v0 + nv)
-    int h0, nh;       // head.lm_head's columns: the ids of this rank's logits
+    int lm0, nlm;     // head.lm_head's columns: the ids of this rank's logits
     float loss_scale; // the gradient of the loss is scaled by this (1 / tokens averaged over)
     // Scratch of the layers (contents undefined between calls).
     float *ct[4];     // (M, Ct)
     float *att;       // (B, NHt, T, T)
     float *ht[2];     // (M, Ht)
-    float *dlogits;   // (M, nh)
+    float *dlogits;   // (M, nlm)
     int *ids;         // (M)
-} Tp;
+} TpShard;
 
 // What the split layers of a block keep for the backward pass.
 typedef struct {
@@ -40,36 +43,31 @@ typedef struct {
     float *h, *hg;          // (M, Ht)
 } TpLayerActs;
 
-// What the vocabulary-parallel cross-entropy keeps.
-typedef struct {
-    float *logits;          // (M, nh)
-    float *mx, *sumexp, *target_logit;   // (M)
-    int *target_ids;        // (M)
-} TpHeadActs;
-
 // Megatron's cut of every tensor (lab04's tp_split): attention by whole
 // heads, mlp.w1 by columns and mlp.w2 by rows, embed.wte by vocabulary rows,
-// head.lm_head by vocabulary columns; the rest replicated. ctx: the Tp.
+// head.lm_head by vocabulary columns; the rest replicated. ctx: the TpShard.
 TpSplit tpg_split(const void *ctx, GptUnitKind unit, const GptTensor *t);
 // Fill tp's sizes from a layout made with tpg_split.
-void tpg_sizes(Tp *tp, const TpLayout *L);
+void tpg_sizes(TpShard *tp, const TpLayout *L);
 
 // Attention (x (M, C) whole) -> out (M, C) this rank's partial sum, no bo.
-void tpg_attention_forward(Tp *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out);
-void tpg_attention_backward(Tp *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
+void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out);
+void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
                             const float *dout, float *dx);
 // The MLP, the same way (no b2).
-void tpg_mlp_forward(Tp *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out);
-void tpg_mlp_backward(Tp *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
+void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out);
+void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
                       const float *dout, float *dx);
 // The embedding lookup: out (M, C) = this rank's rows of wte for the tokens
 // it holds, zero rows elsewhere (a partial sum); no positions. Backward:
 // this rank's rows of wte from dout (M, C) whole.
-void tpg_embed_forward(Tp *tp, const GptEmbedView *p, const int *tokens, float *out);
-void tpg_embed_backward(Tp *tp, GptEmbedView *g, const int *tokens, const float *dout);
+void tpg_embed_forward(TpShard *tp, const GptEmbedView *p, const int *tokens, float *out);
+void tpg_embed_backward(TpShard *tp, GptEmbedView *g, const int *tokens, const float *dout);
 // The vocabulary-parallel cross-entropy on x (M, C) whole: losses (M) on
 // every rank (its own all-reduces of the row maximum, the sum of exponentials
-// and the target's logit inside). Backward: dx (M, C) this rank's partial sum.
-void tpg_head_forward(Tp *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+// and the target's logit inside), its parts kept in a (TpHeadActs,
+// common/tp_net.h: the same as lab04's). Backward: dx (M, C) this rank's
+// partial sum.
+void tpg_head_forward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
                       float *losses);
-void tpg_head_backward(Tp *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx);
+void tpg_head_backward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx);

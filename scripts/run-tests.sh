@@ -315,7 +315,7 @@ pool_add "student release: builds, and the READMEs' commands work" 900 "" bash -
     export CUDA=0
     t=$(mktemp -d) && trap "rm -rf $t" EXIT
     make --no-print-directory student-release RELEASE="$t/release.tar.gz"
-    ! tar -tzf "$t/release.tar.gz" | grep -E "/solution/|grader/mutants"
+    ! tar -tzf "$t/release.tar.gz" | grep -E "/solution/|grader/mutants|grader/tests/adversarial"
     tar -xzf "$t/release.tar.gz" -C "$t"
     make --no-print-directory -C "$t/parallelism-labs" -j2 > "$t/build.log" 2>&1 || { tail -20 "$t/build.log"; exit 1; }
     scripts/readme-commands.sh "$t/parallelism-labs"'

@@ -172,16 +172,16 @@ void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const float *x,
                      float *losses) {
     const int M = tp->B * tp->T;
     // f: the identity. Logits of this rank's vocabulary columns only.
-    ops_matmul_forward(a->logits, x, p->lm_head, NULL, M, tp->C, tp->nh);   // (M, nh)
+    ops_matmul_forward(a->logits, x, p->lm_head, NULL, M, tp->C, tp->nlm);   // (M, nlm)
     // loss = log sum_v exp(l_v - mx) + mx - l_target, each part combined
     // over the group: the maximum first, so that every rank's exponentials
     // are taken against the same one and can be added.
-    ops_row_max(a->mx, a->logits, M, tp->nh);
+    ops_row_max(a->mx, a->logits, M, tp->nlm);
     comm_all_reduce(tp->group, a->mx, (size_t)M, COMM_MAX);
-    ops_row_sumexp(a->sumexp, a->logits, a->mx, M, tp->nh);
+    ops_row_sumexp(a->sumexp, a->logits, a->mx, M, tp->nlm);
     comm_all_reduce_sum(tp->group, a->sumexp, (size_t)M);
-    ops_vocab_ids(a->target_ids, targets, tp->h0, tp->nh, (size_t)M);
-    ops_pick(a->target_logit, a->logits, a->target_ids, M, tp->nh);   // 0 where another rank has it
+    ops_vocab_ids(a->target_ids, targets, tp->lm0, tp->nlm, (size_t)M);
+    ops_pick(a->target_logit, a->logits, a->target_ids, M, tp->nlm);   // 0 where another rank has it
     comm_all_reduce_sum(tp->group, a->target_logit, (size_t)M);
     ops_ce_from_parts(losses, a->mx, a->sumexp, a->target_logit, M);
 }
@@ -190,9 +190,9 @@ void tp_head_backward(Tp *tp, TpHeadActs *a, const TpHeadView *p, TpHeadView *g,
                       float *dx) {
     const int M = tp->B * tp->T;
     // softmax - onehot on this rank's columns: every part it needs is here.
-    float *dlogits = tp->s.logits;   // (M, nh)
-    ops_fill(dlogits, 0, (size_t)M * tp->nh);
-    ops_ce_parts_backward(dlogits, a->logits, a->mx, a->sumexp, a->target_ids, tp->loss_scale, M, tp->nh);
-    ops_matmul_backward(dx, g->lm_head, NULL, dlogits, x, p->lm_head, M, tp->C, tp->nh);
+    float *dlogits = tp->s.logits;   // (M, nlm)
+    ops_fill(dlogits, 0, (size_t)M * tp->nlm);
+    ops_ce_parts_backward(dlogits, a->logits, a->mx, a->sumexp, a->target_ids, tp->loss_scale, M, tp->nlm);
+    ops_matmul_backward(dx, g->lm_head, NULL, dlogits, x, p->lm_head, M, tp->C, tp->nlm);
     tp_f_backward(tp, dx, (size_t)M * tp->C);   // lm_head is column-parallel
 }

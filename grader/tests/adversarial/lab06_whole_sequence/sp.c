@@ -19,7 +19,7 @@
 // copy (B rows of Tt C floats, a row T C floats apart in the whole).
 
 void sp_gather_tokens(Sp *sp, const float *local, float *whole) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     const int run = sp->Tt * tp->C;
     const size_t block = (size_t)tp->B * run;
     comm_all_gather(tp->group, local, sp->s.blocks, (size_t)tp->t * block);
@@ -28,7 +28,7 @@ void sp_gather_tokens(Sp *sp, const float *local, float *whole) {
 }
 
 void sp_scatter_tokens(Sp *sp, const float *whole, float *local) {
-    const Tp *tp = &sp->tp;
+    const TpShard *tp = &sp->tp;
     const int run = sp->Tt * tp->C;
     const size_t block = (size_t)tp->B * run;
     for (int q = 0; q < tp->t; q++)
@@ -92,7 +92,7 @@ static float MEAN[2 * MAXL][MAXBT], RSTD[2 * MAXL][MAXBT], DXW[MAXBT * MAXC];
 
 static void half_forward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p, const float *x, float *x_out,
                          int u) {
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const int Mt = tp->B * sp->Tt;
     float *xw = sp->s.whole[1];
     sp_gather_tokens(sp, x, xw);                 // the whole sequence's input, then its LayerNorm whole
@@ -109,7 +109,7 @@ static void half_forward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p, 
 
 static void half_backward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, Half hg,
                           const float *x, const float *dout, float *dx, int u) {
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const int Mt = tp->B * sp->Tt, C = tp->C;
     const float *dbranch = branch_grad(sp, dout, u, h.mlp ? 2 : 1);
     ops_bias_backward(hg.bias, dbranch, Mt, C);
@@ -149,7 +149,7 @@ void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, Gpt
 // ---- the embeddings and the head -------------------------------------------------------
 
 void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, float *out) {
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     // The lookup is vocabulary-parallel over all tokens: a partial sum,
     // reduce-scattered to each rank's tokens (where lab04 all-reduced).
     float *partial = sp->s.whole[0];
@@ -162,7 +162,7 @@ void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, float *o
 }
 
 void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const float *dout) {
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     const float *d = dout;
     if (sp->dropout > 0) {
         ops_fill(sp->s.local[0], 0, local_floats(sp));
@@ -178,7 +178,7 @@ void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const float *
 
 void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
                      float *losses) {
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     float *ln = sp->s.local[0];
     ops_layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, p->lnfw, p->lnfb, tp->B * sp->Tt, tp->C);
     sp_gather_tokens(sp, ln, a->lnf_all);                // g-bar before the column-parallel lm_head
@@ -186,7 +186,7 @@ void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x
 }
 
 void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx) {
-    Tp *tp = &sp->tp;
+    TpShard *tp = &sp->tp;
     float *dpartial = sp->s.whole[1];
     ops_fill(dpartial, 0, (size_t)tp->B * tp->T * tp->C);
     tpg_head_backward(tp, &a->ce, p, g, a->lnf_all, dpartial);

@@ -1,0 +1,123 @@
+// tp_net.h: a tensor-parallel model composed around its split layers (labs
+// 04 and 06). The single-device model's order (gpt.c): the embeddings,
+// each block, the head; inside a block the LayerNorms, the residual adds
+// and dropout, which every rank of the group does alike on every token.
+// The layers split over the group are called through a table
+// (TpNetLayers), so that each lab plugs in its own.
+//
+// The layers are whole on both sides: each takes its input the same on
+// every rank and leaves its output the same on every rank, so whatever
+// communication that takes is the layer's. lab04 plugs in the student's
+// layers (tp.c: Megatron's f and g inside them); lab06's --sp off plugs in
+// its given split layers with an all-reduce around each.
+//
+// M = B * T rows: every token of this rank's batch; C channels.
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gpt.h"
+#include "mem.h"
+#include "ops.h"
+#include "tp_layout.h"
+
+// What the vocabulary-parallel head keeps: this rank's logits and the
+// cross-entropy's parts. A rank holds the columns [lm0, lm0 + nlm) of
+// head.lm_head: the logits of the token ids lm0 .. lm0 + nlm - 1.
+typedef struct {
+    float *logits;        // (M, nlm) the logits of this rank's vocabulary columns
+    float *mx;            // (M) the row maximum over the WHOLE vocabulary
+    float *sumexp;        // (M) sum over the whole vocabulary of exp(logit - mx)
+    float *target_logit;  // (M) the target's logit
+    int *target_ids;      // (M) targets inside [lm0, lm0 + nlm), minus lm0; -1 elsewhere
+} TpHeadActs;
+
+// A split layer of a block (attention, or the MLP). ctx is the lab's (its
+// group, sizes and scratch), acts what the layer keeps for its backward
+// pass (the lab's type: TpNetBlock.layers). Forward: x (M, C) whole, out
+// (M, C) whole, the bias after the layer included; out is zeroed by the
+// caller. Backward: dout (M, C) whole; the parameter gradients ADD into g;
+// dx (M, C), zeroed by the caller, whole.
+typedef void (*TpLayerForward)(void *ctx, void *acts, const GptBlockView *p, const float *x, float *out);
+typedef void (*TpLayerBackward)(void *ctx, void *acts, const GptBlockView *p, GptBlockView *g, const float *x,
+                                const float *dout, float *dx);
+
+typedef struct {
+    TpLayerForward attention_forward, mlp_forward;
+    TpLayerBackward attention_backward, mlp_backward;
+    // The embeddings: out (M, C), zeroed by the caller, = wte[token] +
+    // wpe[t], whole (tokens (M) on the device). The backward ADDS into g
+    // from dout (M, C), whole.
+    void (*embed_forward)(void *ctx, const GptEmbedView *p, const int *tokens, float *out);
+    void (*embed_backward)(void *ctx, GptEmbedView *g, const int *tokens, const float *dout);
+    // The LM head and the cross-entropy: x (M, C) the final LayerNorm's
+    // output, whole; losses (M), zeroed by the caller, each token's. The
+    // backward: the mean loss's gradient into g (+=) and dx (M, C), zeroed
+    // by the caller, whole.
+    void (*head_forward)(void *ctx, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+                         float *losses);
+    void (*head_backward)(void *ctx, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x,
+                          float *dx);
+} TpNetLayers;
+
+// One LayerNorm's output and statistics, kept for its backward pass.
+typedef struct {
+    float *out;            // (M, C)
+    float *mean, *rstd;    // (M)
+} TpNorm;
+
+// What a block keeps from its forward pass for its backward pass.
+typedef struct {
+    TpNorm ln1;            // the first LayerNorm: attention's input
+    float *mid;            // (M, C) the residual stream between attention and the MLP
+    TpNorm ln2;            // the second: the MLP's input
+    void *layers;          // what the block's split layers keep (the lab's type)
+} TpNetBlock;
+
+typedef struct {
+    const TpNetLayers *layers;
+    void *ctx;             // the layers' first argument
+    const Gpt *m;          // the whole model: its units
+    const TpLayout *L;     // this rank's parts of every unit: their views
+    int B, T, C;
+    // Dropout: the probability (0: none), and its masks' keys: the seed,
+    // the step, and the global row of local row 0.
+    float dropout;
+    uint64_t seed;
+    int step, row0;
+    // Activations and scratch, allocated by the lab.
+    int *tokens, *targets;         // (M) on the device
+    float **stream, **dstream;     // (nunits + 1) of (M, C): unit u reads stream[u], writes stream[u + 1]; their gradients
+    TpNetBlock *blocks;            // (L)
+    TpNorm lnf;                    // the final LayerNorm
+    TpHeadActs *head;
+    float *losses;                 // (M) each token's loss
+    float *branch, *branch2, *dln; // (M, C) scratch
+} TpNet;
+
+// Unit u forward, from stream[u] (the embeddings: from tokens) into
+// stream[u + 1] (the head: into losses); params its parts on this rank.
+void tp_net_unit_forward(TpNet *n, int u, float *params);
+// Unit u backward, from dstream[u + 1] (the head: from the mean loss) into
+// dstream[u]; gradients ADD into grads (the embeddings write no dstream).
+void tp_net_unit_backward(TpNet *n, int u, float *params, float *grads);
+
+// One block on any buffers: x, out, dout, dx (M, C); u is its unit (1 .. L),
+// the layer of its dropout masks; k what it keeps. dx may be dout.
+void tp_net_block_forward(TpNet *n, int u, TpNetBlock *k, const GptBlockView *p, const float *x, float *out);
+void tp_net_block_backward(TpNet *n, int u, TpNetBlock *k, const GptBlockView *p, GptBlockView *g, const float *x,
+                           const float *dout, float *dx);
+
+// The key of dropout's mask at (layer, site) on every token and channel:
+// the one single-device training draws (layer 0 the embeddings', layer u
+// site 1 attention's, site 2 the MLP's).
+DropoutKey tp_net_dropout_key(const TpNet *n, int layer, int site);
+
+// A block's own kept activations (not its layers'), M rows of C, in
+// category cat; free them.
+void tp_net_block_alloc(TpNetBlock *k, size_t M, int C, MemCategory cat);
+void tp_net_block_free(TpNetBlock *k);
+// The head's, M rows and nlm vocabulary columns, in category cat; free them.
+void tp_net_head_alloc(TpHeadActs *a, size_t M, int nlm, MemCategory cat);
+void tp_net_head_free(TpHeadActs *a);
