@@ -130,42 +130,51 @@ void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
 // ---- the dump ------------------------------------------------------------------
 
 // Per rank: its stage, units, the most micro-batches alive, and the
-// activation bytes the bound is made of.
+// activation bytes the bound is made of; a field an entry.
 static void dump_rank_stage(DumpWriter *dw, const Lab05End *e) {
     int N = comm_size(comm_world()), p = e->pp->p;
-    double *per = malloc((size_t)N * 7 * sizeof *per);
-    CHECK(per, "out of memory");
+    int64_t *stage = malloc((size_t)N * sizeof *stage), *u0 = malloc((size_t)N * sizeof *u0),
+            *u1 = malloc((size_t)N * sizeof *u1), *live = malloc((size_t)N * sizeof *live);
+    double *scratch = malloc((size_t)N * sizeof *scratch), *set = malloc((size_t)N * sizeof *set);
+    CHECK(stage && u0 && u1 && live && scratch && set, "out of memory");
     for (int q = 0; q < N; q++) {
         const Lab05Stage *l = &e->stages[q];
-        double v[7] = {q % p, l->u0, l->u1, l->max_live, l->acts_scratch, l->acts_set, 0};
-        memcpy(per + 7 * q, v, sizeof v);
+        stage[q] = q % p, u0[q] = l->u0, u1[q] = l->u1, live[q] = l->max_live;
+        scratch[q] = l->acts_scratch, set[q] = l->acts_set;
     }
-    uint64_t shape[2] = {(uint64_t)N, 7};
-    dump_f64(dw, "pp/rank_stage", per, 2, shape);
-    free(per);
+    uint64_t n = (uint64_t)N;
+    dump_i64(dw, "pp/rank_stage/stage", stage, 1, &n);
+    dump_i64(dw, "pp/rank_stage/u0", u0, 1, &n);
+    dump_i64(dw, "pp/rank_stage/u1", u1, 1, &n);
+    dump_i64(dw, "pp/rank_stage/max_live", live, 1, &n);
+    dump_f64(dw, "pp/rank_stage/acts_scratch", scratch, 1, &n);
+    dump_f64(dw, "pp/rank_stage/acts_set", set, 1, &n);
+    free(stage), free(u0), free(u1), free(live), free(scratch), free(set);
 }
 
 // The last step's events of pipeline 0, for the grader's own replay: per
-// stage and event, the kind (0 F, 1 B) and the micro-batch; a stage with
-// fewer events is padded with kind -1 (also when none ran any).
+// stage and event, the kind (0 F, 1 B; -1 past a stage's last) and the
+// micro-batch (0 there).
 static void dump_events(DumpWriter *dw, const Lab05End *e) {
     int p = e->pp->p, w = e->width;
-    int64_t *ev = calloc((size_t)p * w * 2, sizeof *ev);
-    CHECK(ev, "out of memory");
+    int64_t *kind = malloc((size_t)p * w * sizeof *kind), *mb = calloc((size_t)p * w, sizeof *mb);
+    CHECK(kind && mb, "out of memory");
     for (int q = 0; q < p; q++)
         for (int k = 0; k < w; k++) {
             bool ran = k < e->counts[q];
-            ev[2 * ((size_t)q * w + k)] = ran ? e->ideal_rows[q][k].kind : -1;
-            if (ran) ev[2 * ((size_t)q * w + k) + 1] = e->ideal_rows[q][k].mb;
+            kind[(size_t)q * w + k] = ran ? e->ideal_rows[q][k].kind : -1;
+            if (ran) mb[(size_t)q * w + k] = e->ideal_rows[q][k].mb;
         }
-    uint64_t shape[3] = {(uint64_t)p, (uint64_t)w, 2};
-    dump_i64(dw, "pp/events", ev, 3, shape);
-    free(ev);
+    uint64_t shape[2] = {(uint64_t)p, (uint64_t)w};
+    dump_i64(dw, "pp/events/kind", kind, 2, shape);
+    dump_i64(dw, "pp/events/mb", mb, 2, shape);
+    free(kind), free(mb);
 }
 
 // The last step's log of every rank (comm.h's events, the passes among
 // them), for the grader's replay of what each pass waited for: per rank and
-// event, its kind, op, peer, place and group (kind -1 past the end).
+// event, its kind, op, peer, place and group (kind -1, the rest 0, past a
+// rank's last).
 static void dump_timeline(DumpWriter *dw, const Lab05End *e) {
     const PpRun *run = e->pp->run;
     Comm *c = comm_world();
@@ -176,19 +185,23 @@ static void dump_timeline(DumpWriter *dw, const Lab05End *e) {
     for (int q = 0; q < N; q++) most = nlogs[q] > most ? nlogs[q] : most;
     size_t n = (size_t)N * most;
     CommEvent *logs = malloc(n * sizeof *logs), *mine = calloc((size_t)most, sizeof *mine);
-    int64_t *tl = malloc(n * 5 * sizeof *tl);
-    CHECK(logs && mine && tl, "out of memory");
+    CHECK(logs && mine, "out of memory");
     memcpy(mine, run->log, (size_t)nlog * sizeof *mine);
     comm_all_gather_host(c, mine, (size_t)most * sizeof *mine, logs);
+    int64_t *field[5];
+    for (int f = 0; f < 5; f++) CHECK(field[f] = malloc(n * sizeof *field[f]), "out of memory");
     for (int q = 0; q < N; q++)
         for (int k = 0; k < most; k++) {
-            const CommEvent *ev = &logs[(size_t)q * most + k];
-            int64_t v[5] = {k < nlogs[q] ? ev->kind : -1, ev->op, ev->peer, ev->seq, (int64_t)ev->group};
-            memcpy(tl + ((size_t)q * most + k) * 5, v, sizeof v);
+            size_t at = (size_t)q * most + k;
+            const CommEvent *ev = &logs[at];
+            field[0][at] = k < nlogs[q] ? ev->kind : -1;
+            field[1][at] = ev->op, field[2][at] = ev->peer, field[3][at] = ev->seq, field[4][at] = (int64_t)ev->group;
         }
-    uint64_t shape[3] = {(uint64_t)N, (uint64_t)most, 5};
-    dump_i64(dw, "pp/timeline", tl, 3, shape);
-    free(tl), free(logs), free(mine), free(nlogs);
+    static const char *const names[5] = {"pp/timeline/kind", "pp/timeline/op", "pp/timeline/peer",
+                                         "pp/timeline/seq", "pp/timeline/group"};
+    uint64_t shape[2] = {(uint64_t)N, (uint64_t)most};
+    for (int f = 0; f < 5; f++) dump_i64(dw, names[f], field[f], 2, shape), free(field[f]);
+    free(logs), free(mine), free(nlogs);
 }
 
 void lab05_dump_more(DumpWriter *dw, void *ctx) {
