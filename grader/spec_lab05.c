@@ -82,19 +82,29 @@ static double grad_ratio(const Run *run) {
     return ratios[n / 2];
 }
 
+// Entry `name` of a dump when it is numbers in `ndim` dimensions, else NULL.
+static const DumpArray *numbers(const DumpFile *d, const char *name, int ndim) {
+    char why[200];
+    return dump_expect(d, name, DUMP_KIND_NUMBERS, ndim, NULL, true, why, sizeof why) ? NULL : dump_find(d, name);
+}
+
 // The last step's schedule of pipeline 0, replayed again here from the
-// order of events the harness recorded (pp/events), with equal stages.
+// order of events the harness recorded (pp/events/kind and pp/events/mb),
+// with equal stages.
 static double replayed_bubble(const DumpFile *d, int p) {
-    const DumpArray *ev = dump_find(d, "pp/events");
-    if (!ev || ev->ndim != 3 || (int)ev->shape[0] != p) return -1;
-    int most = (int)ev->shape[1];
+    const DumpArray *kinds = numbers(d, "pp/events/kind", 2), *mbs = numbers(d, "pp/events/mb", 2);
+    if (!kinds || !mbs || (int)kinds->shape[0] != p || mbs->shape[0] != kinds->shape[0] ||
+        mbs->shape[1] != kinds->shape[1])
+        return -1;
+    int most = (int)kinds->shape[1];
     PpEvent *all = calloc((size_t)p * most, sizeof *all), *rows[64];
     int n[64];
     for (int s = 0; s < p && s < 64; s++) {
         rows[s] = all + (size_t)s * most;
         n[s] = 0;
         for (int k = 0; k < most; k++) {
-            int kind = (int)dump_get(ev, 2 * ((uint64_t)s * most + k)), mb = (int)dump_get(ev, 2 * ((uint64_t)s * most + k) + 1);
+            uint64_t at = (uint64_t)s * most + k;
+            int kind = (int)dump_get(kinds, at), mb = (int)dump_get(mbs, at);
             if (kind < 0) break;
             rows[s][n[s]++] = (PpEvent){kind, mb, 0, 0, 0};
         }
@@ -104,12 +114,40 @@ static double replayed_bubble(const DumpFile *d, int p) {
     return bubble;
 }
 
+// The harness's record per rank: its stage, its units [u0, u1), the most
+// micro-batches alive at once, and the activation bytes the schedule's
+// bound is made of (scratch + k sets), a field an entry (pp/rank_stage/...),
+// one number per rank.
+typedef struct {
+    const DumpArray *stage, *u0, *u1, *max_live, *acts_scratch, *acts_set;
+} RankStage;
+
+// The record of a dump of N ranks: true when whole, else false with the
+// entry that is missing or not one number per rank in `missing`.
+static bool rank_stage_read(const DumpFile *d, int N, RankStage *rs, char *missing, size_t len) {
+    static const char *const fields[] = {"stage", "u0", "u1", "max_live", "acts_scratch", "acts_set"};
+    const DumpArray **at[] = {&rs->stage, &rs->u0, &rs->u1, &rs->max_live, &rs->acts_scratch, &rs->acts_set};
+    for (int i = 0; i < 6; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "pp/rank_stage/%s", fields[i]);
+        *at[i] = numbers(d, name, 1);
+        if (!*at[i] || (int)(*at[i])->shape[0] != N) {
+            snprintf(missing, len, "%s", name);
+            return false;
+        }
+    }
+    return true;
+}
+
+// Rank q's value of a field of the record.
+static double rank_field(const DumpArray *field, int q) { return dump_get(field, (uint64_t)q); }
+
 // A step's messages, call by call: each micro-batch's activations to the
 // next stage and their gradients back, one send and one receive each way
 // per neighbour; on the data-parallel group, one all-reduce per unit of
 // the stage.
 typedef struct {
-    const DumpArray *per;
+    const RankStage *per;
     int p, m, dp, nunits;
     double message;   // bytes of one micro-batch's activations
 } Lab05Step;
@@ -117,7 +155,7 @@ typedef struct {
 static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx) {
     const Lab05Step *k = ctx;
     int s = rank % k->p, n = 0;
-    int u0 = (int)dump_get(k->per, 7 * (uint64_t)rank + 1), u1 = (int)dump_get(k->per, 7 * (uint64_t)rank + 2);
+    int u0 = (int)rank_field(k->per->u0, rank), u1 = (int)rank_field(k->per->u1, rank);
     double bytes = k->m * k->message, params = 0;
     for (int u = u0; u < u1; u++) params += unit_floats(run->dump, u, k->nunits);
     if (s < k->p - 1) {
@@ -141,25 +179,34 @@ static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
 // pass) keeps its order, so the bubble of the order alone does not show it;
 // the stages no longer overlap in time, and this does.
 static void check_overlap(Grader *g, const Run *run, int N, int p) {
-    const DumpArray *tl = dump_find(run->dump, "pp/timeline");
+    // Per rank and event: its kind (-1 past the rank's last), op, peer,
+    // place among its kind and group, a field an entry, (N, E) each.
+    static const char *const fields[5] = {"pp/timeline/kind", "pp/timeline/op", "pp/timeline/peer",
+                                          "pp/timeline/seq", "pp/timeline/group"};
+    const DumpArray *tl[5];
     const char *check = "stages wait only for their inputs";
     if (N > 63) return;   // the log names groups by bit masks of world ranks
-    if (!tl || tl->ndim != 3 || (int)tl->shape[0] != N || tl->shape[2] != 5) {
-        grade_check(g, run, check, false, "no pp/timeline", "every rank's log of the last step",
-                    "the dump was not written by lab05's harness");
-        return;
+    for (int f = 0; f < 5; f++) {
+        tl[f] = numbers(run->dump, fields[f], 2);
+        if (!tl[f] || (int)tl[f]->shape[0] != N || tl[f]->shape[1] != tl[0]->shape[1]) {
+            char fig[64];
+            snprintf(fig, sizeof fig, "no %s", fields[f]);
+            grade_check(g, run, check, false, fig, "every rank's log of the last step",
+                        "the dump was not written by lab05's harness");
+            return;
+        }
     }
-    int most = (int)tl->shape[1], *n = calloc((size_t)N, sizeof *n);
+    int most = (int)tl[0]->shape[1], *n = calloc((size_t)N, sizeof *n);
     CommEvent *all = calloc((size_t)N * most, sizeof *all);
     const CommEvent **ev = calloc((size_t)N, sizeof *ev);
     for (int r = 0; r < N; r++) {
         ev[r] = all + (size_t)r * most;
         for (int k = 0; k < most; k++) {
-            uint64_t at = ((uint64_t)r * most + k) * 5;
-            if (dump_get(tl, at) < 0) break;
-            all[(size_t)r * most + k] = (CommEvent){(int32_t)dump_get(tl, at), (int32_t)dump_get(tl, at + 1),
-                                                    (int32_t)dump_get(tl, at + 2), (int32_t)dump_get(tl, at + 3),
-                                                    (uint64_t)dump_get(tl, at + 4)};
+            uint64_t at = (uint64_t)r * most + k;
+            if (dump_get(tl[0], at) < 0) break;
+            all[at] = (CommEvent){(int32_t)dump_get(tl[0], at), (int32_t)dump_get(tl[1], at),
+                                  (int32_t)dump_get(tl[2], at), (int32_t)dump_get(tl[3], at),
+                                  (uint64_t)dump_get(tl[4], at)};
             n[r]++;
         }
     }
@@ -222,18 +269,19 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     int N = (int)dump_scalar(d, "meta/world_size", 0), p = (int)dump_scalar(d, "pp/p", 1);
     int m = (int)dump_scalar(d, "pp/m", 1), dp = (int)dump_scalar(d, "pp/dp", 1);
     bool gpipe = dump_scalar(d, "pp/gpipe", 0) != 0;
-    const DumpArray *per = dump_find(d, "pp/rank_stage");
-    if (!per || per->ndim != 2 || per->shape[1] != 7 || (int)per->shape[0] != N) {
-        grade_check(g, run, "the harness's record", false, "no pp/rank_stage", "one row per rank",
+    RankStage per;
+    char fig[200], bound[200], diag[800], missing[64];
+    if (!rank_stage_read(d, N, &per, missing, sizeof missing)) {
+        snprintf(fig, sizeof fig, "no %s", missing);
+        grade_check(g, run, "the harness's record", false, fig, "one number per rank in each pp/rank_stage entry",
                     "the dump was not written by lab05's harness");
         return;
     }
-    char fig[200], bound[200], diag[800];
 
     // The partition: blocks as even as possible.
     int most = 0, least = 1 << 30, nunits = 0;
     for (int q = 0; q < p; q++) {
-        int u0 = (int)dump_get(per, 7 * (uint64_t)q + 1), u1 = (int)dump_get(per, 7 * (uint64_t)q + 2);
+        int u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q);
         nunits = u1 > nunits ? u1 : nunits;
         int blocks = u1 - u0 - (u0 == 0) - (q == p - 1);
         most = blocks > most ? blocks : most;
@@ -285,12 +333,12 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     int worst_q = -1;
     double worst_over = 0;
     for (int q = 0; q < N; q++) {
-        int s = (int)dump_get(per, 7 * (uint64_t)q), live = (int)dump_get(per, 7 * (uint64_t)q + 3);
+        int s = (int)rank_field(per.stage, q), live = (int)rank_field(per.max_live, q);
         int k = gpipe ? m : (p - s < m ? p - s : m);
         if (live - k > worst_over) worst_over = live - k, worst_q = q;
     }
     if (worst_q >= 0) {
-        int s = (int)dump_get(per, 7 * (uint64_t)worst_q), live = (int)dump_get(per, 7 * (uint64_t)worst_q + 3);
+        int s = (int)rank_field(per.stage, worst_q), live = (int)rank_field(per.max_live, worst_q);
         snprintf(fig, sizeof fig, "stage %d: %d alive at once", s, live);
         snprintf(diag, sizeof diag, "stage %d held %d micro-batches' activations at once; %s keeps at most %d there "
                  "(%s): %s", s, live, gpipe ? "GPipe" : "1F1B", gpipe ? m : (p - s < m ? p - s : m),
@@ -308,9 +356,9 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
         int at = -1;
         double over = 0, acts_at = 0, bound_at = 0;
         for (int q = 0; q < N; q++) {
-            int s = (int)dump_get(per, 7 * (uint64_t)q);
+            int s = (int)rank_field(per.stage, q);
             int k = gpipe ? m : (p - s < m ? p - s : m);
-            double bound = dump_get(per, 7 * (uint64_t)q + 4) + k * dump_get(per, 7 * (uint64_t)q + 5) + 65536;
+            double bound = rank_field(per.acts_scratch, q) + k * rank_field(per.acts_set, q) + 65536;
             double acts = dump_get(peak, (uint64_t)q * peak->shape[1] + MEM_ACTS);
             if (acts - bound > over || at < 0) over = acts - bound, at = q, acts_at = acts, bound_at = bound;
         }
@@ -335,12 +383,12 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     double stage_max = 0, acts_bound = 0, worst_ratio = 1, worst_sent = 0, worst_want = 0;
     int worst_rank = 0;
     for (int q = 0; q < N; q++) {
-        int s = (int)dump_get(per, 7 * (uint64_t)q), u0 = (int)dump_get(per, 7 * (uint64_t)q + 1),
-            u1 = (int)dump_get(per, 7 * (uint64_t)q + 2), k = gpipe ? m : (p - s < m ? p - s : m);
+        int s = (int)rank_field(per.stage, q), u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q),
+            k = gpipe ? m : (p - s < m ? p - s : m);
         double params = 0;
         for (int u = u0; u < u1; u++) params += unit_floats(d, u, nunits);
         stage_max = fmax(stage_max, params);
-        acts_bound = fmax(acts_bound, dump_get(per, 7 * (uint64_t)q + 4) + k * dump_get(per, 7 * (uint64_t)q + 5));
+        acts_bound = fmax(acts_bound, rank_field(per.acts_scratch, q) + k * rank_field(per.acts_set, q));
         double want = steps * (m * message * 2 * ((s > 0) + (s < p - 1)) + 2.0 * (dp - 1) / dp * 4 * params), sent = 0;
         for (uint64_t j = 0; bus && bus->ndim == 2 && (int)bus->shape[0] == N && j < bus->shape[1]; j++)
             sent += dump_get(bus, (uint64_t)q * bus->shape[1] + j);
@@ -357,7 +405,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     grade_check(g, run, "bytes communicated per rank", bus && fabs(worst_ratio - 1) <= 0.005, fig,
                 "steps x (m micro-batches x (B/m) T C floats, each way, per neighbour, sent and received + the "
                 "data-parallel all-reduce), each rank within 0.5%", diag);
-    Lab05Step k = {per, p, m, dp, nunits, message};
+    Lab05Step k = {&per, p, m, dp, nunits, message};
     static const char *const names[] = {"its pipeline", "its data-parallel group"};
     check_ledger(g, run, p, names, lab05_wants, &k);
     check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * stage_max, "4 bytes per parameter of the largest stage's units",

@@ -7,12 +7,12 @@
 // data-parallel pipelines when p < N. Every step prints the loss beside
 // single-device training's; at the end, each stage's units, busy and idle
 // time, activation memory beside the schedule's bound, the bubble measured
-// two ways beside (p - 1) / (m + p - 1), and the schedule drawn.
-#include <math.h>
+// two ways beside (p - 1) / (m + p - 1), and the schedule drawn. The
+// harness's work on a micro-batch is pipeline_given.c's; the end's lines
+// and dump entries are report_given.c's.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "args.h"
 #include "comm.h"
@@ -22,11 +22,10 @@
 #include "gpt.h"
 #include "harness.h"
 #include "mem.h"
-#include "ops.h"
 #include "optim.h"
 #include "pipeline.h"
-#include "pp_schedule.h"
-#include "schedule_given.h"
+#include "pipeline_given.h"
+#include "report_given.h"
 #include "trace.h"
 #include "verdict.h"
 
@@ -37,171 +36,6 @@ static const char *const HOOKS[] = {"pp_partition",      "pp_send_activations", 
                                     "pp_1f1b"};
 
 void lab_todo(const char *function) { harness_todo(function); }
-
-// ---- the harness's state, and its work on a micro-batch ---------------------
-
-enum { MAX_EVENTS = 2 * PP_MAX_MICRO, MAX_LOG = 8 * MAX_EVENTS };
-
-typedef struct PpRun {
-    Gpt *model;                  // the whole model's shapes; B = micro_rows
-    float **params, **grads;     // (nunits), this stage's units only (NULL elsewhere)
-    GptActs *acts[PP_MAX_MICRO]; // the micro-batches alive on this stage
-    bool forward_done[PP_MAX_MICRO], backward_done[PP_MAX_MICRO];
-    int live, max_live;          // micro-batches alive now, and at most this step (and ever)
-    int max_live_ever;
-    const int *x, *y;            // the step's rows of this pipeline (rows, T) on the host
-    int step, row0;
-    double loss;                 // the last stage: the step's mean loss so far
-    int backwards;               // backward passes this step
-    int zeroed_between;          // backward passes that found the gradients zeroed after an earlier one
-    PpEvent events[MAX_EVENTS];  // this step's, in order
-    int nevents;
-    CommEvent *log;              // this step's communication and passes, in order (comm.h), MAX_LOG at most
-    int nlog;
-    double busy;                 // seconds in this step's passes
-} PpRun;
-
-static void check_mb(const Pp *pp, int mb, const char *fn) {
-    CHECK(mb >= 0 && mb < pp->m, "%s: micro-batch %d does not exist (this step has %d: 0 .. %d)", fn, mb, pp->m,
-          pp->m - 1);
-}
-
-static void record(Pp *pp, int kind, int mb, double t0) {
-    PpRun *run = pp->run;
-    double t = core_now() - t0;
-    CHECK(run->nevents < MAX_EVENTS, "more than %d passes in one step", MAX_EVENTS);
-    run->events[run->nevents++] = (PpEvent){kind, mb, t, 0, 0};
-    run->busy += t;
-}
-
-void pp_zero_grads(Pp *pp) {
-    PpRun *run = pp->run;
-    for (int u = pp->u0; u < pp->u1; u++) mem_zero(run->grads[u], run->model->units[u].size * sizeof(float));
-}
-
-void pp_begin_micro(Pp *pp, int mb, float loss_scale) {
-    PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_begin_micro");
-    CHECK(!run->acts[mb], "pp_begin_micro: micro-batch %d is already alive on stage %d (begun twice in a step?)", mb,
-          pp->s);
-    CHECK(!run->forward_done[mb], "pp_begin_micro: micro-batch %d has already had its forward pass on stage %d this "
-          "step (begun twice in a step?)", mb, pp->s);
-    run->acts[mb] = gpt_acts_create(run->model, pp->u0, pp->u1);
-    size_t off = (size_t)mb * pp->micro_rows * pp->T;
-    gpt_acts_set_batch(run->model, run->acts[mb], run->x + off, run->y + off, run->step,
-                       run->row0 + mb * pp->micro_rows, loss_scale);
-    run->live++;
-    if (run->live > run->max_live) run->max_live = run->live;
-}
-
-void pp_forward_compute(Pp *pp, int mb) {
-    PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_forward_compute");
-    CHECK(run->acts[mb], "pp_forward_compute: micro-batch %d has no activations on stage %d: call pp_begin_micro "
-          "first", mb, pp->s);
-    comm_events_mark(0, mb);
-    double t0 = core_now();
-    for (int u = pp->u0; u < pp->u1; u++) {
-        trace_begin(run->model->units[u].name, "forward");
-        gpt_acts_forward(run->model, run->acts[mb], u, run->params[u]);
-        trace_end();
-    }
-    if (pp->u1 == run->model->nunits) run->loss += gpt_acts_loss(run->model, run->acts[mb]) / pp->m;
-    run->forward_done[mb] = true;
-    record(pp, 0, mb, t0);
-}
-
-void pp_backward_compute(Pp *pp, int mb) {
-    PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_backward_compute");
-    CHECK(run->acts[mb], "pp_backward_compute: micro-batch %d's activations on stage %d were freed before its "
-          "backward pass (pp_end_micro came too early: a micro-batch's activations are needed until its backward "
-          "pass is done)", mb, pp->s);
-    CHECK(run->forward_done[mb], "pp_backward_compute: micro-batch %d's backward pass on stage %d before its "
-          "forward pass", mb, pp->s);
-    // Gradients zeroed after an earlier micro-batch's backward pass: the
-    // micro-batches overwrite each other instead of adding up.
-    if (run->backwards > 0) {
-        double sum = 0;
-        for (int u = pp->u0; u < pp->u1; u++) sum += ops_sumsq(run->grads[u], run->model->units[u].size);
-        if (sum == 0) run->zeroed_between++;
-    }
-    comm_events_mark(1, mb);
-    double t0 = core_now();
-    for (int u = pp->u1 - 1; u >= pp->u0; u--) {
-        trace_begin(run->model->units[u].name, "backward");
-        gpt_acts_backward(run->model, run->acts[mb], u, run->params[u], run->grads[u]);
-        trace_end();
-    }
-    run->backward_done[mb] = true;
-    run->backwards++;
-    record(pp, 1, mb, t0);
-}
-
-// mb's activations go (the harness's own tidying at the end of a step, too).
-static void end_micro(Pp *pp, int mb) {
-    PpRun *run = pp->run;
-    gpt_acts_free(run->model, run->acts[mb]);   // refused while a send from it is in flight
-    run->acts[mb] = NULL;
-    run->live--;
-}
-
-void pp_end_micro(Pp *pp, int mb) {
-    PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_end_micro");
-    CHECK(run->acts[mb], "pp_end_micro: micro-batch %d is not alive on stage %d (ended twice?)", mb, pp->s);
-    // Between its forward and its backward pass a micro-batch is alive,
-    // whatever holds its activations: ending it there and beginning it
-    // again would count a GPipe order as 1F1B's memory.
-    CHECK(!run->forward_done[mb] || run->backward_done[mb], "pp_end_micro: micro-batch %d's activations on stage "
-          "%d were freed before its backward pass (pp_end_micro came too early: its forward pass is done and its "
-          "backward pass is not, which needs them; a micro-batch is alive from its forward pass to its backward "
-          "pass, wherever its activations are kept in between)", mb, pp->s);
-    end_micro(pp, mb);
-}
-
-static GptActs *alive(Pp *pp, int mb, const char *fn) {
-    check_mb(pp, mb, fn);
-    CHECK(pp->run->acts[mb], "%s: micro-batch %d is not alive on stage %d (pp_begin_micro first; not after "
-          "pp_end_micro)", fn, mb, pp->s);
-    return pp->run->acts[mb];
-}
-
-float *pp_act_in(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_act_in")->stream[pp->u0] : NULL; }
-float *pp_act_out(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_act_out")->stream[pp->u1] : NULL; }
-float *pp_grad_in(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_grad_in")->dstream[pp->u1] : NULL; }
-float *pp_grad_out(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_grad_out")->dstream[pp->u0] : NULL; }
-size_t pp_message_floats(const Pp *pp) { return (size_t)pp->micro_rows * pp->T * pp->C; }
-
-// ---- units, whole on rank 0 --------------------------------------------------
-
-// Unit u, whole, on the pipeline's first rank (NULL elsewhere), from the
-// stage that holds it (bookkeeping, not counted as communication).
-static float *gather_unit(const Pp *pp, const Gpt *m, float **units, int u) {
-    size_t n = u >= pp->u0 && u < pp->u1 ? m->units[u].size : 0;
-    float *mine = malloc((n ? n : 1) * sizeof(float));
-    if (n) mem_to_host(mine, units[u], n * sizeof(float));
-    size_t lens[64];
-    float *all = comm_gather_host(pp->group, mine, n * sizeof(float), 0, lens);
-    free(mine);
-    return all;   // on rank 0 only the owner sent anything: the unit itself
-}
-
-// Every stage's units, whole, on the pipeline's first rank (NULL elsewhere).
-static float **gather_units(const Pp *pp, const Gpt *m, float **units) {
-    float **out = pp->s == 0 ? calloc((size_t)m->nunits, sizeof *out) : NULL;
-    for (int u = 0; u < m->nunits; u++) {
-        float *whole = gather_unit(pp, m, units, u);
-        if (out) out[u] = whole;
-        else free(whole);
-    }
-    return out;
-}
-
-static void free_host_units(const Gpt *m, float **units) {
-    for (int u = 0; units && u < m->nunits; u++) free(units[u]);
-    free(units);
-}
 
 // ---- main ------------------------------------------------------------------
 
@@ -255,325 +89,67 @@ int main(int argc, char **argv) {
     GptConfig cfg = {.B = rows / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
                      .dropout = (float)a.dropout, .seed = a.seed};
     Gpt *model = gpt_create(&cfg);
-    PpRun run = {.model = model, .row0 = row0, .log = malloc(MAX_LOG * sizeof(CommEvent))};
-    CHECK(run.log, "out of memory");
+    int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
+    CHECK(x && y, "out of memory");
+    PpRun run;
+    pprun_init(&run, model, row0, x, y);
     Pp pp = {.group = ppc, .p = p, .s = r % p, .m = micro, .rows = rows, .micro_rows = rows / micro, .T = a.seq,
              .C = a.dim, .run = &run};
 
-    // The stages' units: the student's partition, checked over the pipeline.
+    // The stages' units: the student's partition, checked over the pipeline;
+    // then the activations' scratch, measured, and this stage's parameters,
+    // gradients and moments, its units whole.
     pp_partition(nunits, p, pp.s, &pp.u0, &pp.u1);
-    int *all_u = malloc((size_t)2 * p * sizeof *all_u), mine_u[2] = {pp.u0, pp.u1};
-    comm_all_gather_host(ppc, mine_u, sizeof mine_u, all_u);
-    int stage_u0[64], stage_u1[64], most = 0, least = nunits;
-    CHECK(p <= 64, "at most 64 stages");
-    for (int q = 0; q < p; q++) {
-        stage_u0[q] = all_u[2 * q], stage_u1[q] = all_u[2 * q + 1];
-        CHECK(stage_u0[q] == (q ? stage_u1[q - 1] : 0) && stage_u1[q] > stage_u0[q] &&
-                  stage_u1[q] <= nunits && (q < p - 1 || stage_u1[q] == nunits),
-              "pp_partition gave stage %d the units [%d, %d): the stages must take the %d units in order, each a "
-              "range that starts where the last one ended, none empty, the last ending at %d (fix pp_partition "
-              "in pipeline.c)", q, stage_u0[q], stage_u1[q], nunits, nunits);
-        int n = stage_u1[q] - stage_u0[q];
-        most = n > most ? n : most;
-        least = n < least ? n : least;
-    }
-    free(all_u);
-    // Memory, measured before any of the student's code runs: the scratch
-    // every micro-batch shares, and one micro-batch's activations of this
-    // stage's units. The schedule's bound is scratch + k sets.
-    mem_reset_peaks();
-    size_t before = mem_live(MEM_ACTS);
-    gpt_alloc_scratch(model);
-    double acts_scratch = (double)(mem_live(MEM_ACTS) - before);
-    double acts_set = gpt_acts_bytes(model, pp.u0, pp.u1);
-    int bound_k = gpipe ? micro : (p - pp.s < micro ? p - pp.s : micro);
+    pprun_check_partition(&pp, nunits);
+    pprun_alloc_stage(&pp);
     char desc[96];
     print0("[lab05] %d rank%s · %s · %s · %s · %s, %d micro-batch%s of %d row%s · %d stages x %d data-parallel\n",
            N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc),
            gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", pp.micro_rows, pp.micro_rows == 1 ? "" : "s", p,
            dp);
 
-    // This stage's parameters, gradients and moments: its units whole.
-    run.params = calloc((size_t)nunits, sizeof *run.params);
-    run.grads = calloc((size_t)nunits, sizeof *run.grads);
-    float **mom_m = calloc((size_t)nunits, sizeof *mom_m), **mom_v = calloc((size_t)nunits, sizeof *mom_v);
-    double stage_params = 0;
-    for (int u = pp.u0; u < pp.u1; u++) {
-        size_t n = model->units[u].size;
-        run.params[u] = mem_alloc_floats(n, MEM_PARAMS, model->units[u].name);
-        run.grads[u] = mem_alloc_floats(n, MEM_GRADS, model->units[u].name);
-        mom_m[u] = mem_alloc_floats(n, MEM_OPTIM, "adam m");
-        mom_v[u] = mem_alloc_floats(n, MEM_OPTIM, "adam v");
-        gpt_init_slice(model, u, run.params[u], 0, n);
-        stage_params += (double)n;
-    }
     OptimConfig optim = optim_from_args(&a);
     Data data;
     data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
-    int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
-    run.x = x, run.y = y;
-    float *losses = calloc((size_t)(a.steps ? a.steps : 1), sizeof *losses);
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[160];
     snprintf(extra, sizeof extra, "schedule %s\nmicro %d\npp %d\ndp %d\n", schedule, micro, p, dp);
     dump_run_meta(dw, c, "lab05", &a, extra);
-    double total_time = 0, total_idle = 0;
-    int unfreed = 0, unwaited = 0;
+    HarnessRun hr = harness_run(c, &a, &ref, "lab05", verdict_of_lab_run);
     mem_reset_peaks();
     comm_stats_reset();
     harness_seal_measures();
 
     for (int s = 0; s < a.steps; s++) {
-        CommStats before_step = comm_stats();
-        double t0 = core_now();
+        harness_step_begin(&hr);
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
-        run.step = s, run.loss = 0, run.backwards = 0, run.nevents = 0, run.busy = 0, run.max_live = 0;
-        memset(run.forward_done, 0, sizeof run.forward_done);
-        memset(run.backward_done, 0, sizeof run.backward_done);
-        comm_events_start(run.log, MAX_LOG);
+        pprun_step_begin(&pp, s);
         (gpipe ? pp_gpipe : pp_1f1b)(&pp);
-        run.nlog = comm_events_stop();
-        // What the schedule left behind: sends never waited on, micro-batches
-        // never freed. Counted for the grader, then tidied.
-        for (int mb = 0; mb < micro; mb++) {
-            CommHandle **h[] = {&pp.send_act[mb], &pp.send_grad[mb]};
-            for (int i = 0; i < 2; i++)
-                if (*h[i]) comm_wait(*h[i]), *h[i] = NULL, unwaited++;
-        }
-        for (int mb = 0; mb < micro; mb++)
-            if (run.acts[mb]) end_micro(&pp, mb), unfreed++;
-        if (run.max_live > run.max_live_ever) run.max_live_ever = run.max_live;
+        pprun_step_end(&pp);   // what the schedule left behind: counted for the grader, then tidied
         // Data parallelism across pipelines, once a step after the last
         // backward pass: the same stage on ranks p apart.
-        for (int u = pp.u0; dp > 1 && u < pp.u1; u++)
-            comm_all_reduce_avg(dpc, run.grads[u], model->units[u].size);
-        // The first gradient, whole, for the grader, a unit at a time (one
-        // whole unit on the host at once).
-        for (int u = 0; s == 0 && u < nunits; u++) {
-            float *g = gather_unit(&pp, model, run.grads, u);
-            if (r == 0) gpt_dump_host_unit(model, dw, "grad/first", u, g);
-            free(g);
-        }
+        for (int u = pp.u0; dp > 1 && u < pp.u1; u++) comm_all_reduce_avg(dpc, run.grads[u], model->units[u].size);
+        // The first gradient, whole, for the grader.
+        if (s == 0) pprun_dump_units(&pp, dw, "grad/first", run.grads);
         trace_begin("optimizer", "compute");
         for (int u = pp.u0; u < pp.u1; u++)
-            optim_update(&optim, s + 1, run.params[u], run.grads[u], mom_m[u], mom_v[u], model->units[u].size);
+            optim_update(&optim, s + 1, run.params[u], run.grads[u], run.m[u], run.v[u], model->units[u].size);
         trace_end();
-        double mine = core_now() - t0, dt = comm_max_double(c, mine);
-        CommStats after_step = comm_stats();
         // The loss is the last stage's; the mean over pipelines.
-        double global = comm_sum_double(c, pp.s == p - 1 ? run.loss : 0) / dp;
-        losses[s] = (float)global;
-        if (s > 0) total_time += dt, total_idle += dt - run.busy;
-        harness_print_step(&ref, s, a.steps, global, dt,
-                           comm_max_double(c, after_step.seconds_busy - before_step.seconds_busy),
-                           comm_max_double(c, after_step.seconds_blocked - before_step.seconds_blocked),
-                           (double)a.batch * a.seq);
+        harness_step_end(&hr, s, pp.s == p - 1 ? run.loss : 0, dp);
     }
+
+    // The end: each stage's time and memory, the bubble, the schedule drawn.
     MemReport mem = mem_report();
-    CommStats st = comm_stats();
-
-    // The last step's events, every stage's, replayed on the pipeline's
-    // first rank: with equal stages (the schedule's own bubble) and with the
-    // measured durations.
-    int ne = run.nevents, *counts = malloc((size_t)p * sizeof *counts);
-    comm_all_gather_host(ppc, &ne, sizeof ne, counts);
-    int most_events = 0;
-    for (int q = 0; q < p; q++) most_events = counts[q] > most_events ? counts[q] : most_events;
-    PpEvent *flat = calloc((size_t)p * (most_events ? most_events : 1), sizeof *flat);
-    PpEvent *mine_ev = calloc((size_t)(most_events ? most_events : 1), sizeof *mine_ev);
-    memcpy(mine_ev, run.events, (size_t)ne * sizeof *mine_ev);
-    comm_all_gather_host(ppc, mine_ev, (size_t)(most_events ? most_events : 1) * sizeof *mine_ev, flat);
-    PpEvent *ideal_rows[64], *measured_rows[64];
-    PpEvent *flat2 = malloc((size_t)p * (most_events ? most_events : 1) * sizeof *flat2);
-    memcpy(flat2, flat, (size_t)p * (most_events ? most_events : 1) * sizeof *flat2);
-    for (int q = 0; q < p; q++)
-        ideal_rows[q] = flat + (size_t)q * (most_events ? most_events : 1),
-        measured_rows[q] = flat2 + (size_t)q * (most_events ? most_events : 1);
-    double span_ideal = 0, span_measured = 0;
-    double bubble_ideal = pp_replay(p, ideal_rows, counts, true, &span_ideal);
-    double bubble_measured = pp_replay(p, measured_rows, counts, false, &span_measured);
-    double formula = pp_bubble_formula(p, micro);
-
-    // Per stage: units, busy and idle, activations against the bound.
-    typedef struct {
-        int u0, u1, max_live;
-        double idle, busy, acts_peak, acts_bound, acts_set, acts_scratch;
-    } StageLine;
-    StageLine line = {pp.u0, pp.u1, run.max_live_ever, a.steps > 1 ? total_idle / (a.steps - 1) : 0,
-                      a.steps > 1 ? (total_time - total_idle) / (a.steps - 1) : 0, mem.peak[MEM_ACTS],
-                      acts_scratch + bound_k * acts_set, acts_set, acts_scratch};
-    StageLine *lines = malloc((size_t)N * sizeof *lines);
-    comm_all_gather_host(c, &line, sizeof line, lines);
-    char b1[32], b2[32], b3[32];
-    if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, total_time / (a.steps - 1) * 1e3);
-    print0("\nper stage (pipeline 0), %s, p = %d, m = %d:\n", gpipe ? "GPipe" : "1F1B", p, micro);
-    print0("  %-6s %-14s %9s %9s %10s %10s   %s\n", "stage", "units", "busy", "idle", "ACTS peak", "bound",
-           gpipe ? "m micro-batches' activations" : "min(m, p - s) micro-batches' activations");
-    for (int q = 0; q < p; q++) {
-        const StageLine *l = &lines[q];
-        char units[48];
-        snprintf(units, sizeof units, "%s..%s", model->units[l->u0].name, model->units[l->u1 - 1].name);
-        print0("  %-6d %-14s %7.1f ms %6.1f ms %10s %10s   scratch %s + %d x %s (at most %d alive)\n", q, units,
-               l->busy * 1e3, l->idle * 1e3, core_fmt_bytes(l->acts_peak, b1, 32), core_fmt_bytes(l->acts_bound, b2, 32),
-               core_fmt_bytes(l->acts_scratch, b3, 32), gpipe ? micro : (p - q < micro ? p - q : micro),
-               core_fmt_bytes(l->acts_set, desc, sizeof desc), l->max_live);
-    }
-    double wall_idle = 0;
-    for (int q = 0; q < p; q++) wall_idle += lines[q].busy + lines[q].idle > 0 ? lines[q].idle / (lines[q].busy + lines[q].idle) / p : 0;
-    print0("\nthe bubble (idle share of the stages' time):\n");
-    print0("  (p - 1) / (m + p - 1)                   %5.1f%%\n", 100 * formula);
-    print0("  replayed, equal stages (F 1, B 2)       %5.1f%%   the schedule's own\n", 100 * bubble_ideal);
-    print0("  replayed, measured durations            %5.1f%%   one core per stage; unequal stages add to it\n",
-           100 * bubble_measured);
-    print0("  wall clock                              %5.1f%%   %d ranks on %d cores: the OS blurs it\n",
-           100 * wall_idle, N, (int)sysconf(_SC_NPROCESSORS_ONLN));
-    if (bubble_ideal >= 0) {
-        print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1B1 its "
-               "backward):\n");
-        pp_draw_ascii(p, ideal_rows, counts, span_ideal);
-    } else {
-        print0("\nthe schedule cannot be replayed: a stage waits for a pass no stage ran\n");
-    }
-    if (figure && r == 0) {
-        char caption[160];
-        snprintf(caption, sizeof caption, "%s, p = %d stages, m = %d micro-batches: bubble %.1f%% (formula %.1f%%)",
-                 gpipe ? "GPipe" : "1F1B", p, micro, 100 * bubble_ideal, 100 * formula);
-        char label[160];
-        int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-        snprintf(label, sizeof label, "replayed on one core per stage, with the durations measured with %d ranks on "
-                 "%d core%s%s", N, cores, cores == 1 ? "" : "s", N > cores ? " (ranks shared cores: slower passes)" : "");
-        pp_draw_svg(figure, p, ideal_rows, measured_rows, counts, span_ideal > 0 ? span_ideal : 1,
-                    span_measured > 0 ? span_measured : 1, caption, label);
-        print0("wrote %s\n", figure);
-    }
+    Lab05End end = {.pp = &pp, .gpipe = gpipe, .figure = figure};
+    harness_print_mean_step(&hr, false);
+    lab05_report(&end, &hr, &mem);
     harness_print_memory(c, &mem);
 
     // Afterwards, not measured: the whole model gathered on rank 0.
-    float **whole = gather_units(&pp, model, run.params);
-    float **whole_m = gather_units(&pp, model, mom_m);
-    float **whole_v = gather_units(&pp, model, mom_v);
-    double loss_err = 0;
-    for (int s = 0; ref.on && s < a.steps; s++) loss_err = fmax(loss_err, fabs(losses[s] - ref.loss[s]));
-    char worst[96] = "-";
-    double perr = -1;
-    if (r == 0 && ref.on) {
-        float **dev = gpt_alloc_units(model, MEM_OTHER, "final params");
-        for (int u = 0; u < nunits; u++) mem_from_host(dev[u], whole[u], model->units[u].size * sizeof(float));
-        perr = harness_param_error(&ref, model, dev, worst, sizeof worst);
-        gpt_free_units(model, dev);
-    }
-    harness_print_unfinished();
-    if (ref.on)
-        print0("against single-device training: loss |d| <= %.1e, parameters rel. error %.1e (largest difference "
-               "in %s)\n", loss_err, perr, worst);
-
-    // The dump for the grader.
-    uint64_t steps = (uint64_t)a.steps, nr = (uint64_t)N;
-    dump_f32(dw, "loss", losses, 1, &steps);
-    if (r == 0) {
-        gpt_dump_host_units(model, dw, "param/final", whole);
-        gpt_dump_host_units(model, dw, "optim/m", whole_m);
-        gpt_dump_host_units(model, dw, "optim/v", whole_v);
-    }
-    dump_scalar_i64(dw, "pp/p", p);
-    dump_scalar_i64(dw, "pp/m", micro);
-    dump_scalar_i64(dw, "pp/dp", dp);
-    dump_scalar_i64(dw, "pp/gpipe", gpipe);
-    dump_scalar_i64(dw, "pp/stage_units_most", most);
-    dump_scalar_i64(dw, "pp/stage_units_least", least);
-    dump_scalar_f64(dw, "pp/bubble_formula", formula);
-    dump_scalar_f64(dw, "pp/bubble_replay", bubble_ideal);
-    dump_scalar_f64(dw, "pp/bubble_replay_measured", bubble_measured);
-    dump_scalar_f64(dw, "pp/bubble_wall", wall_idle);
-    dump_scalar_i64(dw, "pp/zeroed_between", (int64_t)comm_max_double(c, run.zeroed_between));
-    dump_scalar_i64(dw, "pp/unfreed", (int64_t)comm_max_double(c, unfreed));
-    dump_scalar_i64(dw, "pp/unwaited", (int64_t)comm_max_double(c, unwaited));
-    // Per rank: its stage, units, the most micro-batches alive, and the
-    // activation bytes the bound is made of.
-    double *per = malloc((size_t)N * 7 * sizeof *per);
-    for (int q = 0; q < N; q++) {
-        const StageLine *l = &lines[q];
-        double v[7] = {q % p, l->u0, l->u1, l->max_live, l->acts_scratch, l->acts_set, 0};
-        memcpy(per + 7 * q, v, sizeof v);
-    }
-    uint64_t shape[2] = {nr, 7};
-    dump_f64(dw, "pp/rank_stage", per, 2, shape);
-    // The last step's events of pipeline 0, for the grader's own replay:
-    // per stage and event, the kind (0 F, 1 B) and the micro-batch.
-    int64_t *ev = calloc((size_t)p * (most_events ? most_events : 1) * 2, sizeof *ev);
-    for (int q = 0; q < p; q++)
-        for (int k = 0; k < counts[q]; k++) {
-            ev[2 * ((size_t)q * most_events + k)] = ideal_rows[q][k].kind;
-            ev[2 * ((size_t)q * most_events + k) + 1] = ideal_rows[q][k].mb;
-        }
-    // A stage with fewer events is padded with kind -1 (also when none ran any).
-    int width = most_events ? most_events : 1;
-    for (int q = 0; q < p; q++)
-        for (int k = counts[q]; k < width; k++) ev[2 * ((size_t)q * width + k)] = -1;
-    uint64_t eshape[3] = {(uint64_t)p, (uint64_t)width, 2};
-    dump_i64(dw, "pp/events", ev, 3, eshape);
-    // The last step's log of every rank (comm.h's events, the passes among
-    // them), for the grader's replay of what each pass waited for: per rank
-    // and event, its kind, op, peer, place and group (kind -1 past the end).
-    int nlog = run.nlog < MAX_LOG ? run.nlog : MAX_LOG, *nlogs = malloc((size_t)N * sizeof *nlogs), most_log = 1;
-    comm_all_gather_host(c, &nlog, sizeof nlog, nlogs);
-    for (int q = 0; q < N; q++) most_log = nlogs[q] > most_log ? nlogs[q] : most_log;
-    CommEvent *logs = malloc((size_t)N * most_log * sizeof *logs), *mine_log = calloc((size_t)most_log, sizeof *mine_log);
-    memcpy(mine_log, run.log, (size_t)nlog * sizeof *mine_log);
-    comm_all_gather_host(c, mine_log, (size_t)most_log * sizeof *mine_log, logs);
-    int64_t *tl = malloc((size_t)N * most_log * 5 * sizeof *tl);
-    for (int q = 0; q < N; q++)
-        for (int k = 0; k < most_log; k++) {
-            const CommEvent *e = &logs[(size_t)q * most_log + k];
-            int64_t v[5] = {e->kind, e->op, e->peer, e->seq, (int64_t)e->group};
-            if (k >= nlogs[q]) v[0] = -1;
-            memcpy(tl + ((size_t)q * most_log + k) * 5, v, sizeof v);
-        }
-    uint64_t tshape[3] = {nr, (uint64_t)most_log, 5};
-    dump_i64(dw, "pp/timeline", tl, 3, tshape);
-    dump_scalar_i64(dw, "pp/timeline_lost", (int64_t)comm_max_double(c, run.nlog > MAX_LOG));
-    free(tl);
-    free(logs);
-    free(mine_log);
-    free(nlogs);
-    dump_scalar_f64(dw, "pp/stage_params", comm_max_double(c, stage_params));
-    harness_dump_unfinished(dw);
-    dump_rank_stats(dw, c, &mem);
-    dump_close(dw);
-    harness_trace_write(c);
-    // The grader's own checks on this dump: what build/grade will say.
-    int verdict = verdict_of_lab_run(c, "lab05", &ref);
-    (void)st;
-
-    free_host_units(model, whole);
-    free_host_units(model, whole_m);
-    free_host_units(model, whole_v);
-    free(per);
-    free(ev);
-    free(lines);
-    free(flat);
-    free(flat2);
-    free(mine_ev);
-    free(counts);
-    harness_reference_free(&ref);
-    free(x);
-    free(y);
-    free(losses);
-    data_close(&data);
-    for (int u = pp.u0; u < pp.u1; u++) {
-        mem_free(run.params[u]);
-        mem_free(run.grads[u]);
-        mem_free(mom_m[u]);
-        mem_free(mom_v[u]);
-    }
-    free(run.params);
-    free(run.grads);
-    free(mom_m);
-    free(mom_v);
-    gpt_free(model);
-    free(run.log);
-    comm_free(ppc);
-    comm_free(dpc);
-    comm_finalize();
-    harness_exit(verdict ? 1 : 0);
+    float **whole = pprun_gather_units(&pp, run.params), **whole_m = pprun_gather_units(&pp, run.m),
+          **whole_v = pprun_gather_units(&pp, run.v);
+    harness_finish(&hr, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
+                                      .v = whole_v, .host = true, .dump_more = lab05_dump_more, .ctx = &end,
+                                      .groups = {ppc, dpc}});
 }

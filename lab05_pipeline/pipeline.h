@@ -1,5 +1,5 @@
 // pipeline.h: pipeline parallelism, the interface between the harness
-// (main.c, schedule_given.c) and the student's file (pipeline.c).
+// (main.c and its given files) and the student's file (pipeline.c).
 //
 // The p ranks of a pipeline group hold one model between them, cut by
 // depth: stage s holds the units [u0, u1) (the embeddings on the first
@@ -33,10 +33,10 @@ typedef struct {
     // gradients to the previous one. A micro-batch's buffers cannot be
     // freed (pp_end_micro) while a send from them is in flight.
     CommHandle *send_act[PP_MAX_MICRO], *send_grad[PP_MAX_MICRO];
-    struct PpRun *run;  // the harness's own state
+    struct PpRun *run;  // the harness's own state (pipeline_given.h)
 } Pp;
 
-// ---- given: the harness's work on one micro-batch (main.c) -------------------
+// ---- given: the harness's work on one micro-batch (pipeline_given.c) ---------
 
 // Zero this stage's gradients (once a step: the micro-batches add into them).
 void pp_zero_grads(Pp *pp);

@@ -1,0 +1,70 @@
+// pipeline_given.h: the harness's side of lab05's micro-batch API: the
+// state behind a Pp (PpRun) and what main does with it around the
+// student's schedule. pipeline.h declares what the student's file calls
+// (pp_begin_micro, pp_forward_compute, ...); pipeline_given.c defines both.
+// Given code: students do not edit it.
+#pragma once
+
+#include <stdbool.h>
+
+#include "comm.h"
+#include "dump.h"
+#include "gpt.h"
+#include "pipeline.h"
+#include "pp_schedule.h"
+
+enum { PPRUN_MAX_EVENTS = 2 * PP_MAX_MICRO, PPRUN_MAX_LOG = 8 * PPRUN_MAX_EVENTS };
+
+typedef struct PpRun {
+    Gpt *model;                  // the whole model's shapes; B = micro_rows
+    // This stage's units only (NULL elsewhere), (nunits) each: parameters,
+    // gradients, Adam's moments.
+    float **params, **grads, **m, **v;
+    double stage_params;         // parameters this stage holds
+    int most, least;             // units of the largest and the smallest stage (the partition)
+    // Activation bytes, measured before any of the student's code runs: the
+    // scratch every micro-batch shares, and one micro-batch's activations of
+    // this stage's units. The schedule's bound is scratch + k sets.
+    double acts_scratch, acts_set;
+    GptActs *acts[PP_MAX_MICRO]; // the micro-batches alive on this stage
+    bool forward_done[PP_MAX_MICRO], backward_done[PP_MAX_MICRO];
+    int live, max_live;          // micro-batches alive now, and at most this step (and ever)
+    int max_live_ever;
+    const int *x, *y;            // the step's rows of this pipeline (rows, T) on the host
+    int step, row0;
+    double loss;                 // the last stage: the step's mean loss so far
+    int backwards;               // backward passes this step
+    int zeroed_between;          // backward passes that found the gradients zeroed after an earlier one
+    PpEvent events[PPRUN_MAX_EVENTS];   // this step's, in order
+    int nevents;
+    CommEvent *log;              // this step's communication and passes, in order (comm.h), PPRUN_MAX_LOG at most
+    int nlog;
+    double busy;                 // seconds in this step's passes
+    double busy_total;           // and over steps 2.. (the first warms up)
+    int unfreed, unwaited;       // micro-batches the schedules left alive, sends left in flight (all steps)
+} PpRun;
+
+// The run's state for a pipeline's rows of the batch from row0, x and y
+// (rows, T) on the host (the loop fills them each step).
+void pprun_init(PpRun *run, Gpt *model, int row0, const int *x, const int *y);
+// The student's partition (pp->u0, pp->u1, from pp_partition), checked over
+// the pipeline: the units in order, each stage a range that starts where
+// the last one ended, none empty. Sets run->most and run->least.
+void pprun_check_partition(Pp *pp, int nunits);
+// The activations' scratch allocated (and measured with one micro-batch's
+// set), then this stage's parameters (initialised), gradients and moments.
+void pprun_alloc_stage(Pp *pp);
+
+// Around the student's schedule, each step: the state reset and the log
+// started; then the log stopped and what the schedule left behind (sends
+// never waited on, micro-batches never ended) counted for the grader and
+// tidied.
+void pprun_step_begin(Pp *pp, int step);
+void pprun_step_end(Pp *pp);
+
+// Units whole on the pipeline's first rank (NULL elsewhere), from the stages
+// that hold them (bookkeeping, not counted as communication): every unit of
+// `units` (this stage's, as run->params), or written into the dump under
+// `prefix` a unit at a time (one whole unit on the host at once).
+float **pprun_gather_units(const Pp *pp, float **units);
+void pprun_dump_units(const Pp *pp, DumpWriter *dw, const char *prefix, float **units);

@@ -1,0 +1,230 @@
+// report_given.c: what lab05's run reports at its end (report_given.h).
+#include "report_given.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "core.h"
+#include "schedule_given.h"
+
+// The micro-batches whose activations the schedule keeps at most on stage
+// s: all m (GPipe), or min(m, p - s) (1F1B).
+static int bound_k(bool gpipe, int p, int m, int s) { return gpipe ? m : (p - s < m ? p - s : m); }
+
+// The last step's events, every stage's, gathered over the pipeline and
+// replayed: with equal stages (the schedule's own bubble) and with the
+// measured durations.
+static void replay_events(Lab05End *e) {
+    const Pp *pp = e->pp;
+    const PpRun *run = pp->run;
+    int p = pp->p, ne = run->nevents;
+    e->counts = malloc((size_t)p * sizeof *e->counts);
+    CHECK(e->counts, "out of memory");
+    comm_all_gather_host(pp->group, &ne, sizeof ne, e->counts);
+    int most = 0;
+    for (int q = 0; q < p; q++) most = e->counts[q] > most ? e->counts[q] : most;
+    // A stage with fewer events is padded (also when none ran any).
+    e->width = most ? most : 1;
+    size_t row = (size_t)e->width;
+    e->ideal = calloc((size_t)p * row, sizeof *e->ideal);
+    PpEvent *mine = calloc(row, sizeof *mine);
+    CHECK(e->ideal && mine, "out of memory");
+    memcpy(mine, run->events, (size_t)ne * sizeof *mine);
+    comm_all_gather_host(pp->group, mine, row * sizeof *mine, e->ideal);
+    free(mine);
+    e->measured = malloc((size_t)p * row * sizeof *e->measured);
+    CHECK(e->measured, "out of memory");
+    memcpy(e->measured, e->ideal, (size_t)p * row * sizeof *e->measured);
+    for (int q = 0; q < p; q++) e->ideal_rows[q] = e->ideal + q * row, e->measured_rows[q] = e->measured + q * row;
+    e->bubble_ideal = pp_replay(p, e->ideal_rows, e->counts, true, &e->span_ideal);
+    e->bubble_measured = pp_replay(p, e->measured_rows, e->counts, false, &e->span_measured);
+    e->formula = pp_bubble_formula(p, pp->m);
+}
+
+// Per stage: units, busy and idle, activations against the bound, every
+// rank's.
+static void gather_stages(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
+    const Pp *pp = e->pp;
+    const PpRun *run = pp->run;
+    int steps = h->a->steps, N = comm_size(h->c);
+    double idle = h->seconds - run->busy_total;   // over steps 2..
+    Lab05Stage mine = {pp->u0, pp->u1, run->max_live_ever, steps > 1 ? idle / (steps - 1) : 0,
+                       steps > 1 ? (h->seconds - idle) / (steps - 1) : 0, mem->peak[MEM_ACTS],
+                       run->acts_scratch + bound_k(e->gpipe, pp->p, pp->m, pp->s) * run->acts_set, run->acts_set,
+                       run->acts_scratch};
+    e->stages = malloc((size_t)N * sizeof *e->stages);
+    CHECK(e->stages, "out of memory");
+    comm_all_gather_host(h->c, &mine, sizeof mine, e->stages);
+    e->wall_idle = 0;
+    for (int q = 0; q < pp->p; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        e->wall_idle += l->busy + l->idle > 0 ? l->idle / (l->busy + l->idle) / pp->p : 0;
+    }
+}
+
+static void print_stages(const Lab05End *e) {
+    const Pp *pp = e->pp;
+    const Gpt *model = pp->run->model;
+    int p = pp->p, m = pp->m;
+    char b1[32], b2[32], b3[32], b4[32];
+    print0("\nper stage (pipeline 0), %s, p = %d, m = %d:\n", e->gpipe ? "GPipe" : "1F1B", p, m);
+    print0("  %-6s %-14s %9s %9s %10s %10s   %s\n", "stage", "units", "busy", "idle", "ACTS peak", "bound",
+           e->gpipe ? "m micro-batches' activations" : "min(m, p - s) micro-batches' activations");
+    for (int q = 0; q < p; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        char units[48];
+        snprintf(units, sizeof units, "%s..%s", model->units[l->u0].name, model->units[l->u1 - 1].name);
+        print0("  %-6d %-14s %7.1f ms %6.1f ms %10s %10s   scratch %s + %d x %s (at most %d alive)\n", q, units,
+               l->busy * 1e3, l->idle * 1e3, core_fmt_bytes(l->acts_peak, b1, 32), core_fmt_bytes(l->acts_bound, b2, 32),
+               core_fmt_bytes(l->acts_scratch, b3, 32), bound_k(e->gpipe, p, m, q),
+               core_fmt_bytes(l->acts_set, b4, 32), l->max_live);
+    }
+}
+
+static void print_bubble(const Lab05End *e) {
+    int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    print0("\nthe bubble (idle share of the stages' time):\n");
+    print0("  (p - 1) / (m + p - 1)                   %5.1f%%\n", 100 * e->formula);
+    print0("  replayed, equal stages (F 1, B 2)       %5.1f%%   the schedule's own\n", 100 * e->bubble_ideal);
+    print0("  replayed, measured durations            %5.1f%%   one core per stage; unequal stages add to it\n",
+           100 * e->bubble_measured);
+    print0("  wall clock                              %5.1f%%   %d ranks on %d cores: the OS blurs it\n",
+           100 * e->wall_idle, N, cores);
+}
+
+static void draw(Lab05End *e) {
+    const Pp *pp = e->pp;
+    int p = pp->p, m = pp->m;
+    if (e->bubble_ideal >= 0) {
+        print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1B1 its "
+               "backward):\n");
+        pp_draw_ascii(p, e->ideal_rows, e->counts, e->span_ideal);
+    } else {
+        print0("\nthe schedule cannot be replayed: a stage waits for a pass no stage ran\n");
+    }
+    if (e->figure && comm_rank(comm_world()) == 0) {
+        int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+        char caption[160], label[160];
+        snprintf(caption, sizeof caption, "%s, p = %d stages, m = %d micro-batches: bubble %.1f%% (formula %.1f%%)",
+                 e->gpipe ? "GPipe" : "1F1B", p, m, 100 * e->bubble_ideal, 100 * e->formula);
+        snprintf(label, sizeof label, "replayed on one core per stage, with the durations measured with %d ranks on "
+                 "%d core%s%s", N, cores, cores == 1 ? "" : "s", N > cores ? " (ranks shared cores: slower passes)" : "");
+        pp_draw_svg(e->figure, p, e->ideal_rows, e->measured_rows, e->counts,
+                    e->span_ideal > 0 ? e->span_ideal : 1, e->span_measured > 0 ? e->span_measured : 1, caption,
+                    label);
+        print0("wrote %s\n", e->figure);
+    }
+}
+
+void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
+    replay_events(e);
+    gather_stages(e, h, mem);
+    print_stages(e);
+    print_bubble(e);
+    draw(e);
+}
+
+// ---- the dump ------------------------------------------------------------------
+
+// Per rank: its stage, units, the most micro-batches alive, and the
+// activation bytes the bound is made of; a field an entry.
+static void dump_rank_stage(DumpWriter *dw, const Lab05End *e) {
+    int N = comm_size(comm_world()), p = e->pp->p;
+    int64_t *stage = malloc((size_t)N * sizeof *stage), *u0 = malloc((size_t)N * sizeof *u0),
+            *u1 = malloc((size_t)N * sizeof *u1), *live = malloc((size_t)N * sizeof *live);
+    double *scratch = malloc((size_t)N * sizeof *scratch), *set = malloc((size_t)N * sizeof *set);
+    CHECK(stage && u0 && u1 && live && scratch && set, "out of memory");
+    for (int q = 0; q < N; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        stage[q] = q % p, u0[q] = l->u0, u1[q] = l->u1, live[q] = l->max_live;
+        scratch[q] = l->acts_scratch, set[q] = l->acts_set;
+    }
+    uint64_t n = (uint64_t)N;
+    dump_i64(dw, "pp/rank_stage/stage", stage, 1, &n);
+    dump_i64(dw, "pp/rank_stage/u0", u0, 1, &n);
+    dump_i64(dw, "pp/rank_stage/u1", u1, 1, &n);
+    dump_i64(dw, "pp/rank_stage/max_live", live, 1, &n);
+    dump_f64(dw, "pp/rank_stage/acts_scratch", scratch, 1, &n);
+    dump_f64(dw, "pp/rank_stage/acts_set", set, 1, &n);
+    free(stage), free(u0), free(u1), free(live), free(scratch), free(set);
+}
+
+// The last step's events of pipeline 0, for the grader's own replay: per
+// stage and event, the kind (0 F, 1 B; -1 past a stage's last) and the
+// micro-batch (0 there).
+static void dump_events(DumpWriter *dw, const Lab05End *e) {
+    int p = e->pp->p, w = e->width;
+    int64_t *kind = malloc((size_t)p * w * sizeof *kind), *mb = calloc((size_t)p * w, sizeof *mb);
+    CHECK(kind && mb, "out of memory");
+    for (int q = 0; q < p; q++)
+        for (int k = 0; k < w; k++) {
+            bool ran = k < e->counts[q];
+            kind[(size_t)q * w + k] = ran ? e->ideal_rows[q][k].kind : -1;
+            if (ran) mb[(size_t)q * w + k] = e->ideal_rows[q][k].mb;
+        }
+    uint64_t shape[2] = {(uint64_t)p, (uint64_t)w};
+    dump_i64(dw, "pp/events/kind", kind, 2, shape);
+    dump_i64(dw, "pp/events/mb", mb, 2, shape);
+    free(kind), free(mb);
+}
+
+// The last step's log of every rank (comm.h's events, the passes among
+// them), for the grader's replay of what each pass waited for: per rank and
+// event, its kind, op, peer, place and group (kind -1, the rest 0, past a
+// rank's last).
+static void dump_timeline(DumpWriter *dw, const Lab05End *e) {
+    const PpRun *run = e->pp->run;
+    Comm *c = comm_world();
+    int N = comm_size(c), nlog = run->nlog < PPRUN_MAX_LOG ? run->nlog : PPRUN_MAX_LOG, most = 1;
+    int *nlogs = malloc((size_t)N * sizeof *nlogs);
+    CHECK(nlogs, "out of memory");
+    comm_all_gather_host(c, &nlog, sizeof nlog, nlogs);
+    for (int q = 0; q < N; q++) most = nlogs[q] > most ? nlogs[q] : most;
+    size_t n = (size_t)N * most;
+    CommEvent *logs = malloc(n * sizeof *logs), *mine = calloc((size_t)most, sizeof *mine);
+    CHECK(logs && mine, "out of memory");
+    memcpy(mine, run->log, (size_t)nlog * sizeof *mine);
+    comm_all_gather_host(c, mine, (size_t)most * sizeof *mine, logs);
+    int64_t *field[5];
+    for (int f = 0; f < 5; f++) CHECK(field[f] = malloc(n * sizeof *field[f]), "out of memory");
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < most; k++) {
+            size_t at = (size_t)q * most + k;
+            const CommEvent *ev = &logs[at];
+            field[0][at] = k < nlogs[q] ? ev->kind : -1;
+            field[1][at] = ev->op, field[2][at] = ev->peer, field[3][at] = ev->seq, field[4][at] = (int64_t)ev->group;
+        }
+    static const char *const names[5] = {"pp/timeline/kind", "pp/timeline/op", "pp/timeline/peer",
+                                         "pp/timeline/seq", "pp/timeline/group"};
+    uint64_t shape[2] = {(uint64_t)N, (uint64_t)most};
+    for (int f = 0; f < 5; f++) dump_i64(dw, names[f], field[f], 2, shape), free(field[f]);
+    free(logs), free(mine), free(nlogs);
+}
+
+void lab05_dump_more(DumpWriter *dw, void *ctx) {
+    const Lab05End *e = ctx;
+    const Pp *pp = e->pp;
+    const PpRun *run = pp->run;
+    Comm *c = comm_world();
+    dump_scalar_i64(dw, "pp/p", pp->p);
+    dump_scalar_i64(dw, "pp/m", pp->m);
+    dump_scalar_i64(dw, "pp/dp", comm_size(c) / pp->p);
+    dump_scalar_i64(dw, "pp/gpipe", e->gpipe);
+    dump_scalar_i64(dw, "pp/stage_units_most", run->most);
+    dump_scalar_i64(dw, "pp/stage_units_least", run->least);
+    dump_scalar_f64(dw, "pp/bubble_formula", e->formula);
+    dump_scalar_f64(dw, "pp/bubble_replay", e->bubble_ideal);
+    dump_scalar_f64(dw, "pp/bubble_replay_measured", e->bubble_measured);
+    dump_scalar_f64(dw, "pp/bubble_wall", e->wall_idle);
+    dump_scalar_i64(dw, "pp/zeroed_between", (int64_t)comm_max_double(c, run->zeroed_between));
+    dump_scalar_i64(dw, "pp/unfreed", (int64_t)comm_max_double(c, run->unfreed));
+    dump_scalar_i64(dw, "pp/unwaited", (int64_t)comm_max_double(c, run->unwaited));
+    dump_rank_stage(dw, e);
+    dump_events(dw, e);
+    dump_timeline(dw, e);
+    dump_scalar_i64(dw, "pp/timeline_lost", (int64_t)comm_max_double(c, run->nlog > PPRUN_MAX_LOG));
+    dump_scalar_f64(dw, "pp/stage_params", comm_max_double(c, run->stage_params));
+}

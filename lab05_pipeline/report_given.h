@@ -1,0 +1,47 @@
+// report_given.h: what lab05's run reports at its end, beside what every
+// training lab reports (harness_finish): each stage's units, time and
+// activation memory beside the schedule's bound, the bubble measured and
+// replayed, the schedule drawn, and its dump entries for the grader.
+// Given code: students do not edit it.
+#pragma once
+
+#include <stdbool.h>
+
+#include "dump.h"
+#include "harness.h"
+#include "mem.h"
+#include "pipeline_given.h"
+#include "pp_schedule.h"
+
+// One rank's stage, as the end gathers it from every rank.
+typedef struct {
+    int u0, u1, max_live;        // its units [u0, u1), the most micro-batches alive at once
+    double idle, busy;           // seconds a step (the mean over steps 2..)
+    double acts_peak, acts_bound, acts_set, acts_scratch;   // bytes
+} Lab05Stage;
+
+// What the end needs: main fills the first fields, lab05_report the rest.
+typedef struct {
+    Pp *pp;
+    bool gpipe;
+    const char *figure;          // --figure, or NULL
+    Lab05Stage *stages;          // (N) every rank's, in world order
+    // The last step's events of this rank's pipeline, every stage's (p rows
+    // of `width`, counts[s] used), replayed with equal stages and with the
+    // measured durations.
+    int *counts, width;
+    PpEvent *ideal, *measured, *ideal_rows[64], *measured_rows[64];
+    double span_ideal, span_measured;
+    double bubble_ideal, bubble_measured, formula, wall_idle;
+} Lab05End;
+
+// After the loop: the events gathered over the pipeline and replayed, the
+// stages gathered over the world, then rank 0 prints the table per stage,
+// the bubble four ways, the schedule drawn and, with --figure, the SVG.
+// Collective. mem: mem_report() right after the loop.
+void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem);
+
+// harness_finish's dump_more (ctx: a Lab05End): the pp/ entries
+// (docs/dump-format.md). Collective: every rank's log of the last step is
+// gathered.
+void lab05_dump_more(DumpWriter *dw, void *ctx);
