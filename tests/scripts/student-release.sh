@@ -13,7 +13,10 @@ export CUDA=0
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
 chmod 711 "$t"   # the runs user (uid 65534, when root) passes through it
 make --no-print-directory student-release RELEASE="$t/release.tar.gz"
-! tar -tzf "$t/release.tar.gz" | grep -E "/solution/|grader/mutants"
+# (Not `! tar | grep`: set -e lets a negated command fail unseen.)
+if tar -tzf "$t/release.tar.gz" | grep -E "/solution/|grader/mutants"; then
+    echo "the release holds solutions or planted bugs"; exit 1
+fi
 tar -xzf "$t/release.tar.gz" -C "$t"
 make --no-print-directory -C "$t/parallelism-labs" -j2 > "$t/build.log" 2>&1 || { tail -20 "$t/build.log"; exit 1; }
 scripts/readme-commands.sh "$t/parallelism-labs"
