@@ -3,7 +3,8 @@
 #   make            build the library, every program and the tests into build/
 #   make deps       install the Debian/Ubuntu packages the course needs
 #   make demo       (installs what is missing, builds) run the course's showcase
-#   make test       (installs what is missing, builds) run every test
+#   make test       (installs what is missing, builds) run every test (tests/README.md)
+#   make test-unit, test-labs, test-grader, test-release  one group of them
 #   make bench      the three CPU benchmarks below in one table (build/bench.md)
 #   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
 #   make bench-lab02  data-parallel step times against PyTorch DDP
@@ -122,7 +123,7 @@ LIB := $(BUILD)/libcommon.a
 TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check
 
 # Unit tests: plain programs (Check, fork mode) and MPI programs (run under
-# mpirun by scripts/run-tests.sh, Check in no-fork mode).
+# mpirun by tests/runner.py, Check in no-fork mode).
 TEST_SRC := $(wildcard common/tests/test_*.c)
 TESTS := $(TEST_SRC:common/tests/%.c=$(BUILD)/tests/%)
 TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock
@@ -149,7 +150,7 @@ GRADER_TEST := $(BUILD)/tests/test_grader
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST)
 
-.PHONY: all deps check-deps demo test test-run tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release yardstick
+.PHONY: all deps check-deps demo test test-run test-unit test-labs test-grader test-release tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release yardstick
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS)
 
@@ -259,7 +260,11 @@ test:
 	@$(MAKE) --no-print-directory test-run
 
 test-run: all
-	@scripts/run-tests.sh
+	@tests/runner.py
+
+# One group of the tests (tests/cases.py says which cases are in it).
+test-unit test-labs test-grader test-release: all
+	@tests/runner.py $(patsubst test-%,%,$@)
 
 # The grader over every lab's student file (build/grade --help for more).
 grade: all

@@ -21,6 +21,7 @@
 #include "lanes.h"
 #include "mem.h"
 #include "ops_cuda.h"
+#include "ops_rules.h"
 #include "rng.h"
 
 // The kernels below read and write through plain pointers, which is only
@@ -888,10 +889,6 @@ void ops_embedding_backward(float *restrict dwte, float *restrict dwpe, const fl
 
 // A target is a row of the vocabulary. The GPU's kernel reports a bad one
 // through this check too (ops_cuda.h), so the message is the same.
-void ops_check_target(int y, int m, int V) {
-    CHECK(y >= 0 && y < V, "cross-entropy: target %d of row %d is outside the vocabulary "
-          "[0, %d); the data and the model disagree on V", y, m, V);
-}
 
 void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
                               const float *restrict logits, const int *restrict targets, int M,
@@ -988,11 +985,6 @@ void ops_vocab_ids(int *restrict ids, const int *restrict tokens, int v0, int nv
 // An id of row m: a row of this rank's part [0, n), or -1 for a row that
 // another rank holds. Anything else is a token that was not translated.
 // The GPU's kernels report a bad id through this check too.
-void ops_check_id(const char *op, int id, int m, int n) {
-    CHECK(id >= -1 && id < n,
-          "%s: id %d of row %d is outside [-1, %d): ids of rows another rank holds must be -1 "
-          "(ops_vocab_ids makes them from the tokens)", op, id, m, n);
-}
 
 void ops_rows_forward(float *restrict out, const int *restrict ids, const float *restrict table,
                       int nrows, int M, int C) {
@@ -1131,15 +1123,6 @@ void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
 
 // The stream of one (layer, site, step): four sites per layer. Both devices
 // take it from here, after the checks on p and the key.
-uint64_t ops_dropout_stream(float p, DropoutKey key) {
-    CHECK(p >= 0.0f && p < 1.0f, "dropout probability %g: it must be in [0, 1)", p);
-    CHECK(key.site >= 0 && key.site < 4, "dropout site %d: a layer has sites 0..3", key.site);
-    CHECK(key.layer >= 0 && (int64_t)key.layer * 4 + key.site < (1 << 28),
-          "dropout layer %d does not fit the generator's 28-bit stream field", key.layer);
-    CHECK(key.step >= 0 && key.step < (1 << 28),
-          "dropout step %d does not fit the generator's 28-bit stream field", key.step);
-    return rng_stream(RNG_DROPOUT, (uint32_t)(key.layer * 4 + key.site), (uint32_t)key.step);
-}
 
 // dst = src * keep / (1 - p) (accumulate = 0) or dst += ... (accumulate = 1),
 // keep drawn from the element's global index, so that any slice of the

@@ -15,6 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ops_rules.h"
+
 // Call once after mem_init: one BLAS thread per rank (ranks are the
 // parallelism), and the device's kernels.
 void ops_init(void);
@@ -160,12 +162,7 @@ void ops_ce_parts_backward(float *dlogits, const float *x, const float *mx, cons
 // coordinates, so any partition of rows, tokens or channels draws the same
 // mask as one device does. x and out (B, T, C) hold rows [row0, row0+B),
 // tokens [t0, t0+T) and channels [c0, c0+C) of a global (Bg, Tg, Cg) tensor.
-typedef struct {
-    uint64_t seed;
-    int layer, site, step;
-    int row0, t0, c0;     // global coordinates of local element (0, 0, 0)
-    int Tg, Cg;           // global tokens per row and channels
-} DropoutKey;
+// (DropoutKey: ops_rules.h.)
 // out = x * keep / (1 - p), keep = uniform >= p. p = 0 copies x.
 void ops_dropout_forward(float *out, const float *x, float p, DropoutKey key, int B, int T, int C);
 // dx += dout * keep / (1 - p), the same mask, drawn again

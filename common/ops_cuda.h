@@ -10,24 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops.h"
-
-#ifdef __cplusplus
-extern "C" {
-#endif
-
-// ---- the checks both devices make, in ops.c: one message each, wherever the op ran ----
-// The stream of a dropout key; stops the run on a p outside [0, 1) or a key
-// field that does not fit the generator's stream.
-uint64_t ops_dropout_stream(float p, DropoutKey key);
-// An id of row m in [-1, n) (ops_rows_forward's rule), else stop the run naming it.
-void ops_check_id(const char *op, int id, int m, int n);
-// A cross-entropy target of row m in [0, V), else stop the run naming it.
-void ops_check_target(int y, int m, int V);
-
-#ifdef __cplusplus
-}
-#endif
+#include "ops_rules.h"
 
 #ifdef PL_CUDA
 #ifdef __cplusplus

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <signal.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -582,11 +584,21 @@ static RefCache *reference(const Options *o, const char *flags) {
         int m = y[k].micro > 1 ? snprintf(mflag, sizeof mflag, "--micro %d %s", y[k].micro,
                                           y[k].micro_mean ? "--micro-mean " : "") : 0;
         snprintf(mflag + m, sizeof mflag - (size_t)m, "--rounding %s", ops_rounding_name(y[k].rounding));
-        char cached[1200] = "";
+        char cached[1200] = "", lockpath[1300];
+        int lock = -1;
         if (o->ref_cache) {
             ref_cache_path(o, bin, flags, mflag, cached, sizeof cached);
+            // Gradings side by side that need the same run take turns: the
+            // second waits for the first's run and reads it, rather than
+            // computing it again beside it.
+            snprintf(lockpath, sizeof lockpath, "%s.lock", cached);
+            lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+            if (lock >= 0) flock(lock, LOCK_EX);
             const char *err = NULL;
-            if (exists(cached) && (runs[k] = dump_read(cached, &err)) != NULL) continue;
+            if (exists(cached) && (runs[k] = dump_read(cached, &err)) != NULL) {
+                if (lock >= 0) close(lock);
+                continue;
+            }
         }
         shell_quote(qdir, sizeof qdir, dir);
         snprintf(line, sizeof line,
@@ -604,6 +616,7 @@ static RefCache *reference(const Options *o, const char *flags) {
             snprintf(line, sizeof line, "cp %s/ref.bin %s && mv -f %s %s", qdir, qtmp, qtmp, qcached);
             shell(line);
         }
+        if (lock >= 0) close(lock);   // and with it the lock
         // Read once, kept in memory: no answer stays on disk while labs run.
         if (!o->keep) {
             snprintf(line, sizeof line, "rm -rf %s", qdir);

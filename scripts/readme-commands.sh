@@ -3,8 +3,8 @@
 # command its READMEs show a student, as shown, and say which did not work.
 #
 # The commands are the lines of the READMEs' ```sh blocks, plus the make
-# targets the READMEs name in their text for students (check-labNN,
-# lab03-figure). Left out, each with its reason: the instructors' commands
+# targets the READMEs name in their text for students (check-labNN, one
+# of them, and lab03-figure). Left out, each with its reason: the instructors' commands
 # (they need the solutions or a submission), the test suite and the
 # benchmarks (they run for minutes, and make test runs the release's own
 # tests elsewhere). mpirun gets --oversubscribe, as the README tells a user
@@ -32,7 +32,11 @@ commands=$(
     for f in README.md lab[0-9][0-9]_*/README.md; do
         awk '/^```sh/{on=1; next} /^```/{on=0} on' "$f" | sed 's/[[:space:]]*#.*$//; /^[[:space:]]*$/d'
     done
-    for d in lab[0-9][0-9]_*/; do echo "make check-${d%%_*}"; done
+    # The check-labNN targets are one rule (the Makefile's LAB_RULES): the
+    # first lab's stands for them all here, and the caller grades every
+    # lab's file as they do (tests/scripts/student-release.sh).
+    first=$(ls -d lab[0-9][0-9]_*/ | head -n 1)
+    echo "make check-${first%%_*}"
     echo "make lab03-figure"
 )
 

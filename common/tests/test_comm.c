@@ -436,8 +436,10 @@ START_TEST(overlapping_ops_count_once) {
     double t0 = core_now();
     CommHandle *a = comm_all_reduce_async(W, x, n, COMM_SUM);
     CommHandle *b = comm_all_reduce_async(W, y, n, COMM_SUM);
-    double computing = 0.030;
-    while (core_now() - t0 < computing) {
+    // Both are in flight from t1 on (a busy machine may start them well after
+    // t0): busy covers at least the 30 ms from t1.
+    double computing = 0.030, t1 = core_now();
+    while (core_now() - t1 < computing) {
     }
     comm_wait(a);
     comm_wait(b);

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# adversarial.sh LAB RUNS NAME PATTERN [FORBIDDEN]: the submission
+# grader/tests/adversarial/NAME/, which tries to cheat or to break the
+# grader, graded with --submission, fails saying PATTERN (and never
+# FORBIDDEN), with results.json written, the grader's work directory
+# removed and no process of it left running.
+set -u
+lab=$1 runs=$2 name=$3 pattern=$4 forbidden=${5:-}
+t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
+chmod 711 "$t"   # the runs user (uid 65534, when root) passes through it
+TMPDIR=$t build/grade --ref-cache "$REFCACHE" --submission "grader/tests/adversarial/$name" --lab "$lab" --runs "$runs" \
+    --watchdog 5 --limit 60 --json "$t/results.json" > "$t/out.txt" 2>&1
+rc=$?
+tail -n 6 "$t/out.txt"
+[ $rc -ne 0 ] || { echo "it passed"; exit 1; }
+[ -s "$t/results.json" ] || { echo "no results.json"; exit 1; }
+grep -qF -- "$pattern" "$t/results.json" || { echo "results.json does not say: $pattern"; exit 1; }
+if [ -n "$forbidden" ] && grep -qF -- "$forbidden" "$t/results.json" "$t/out.txt"; then
+    echo "it says: $forbidden"; exit 1
+fi
+! ls -d "$t"/grade.* 2>/dev/null || { echo "the work directory is left behind"; exit 1; }
+if pgrep -x pl-adversary; then echo "a process of it is still running"; exit 1; fi
+echo "failed as it should: $pattern"
