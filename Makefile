@@ -25,6 +25,11 @@
 # switching SAN rebuilds everything; a crash is then named by file and line).
 
 SHELL := /bin/bash
+# No built-in rules: none is used, and make would try each of them (RCS,
+# SCCS, yacc, ...) for every file it considers, 2 s of CPU before every
+# build, every make check-labNN and every grading's build.
+MAKEFLAGS += --no-builtin-rules
+.SUFFIXES:
 .DEFAULT_GOAL := all
 BUILD := build
 OBJ := $(BUILD)/obj

@@ -274,7 +274,7 @@ static void make_copy(Options *o) {
     snprintf(line, sizeof line,
              "mkdir -p %s && cd %s && tar --exclude=.git --exclude='./lab*/solution' "
              "--exclude=./grader/mutants --exclude=./dist --exclude='./build/*_solution' "
-             "--exclude='./build/obj/*/solution' --exclude=./build/refcache %s -cf - . | (cd %s && tar -xpf -)",
+             "--exclude='./build/obj/*/solution' --exclude='./build/refcache*' %s -cf - . | (cd %s && tar -xpf -)",
              qdst, qsrc, qcache, qdst);
     CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);
     o->build_tree = strdup(cmd);

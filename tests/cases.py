@@ -32,9 +32,11 @@ GROUPS = ("unit", "labs", "release", "grader")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The reference runs, kept once for every grading of one suite
 # (build/grade --ref-cache): a configuration's yardstick runs once, not in
-# every grading that has it. Inside the tree, hidden from submissions' runs.
+# every grading that has it. Inside the tree, hidden from submissions' runs;
+# one directory a suite (prepare() makes it, clean_up() removes it), so that
+# two suites at once do not share or remove each other's.
 ENV = {
-    "REFCACHE": os.path.join(ROOT, "build", "refcache"),
+    "REFCACHE": os.path.join(ROOT, "build", f"refcache.{os.getpid()}"),
     # mpirun refuses root unless told.
     "OMPI_ALLOW_RUN_AS_ROOT": "1",
     "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -209,12 +211,14 @@ def unit():
     return cs
 
 
-BAD = "build/bad-input"   # made by prepare()
+BAD = f"build/bad-input.{os.getpid()}"   # made by prepare()
 
 
 def prepare():
     """What the cases read: the bad inputs (an empty file, a 1-byte file, a
     FIFO; the directory itself is the fourth)."""
+    shutil.rmtree(ENV["REFCACHE"], ignore_errors=True)
+    os.makedirs(ENV["REFCACHE"], mode=0o700)
     d = os.path.join(ROOT, BAD)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -225,6 +229,7 @@ def prepare():
 
 
 def clean_up():
+    shutil.rmtree(ENV["REFCACHE"], ignore_errors=True)
     d = os.path.join(ROOT, BAD)
     left = sorted(set(os.listdir(d)) - {"empty", "one-byte", "fifo"}) if os.path.isdir(d) else []
     if left:
@@ -280,7 +285,8 @@ def labs():
     # What the grader's runs do not show: each lab program's own verdict
     # with its reference, its default shape, its trace and figure files,
     # lab01's bench; and the unfinished student files, which say what is
-    # missing.
+    # missing (without the reference, which they would train first: the
+    # student release runs them with it, as the READMEs show).
     s = [solutions]
     svg = "/usr/bin/python3 tests/scripts/svg_count.py"
     cs += [
@@ -295,19 +301,19 @@ def labs():
              " ".join(mpi(4, "build/lab02_solution", "--steps", 3, "--strategy", "bucketed", "--bucket-kb", 256,
                           "--trace", "build/lab02.trace.json"))
              + " && /usr/bin/python3 tests/scripts/trace_pids.py build/lab02.trace.json 4", 300, needs=s),
-        Case("labs", "lab02 student np=2", mpi(2, "build/lab02", "--steps", 2), 300, Fail("not written yet"), needs=s),
+        Case("labs", "lab02 student np=2", mpi(2, "build/lab02", "--steps", 2, "--no-ref"), 300, Fail("not written yet"), needs=s),
         # lab03's student file, as given, is plain data parallelism: right,
         # but it fails the stages' TODOs.
         Case("labs", "lab03_solution np=4 stage 3 --figure",
              " ".join(mpi(4, "build/lab03_solution", "--steps", 3, "--stage", 3, "--figure", "build/lab03-memory.svg"))
              + f" && {svg} build/lab03-memory.svg --rects-at-least 12", 300, needs=s),
-        Case("labs", "lab03 student np=2 stage 3", mpi(2, "build/lab03", "--steps", 2, "--stage", 3), 300,
+        Case("labs", "lab03 student np=2 stage 3", mpi(2, "build/lab03", "--steps", 2, "--stage", 3, "--no-ref"), 300,
              Fail("not written yet"), needs=s),
         # lab04 on the default shape at t = 4 (the grader's runs cover t = 1,
         # 2, 3, the grid, dropout and the naive MLP); its figure: both MLPs'
         # bytes and memory per t.
         Case("labs", "lab04_solution np=4", mpi(4, "build/lab04_solution", "--steps", 3), 300, needs=s),
-        Case("labs", "lab04 student np=2", mpi(2, "build/lab04", "--steps", 2), 300, Fail("not written yet"), needs=s),
+        Case("labs", "lab04 student np=2", mpi(2, "build/lab04", "--steps", 2, "--no-ref"), 300, Fail("not written yet"), needs=s),
         Case("labs", "lab04_solution np=2 --figure",
              " ".join(mpi(2, "build/lab04_solution", "--steps", 2, "--layers", 2, "--no-ref", "--figure",
                           "build/lab04-tp.svg"))
@@ -318,12 +324,12 @@ def labs():
              " ".join(mpi(4, "build/lab05_solution", "--steps", 3, "--schedule", "1f1b", "--micro", 8, "--figure",
                           "build/lab05-schedule.svg"))
              + f" && {svg} build/lab05-schedule.svg --rects-at-least 128", 300, needs=s),
-        Case("labs", "lab05 student np=4 1f1b", mpi(4, "build/lab05", "--steps", 2, "--schedule", "1f1b"), 300,
+        Case("labs", "lab05 student np=4 1f1b", mpi(4, "build/lab05", "--steps", 2, "--schedule", "1f1b", "--no-ref"), 300,
              Fail("not written yet"), needs=s),
         # lab06 at t = 4, dropout on (the grader's runs cover t = 1 to 4, the
         # grid and --sp off); its figure: the activations per layer.
         Case("labs", "lab06_solution np=4", mpi(4, "build/lab06_solution", "--steps", 3), 300, needs=s),
-        Case("labs", "lab06 student np=2", mpi(2, "build/lab06", "--steps", 2), 300, Fail("not written yet"), needs=s),
+        Case("labs", "lab06 student np=2", mpi(2, "build/lab06", "--steps", 2, "--no-ref"), 300, Fail("not written yet"), needs=s),
         Case("labs", "lab06_solution np=2 --figure",
              " ".join(mpi(2, "build/lab06_solution", "--steps", 2, "--layers", 2, "--no-ref", "--figure",
                           "build/lab06-acts.svg"))

@@ -16,7 +16,6 @@ processes took.
 """
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -114,14 +113,19 @@ def main():
             print(f"{c.group:8} {c.limit:4} s {'alone' if c.alone else '     '}  {c.name}{c.expect.describe()}")
         return 0
     os.environ.update(C.ENV)
-    shutil.rmtree(C.ENV["REFCACHE"], ignore_errors=True)
     C.prepare()
+    try:
+        return run_all(selected, groups, a.jobs)
+    finally:
+        C.clean_up()
 
+
+def run_all(selected, groups, jobs):
     passed = failed = skipped = 0
     cpu_total = 0.0
     failures = []
     t0 = time.monotonic()
-    with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for batch in batches(selected):
             # The longest limits first, so that the long cases do not run
             # last and alone; each reported as it ends.
@@ -138,7 +142,6 @@ def main():
                 else:
                     failed += 1
                     failures.append(c.name)
-    C.clean_up()
     print()
     if failures:
         print("failed: " + "; ".join(failures))
