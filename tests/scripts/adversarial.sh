@@ -19,5 +19,13 @@ if [ -n "$forbidden" ] && grep -qF -- "$forbidden" "$t/results.json" "$t/out.txt
     echo "it says: $forbidden"; exit 1
 fi
 ! ls -d "$t"/grade.* 2>/dev/null || { echo "the work directory is left behind"; exit 1; }
-if pgrep -x pl-adversary; then echo "a process of it is still running"; exit 1; fi
+# Left running: a process whose working directory is in this grading's
+# directory, and the daemon submission's own (it names itself, and only it
+# does: another case's grading beside this one has processes of its own).
+for p in /proc/[0-9]*; do
+    case $(readlink "$p/cwd" 2>/dev/null) in
+    "$t"/*) echo "a process of it is still running: ${p#/proc/} ($(cat "$p/comm" 2>/dev/null))"; exit 1 ;;
+    esac
+done
+if [ "$name" = daemon ] && pgrep -x pl-adversary; then echo "a process of it is still running"; exit 1; fi
 echo "failed as it should: $pattern"
