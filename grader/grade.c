@@ -674,8 +674,12 @@ static void pipeline_words(const char *line, char *out, size_t len) {
     while (n && out[n - 1] == ' ') out[--n] = 0;
 }
 
-static void check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
-    if (strcmp(lab->dir, ".") == 0 || !lab->student_file[0]) return;
+// Returns whether the program may run: not when the student's file defines
+// a name of the harness or of a library, since then every run would be
+// another program (its measures included), and one that may never end (a
+// fopen of its own made one wait for its time limit).
+static bool check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
+    if (strcmp(lab->dir, ".") == 0 || !lab->student_file[0]) return true;
     char obj[1400], qobj[1500], line[4000], out[160], fig[200], diag[1200];
     const char *file = o->solutions ? "solution/" : "";
     snprintf(obj, sizeof obj, "%s/build/obj/%s/%s%.*s.o", o->build_tree, lab->dir, file,
@@ -724,7 +728,8 @@ static void check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
     snprintf(diag, sizeof diag, "%s defines %s, a name the harness, the course's library or the C, BLAS or MPI "
              "libraries already have: the student's definition would replace theirs for the whole program (its measures and its "
              "checks included); make a helper static, or give it a name of its own", lab->student_file, out);
-    grade_check(g, NULL, "no name of the harness's or the C library's", out[0] == 0, fig,
+    bool own_names = out[0] == 0;
+    grade_check(g, NULL, "no name of the harness's or the C library's", own_names, fig,
                 "only the lab's functions and names of its own", diag);
 
     // 3. No system call of its own (an instruction, not a symbol).
@@ -736,6 +741,7 @@ static void check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
     snprintf(diag, sizeof diag, "%s makes system calls of its own (%s syscall instructions): the kernel is reached "
              "through the harness alone", lab->student_file, out);
     grade_check(g, NULL, "no system call of its own", none, fig, "none", diag);
+    return own_names;
 }
 
 // Whether a failing check among results [from, g->n) says `expect`.
@@ -749,6 +755,24 @@ static bool said(const Grader *g, int from, const char *expect) {
 
 // Grade one lab. With `expect` (a planted bug's EXPECT line), stop at the
 // first run whose diagnosis says it: the rest would only cost time.
+static bool header(const char *path, const char *key, char *out, size_t len);
+
+// The order of a lab's runs: the spec's, but with a planted bug's `RUN:`
+// header line (the run that names it) first, so that its grading usually
+// ends after one run. A hint that no longer holds costs only time: the
+// other runs follow in the spec's order.
+static int run_order(const Options *o, const LabSpec *lab, const char *expect, int *order) {
+    char hint[200] = "";
+    if (expect && o->mutant && is_patch(o->mutant)) header(o->mutant, "RUN", hint, sizeof hint);
+    int n = 0;
+    for (int i = 0; i < lab->nruns; i++)
+        if (hint[0] && strcmp(lab->runs[i].name, hint) == 0) order[n++] = i;
+    CHECK(!hint[0] || n == 1, "%s: RUN: %s is not a run of %s", o->mutant, hint, lab->id);
+    for (int i = 0; i < lab->nruns; i++)
+        if (!(hint[0] && strcmp(lab->runs[i].name, hint) == 0)) order[n++] = i;
+    return n;
+}
+
 static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *expect) {
     int first = g->n;
     g->lab = lab->id;
@@ -788,11 +812,19 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
         return;
     }
 
-    check_symbols(g, o, lab);
+    if (!check_symbols(g, o, lab)) {
+        print0("  %-10s not run: %s defines a name the program already has (above), so no run would be of "
+               "this lab's code alone\n", lab->id, lab->student_file);
+        return;
+    }
+    if (expect && said(g, first, expect)) return;   // a planted bug the build's checks already name
 
+    int order[64];
+    CHECK(lab->nruns <= 64, "%s has %d runs, more than 64", lab->id, lab->nruns);
+    run_order(o, lab, expect, order);
     for (int h = 0; h < (o->hidden_seed >= 0 ? 2 : 1); h++)
         for (int i = 0; i < lab->nruns; i++) {
-            const RunSpec *spec = &lab->runs[i];
+            const RunSpec *spec = &lab->runs[order[i]];
             if (o->quick && !spec->quick) continue;
             if (o->runs && !name_listed(o->runs, spec->name)) continue;
             if (spec->gpu && mem_cuda_device_count() <= 0) {
