@@ -324,6 +324,10 @@ float *mem_alloc_floats(size_t count, MemCategory cat, const char *name) {
     return mem_alloc(count * sizeof(float), cat, name);
 }
 
+uint16_t *mem_alloc_bf16(size_t count, MemCategory cat, const char *name) {
+    return mem_alloc(count * sizeof(uint16_t), cat, name);
+}
+
 static const char *(*g_free_check)(const void *ptr, size_t bytes);
 
 void mem_set_free_check(const char *(*busy)(const void *ptr, size_t bytes)) { g_free_check = busy; }

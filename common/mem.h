@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum {
     MEM_PARAMS,   // model parameters
@@ -49,6 +50,8 @@ const char *mem_device_name(void);   // "cpu" or "cuda:0"
 // memory runs out. mem_alloc(0, ...) returns NULL.
 void *mem_alloc(size_t bytes, MemCategory cat, const char *name);
 float *mem_alloc_floats(size_t count, MemCategory cat, const char *name);
+// count bf16 elements (bf16.h), 2 bytes each, tracked at 2 bytes each.
+uint16_t *mem_alloc_bf16(size_t count, MemCategory cat, const char *name);
 void mem_free(void *ptr);   // NULL is ignored; a pointer mem_alloc did not return is an error
 // Asked by mem_free before a block goes: what still uses it (a sentence), or
 // NULL. comm sets it, so that freeing a buffer an asynchronous operation

@@ -169,6 +169,22 @@ void ops_fill(float *x, float v, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = v;
 }
 
+void ops_to_bf16(bf16 *out, const float *x, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_to_bf16(out, x, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = bf16_from_float(x[i]);
+}
+
+void ops_from_bf16(float *out, const bf16 *x, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_from_bf16(out, x, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = bf16_to_float(x[i]);
+}
+
 // ---- exp that the compiler can vectorize -------------------------------------
 
 // exp(x) for float x, within 2 ulp of expf, as straight-line code: the loops

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bf16.h"
 #include "ops_rules.h"
 
 // Call once after mem_init: one BLAS thread per rank (ranks are the
@@ -70,6 +71,10 @@ void ops_add(float *out, const float *a, const float *b, size_t n);   // out = a
 void ops_accumulate(float *y, const float *x, size_t n);              // y += x
 void ops_scale(float *x, float s, size_t n);                          // x *= s
 void ops_fill(float *x, float v, size_t n);                           // x = v
+// fp32 to bf16 (round to nearest even) and back (exact): bf16.h's rules,
+// the same bits on either device.
+void ops_to_bf16(bf16 *out, const float *x, size_t n);
+void ops_from_bf16(float *out, const bf16 *x, size_t n);
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void ops_gelu_forward(float *out, const float *x, size_t n);
 void ops_gelu_backward(float *dx, const float *dout, const float *x, size_t n);   // dx += gelu'(x) dout

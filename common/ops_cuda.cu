@@ -25,6 +25,7 @@
 #include <cmath>
 
 extern "C" {
+#include "bf16.h"
 #include "core.h"
 #include "ops_cuda.h"
 }
@@ -228,6 +229,29 @@ extern "C" void ops_cuda_scale(float *x, float s, size_t n) {
 extern "C" void ops_cuda_fill(float *x, float v, size_t n) {
     if (n == 0) return;
     fill_kernel<<<blocks_for(n), THREADS>>>(x, v, n);
+    LAUNCHED();
+}
+
+// bf16.h's conversions, the same lines as the CPU's.
+__global__ void to_bf16_kernel(bf16 *out, const float *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = bf16_from_float(x[i]);
+}
+
+__global__ void from_bf16_kernel(float *out, const bf16 *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = bf16_to_float(x[i]);
+}
+
+extern "C" void ops_cuda_to_bf16(uint16_t *out, const float *x, size_t n) {
+    if (n == 0) return;
+    to_bf16_kernel<<<blocks_for(n), THREADS>>>(out, x, n);
+    LAUNCHED();
+}
+
+extern "C" void ops_cuda_from_bf16(float *out, const uint16_t *x, size_t n) {
+    if (n == 0) return;
+    from_bf16_kernel<<<blocks_for(n), THREADS>>>(out, x, n);
     LAUNCHED();
 }
 

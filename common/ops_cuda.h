@@ -31,6 +31,8 @@ void ops_cuda_add(float *out, const float *a, const float *b, size_t n);
 void ops_cuda_accumulate(float *y, const float *x, size_t n);
 void ops_cuda_scale(float *x, float s, size_t n);
 void ops_cuda_fill(float *x, float v, size_t n);
+void ops_cuda_to_bf16(uint16_t *out, const float *x, size_t n);
+void ops_cuda_from_bf16(float *out, const uint16_t *x, size_t n);
 void ops_cuda_gelu_forward(float *out, const float *x, size_t n);
 void ops_cuda_gelu_backward(float *dx, const float *dout, const float *x, size_t n);
 
@@ -117,6 +119,8 @@ static inline void ops_cuda_add(float *out, const float *a, const float *b, size
 static inline void ops_cuda_accumulate(float *y, const float *x, size_t n) { abort(); }
 static inline void ops_cuda_scale(float *x, float s, size_t n) { abort(); }
 static inline void ops_cuda_fill(float *x, float v, size_t n) { abort(); }
+static inline void ops_cuda_to_bf16(uint16_t *out, const float *x, size_t n) { abort(); }
+static inline void ops_cuda_from_bf16(float *out, const uint16_t *x, size_t n) { abort(); }
 static inline void ops_cuda_gelu_forward(float *out, const float *x, size_t n) { abort(); }
 static inline void ops_cuda_gelu_backward(float *dx, const float *dout, const float *x,
                                           size_t n) { abort(); }

@@ -27,6 +27,7 @@
 // (the fault is then reported by the launch that made it), and a group that
 // crashes or hangs ends its own row only: the groups after it still run.
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -174,6 +175,17 @@ static double err(Floats x) {
     return worst;
 }
 
+// How many of n bf16 values differ, bit for bit, between the host's h and
+// the device's d.
+static double err_bf16(const bf16 *h, const bf16 *d, size_t n) {
+    bf16 *g = malloc(n * sizeof(bf16) + 1);
+    mem_to_host(g, d, n * sizeof(bf16));
+    double differ = 0;
+    for (size_t i = 0; i < n; i++) differ += g[i] != h[i];
+    free(g);
+    return differ;
+}
+
 // The largest |gpu - cpu| over the integers of x.
 static double err_ints(Ints x) {
     int *g = malloc(x.n * sizeof(int) + 1);
@@ -256,6 +268,25 @@ static void check_elementwise(size_t n) {
     ops_use_host(true);  ops_gelu_backward(dx.h, dy.h, x.h, n);
     ops_use_host(false); ops_gelu_backward(dx.d, dy.d, x.d, n);
     report("gelu_backward", shape, err(dx), TOL_GELU_BACKWARD);
+
+    // bf16: the same 16 bits from either device's kernel, on N(0, 3^2) with
+    // a tie, a subnormal, the largest float (to infinity), an infinity and
+    // NaNs of both signs among them; and the same floats back.
+    Floats w = randn(n, 0, 3), wb = randn(n, 0, 1);
+    const float special[] = {1.0f + 0x1p-8f, -1.0f - 3 * 0x1p-8f, 1e-40f, FLT_MAX, -INFINITY, NAN, -NAN};
+    for (size_t k = 0; k < sizeof special / sizeof *special && k < n; k++) w.h[k] = special[k];
+    to_device(w);
+    bf16 *bh, *bd;
+    pair_alloc((void **)&bh, (void **)&bd, n * sizeof(bf16));
+    ops_use_host(true);  ops_to_bf16(bh, w.h, n);
+    ops_use_host(false); ops_to_bf16(bd, w.d, n);
+    report("to_bf16 (elements whose bits differ)", shape, err_bf16(bh, bd, n), TOL_EXACT);
+    mem_from_host(bd, bh, n * sizeof(bf16));   // both from the same bits
+    ops_use_host(true);  ops_from_bf16(wb.h, bh, n);
+    ops_use_host(false); ops_from_bf16(wb.d, bd, n);
+    for (size_t k = 5; k < 7 && k < n; k++) wb.h[k] = 0;   // the NaNs: their bits are to_bf16's check
+    mem_from_host(wb.d + 5, wb.h + 5, (n > 7 ? 2 : 0) * sizeof(float));
+    report("from_bf16", shape, err(wb), TOL_EXACT);
 
     double cpu, gpu;
     ops_use_host(true);  cpu = ops_sum(x.h, n);

@@ -8,6 +8,7 @@
 // deliberately wrong gradients must fail the same comparison. Then the
 // contract of ops.h: backwards add (+=) and skip NULL outputs; dropout's mask
 // depends only on global coordinates; AdamW and SGD match their formulas.
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -349,6 +350,91 @@ static double gelu_loss(void *ctx) {
 
 // Inputs spread over [-9, 9] (std 3), where GELU goes from 0 through its
 // bend to the identity, plus the far tails where tanh saturates.
+// bf16 against a rounding computed another way: the nearest multiple of the
+// value's bf16 spacing (8 significant bits; 2^-133 below 2^-126), by frexp
+// and nearbyint in double (ties to even, the default rounding mode), and
+// infinity past the largest bf16.
+static float ref_bf16(float f) {
+    if (isnan(f) || isinf(f)) return f;
+    int e;
+    frexp(f, &e);   // f = m 2^e, 0.5 <= |m| < 1
+    int q = e - 8 < -133 ? -133 : e - 8;
+    double v = ldexp(nearbyint(ldexp((double)f, -q)), q);
+    const double largest = ldexp(255.0, 120);   // 0x7f7f: (2 - 2^-7) 2^127
+    if (fabs(v) > largest) v = copysign(INFINITY, f);
+    return (float)v;
+}
+
+static uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u) {
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+// Every bf16 value's neighbours at the edges of its rounding (its own bits,
+// one below and above, and just below, at and just above the midpoint to the
+// next), and random bit patterns; a NaN stays a quiet NaN of its sign; every
+// bf16 goes to fp32 and back unchanged; the ops give the same bits.
+START_TEST(bf16_rounds_to_nearest_even) {
+    long checked = 0;
+    for (uint32_t b = 0; b < 65536; b++) {
+        uint32_t u = b << 16;
+        const uint32_t offsets[] = {0, 1, 0x7ffe, 0x7fff, 0x8000, 0x8001, 0xffff, 0xfffffffu};
+        for (size_t k = 0; k < sizeof offsets / sizeof *offsets; k++) {
+            uint32_t v = k == 7 ? u - 1 : u + offsets[k];
+            float f = float_of(v), got = bf16_to_float(bf16_from_float(f));
+            if (isnan(f)) {
+                ck_assert_msg(isnan(got) && (bits_of(got) >> 31) == (v >> 31) && (bits_of(got) & 0x00400000u),
+                              "NaN %08x became %08x", v, bits_of(got));
+                continue;
+            }
+            float want = ref_bf16(f);
+            ck_assert_msg(bits_of(got) == bits_of(want), "%08x (%.9g): bf16 %08x, the nearest even %08x", v, f,
+                          bits_of(got), bits_of(want));
+            checked++;
+        }
+        if ((u & 0x7fffffffu) <= 0x7f800000u)
+            ck_assert_msg(bf16_from_float(float_of(u)) == b, "bf16 %04x does not come back from fp32", b);
+    }
+    uint64_t state = 88172645463325252ull;
+    for (int i = 0; i < 2000000; i++) {
+        state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+        float f = float_of((uint32_t)state);
+        if (isnan(f)) continue;
+        ck_assert_msg(bits_of(bf16_to_float(bf16_from_float(f))) == bits_of(ref_bf16(f)), "%08x", (uint32_t)state);
+        checked++;
+    }
+    ck_assert(checked > 2000000);
+    // Ties go to the even one: 1 + 2^-8 (halfway between 1 and 1 + 2^-7) to
+    // 1; 1 + 3 2^-8 to 1 + 2^-6.
+    ck_assert(bf16_to_float(bf16_from_float(1.0f + 0x1p-8f)) == 1.0f);
+    ck_assert(bf16_to_float(bf16_from_float(1.0f + 3 * 0x1p-8f)) == 1.0f + 0x1p-6f);
+    ck_assert(isinf(bf16_to_float(bf16_from_float(FLT_MAX))));
+    // The ops, through tracked buffers: the same bits as the scalar rules.
+    enum { N = 4099 };
+    float *x = mem_alloc_floats(N, MEM_OTHER, "x"), *back = mem_alloc_floats(N, MEM_OTHER, "back");
+    size_t before = mem_live(MEM_OTHER);
+    bf16 *h = mem_alloc_bf16(N, MEM_OTHER, "h");
+    ck_assert_uint_eq(mem_live(MEM_OTHER) - before, (size_t)N * 2);   // 2 bytes an element, as tracked
+    float xs[N];
+    for (int i = 0; i < N; i++) xs[i] = (float)(i - N / 2) * 0.37f + (i % 7) * 1e-3f;
+    mem_from_host(x, xs, sizeof xs);
+    ops_to_bf16(h, x, N);
+    ops_from_bf16(back, h, N);
+    float got[N];
+    mem_to_host(got, back, sizeof got);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(bits_of(got[i]) == bits_of(ref_bf16(xs[i])), "element %d: %.9g to %.9g", i, xs[i], got[i]);
+    mem_free(x), mem_free(back), mem_free(h);
+}
+END_TEST
+
 START_TEST(gelu_matches_naive_and_finite_differences) {
     const int n = 200;
     float *x = randn(n, 20, 0, 3), *R = randn(n, 21, 0, 1), *out = zeros(n), *gx = zeros(n);
@@ -1454,6 +1540,7 @@ static Suite *ops_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, matmul_forward_matches_naive);
+    tcase_add_test(tc, bf16_rounds_to_nearest_even);
     tcase_add_test(tc, work_counts_what_was_asked);
     tcase_add_exit_test(tc, work_reset_after_the_seal_ends_the_run, EXIT_CHECK);
     tcase_add_test(tc, matmul_backward_matches_finite_differences);
