@@ -1254,6 +1254,29 @@ void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, fl
     }
 }
 
+void ops_adamw_mixed(float *restrict p, bf16 *restrict w, const bf16 *restrict g, float *restrict m,
+                     float *restrict v, size_t n, float lr, float beta1, float beta2, float eps, float wd, int t) {
+    CHECK(t >= 1, "ops_adamw_mixed: step %d; AdamW's steps count from 1 (bias correction 1 - beta^t)", t);
+    if (on_gpu()) {
+        ops_cuda_adamw_mixed(p, w, g, m, v, n, lr, beta1, beta2, eps, wd, t);
+        return;
+    }
+    // ops_adamw's arithmetic, line for line.
+    double bc1 = 1.0 - pow((double)beta1, t);
+    double bc2 = 1.0 - pow((double)beta2, t);
+    float step_size = (float)(lr / bc1);
+    float bc2_sqrt = (float)sqrt(bc2);
+    float decay = 1.0f - lr * wd;
+    for (size_t i = 0; i < n; i++) {
+        float gi = bf16_to_float(g[i]);
+        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] = p[i] * decay - step_size * m[i] / denom;
+        w[i] = bf16_from_float(p[i]);
+    }
+}
+
 void ops_sgd(float *restrict p, const float *restrict g, float *restrict buf, size_t n, float lr,
              float mu, float wd) {
     CHECK(mu == 0.0f || buf, "ops_sgd: momentum %g needs a buffer; pass buf (n floats, zeroed)",

@@ -184,5 +184,13 @@ double ops_sumsq(const float *x, size_t n);     // sum of squares in double
 //   p -= lr * (mhat / (sqrt(vhat) + eps) + wd * p)
 void ops_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                float beta2, float eps, float wd, int t);
+// Mixed precision (bf16 weights and gradients, fp32 master weights and
+// moments): ops_adamw's update of the fp32 master copy p from the bf16
+// gradient g (widened exactly to fp32), then the bf16 working weights w
+// written from the new master (round to nearest even). The master keeps
+// the updates smaller than a bf16 step (2^-8 of the weight), which a bf16
+// weight updated in place would round away, step after step.
+void ops_adamw_mixed(float *p, bf16 *w, const bf16 *g, float *m, float *v, size_t n, float lr, float beta1,
+                     float beta2, float eps, float wd, int t);
 // SGD with momentum mu (0 for plain SGD; buf may be NULL then) and weight decay.
 void ops_sgd(float *p, const float *g, float *buf, size_t n, float lr, float mu, float wd);

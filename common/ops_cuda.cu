@@ -933,6 +933,19 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
     p[i] = p[i] * decay - step_size * m[i] / denom;
 }
 
+// The same on the fp32 master p from bf16 gradients, writing the bf16 working weights w.
+__global__ void adamw_mixed_kernel(float *p, bf16 *w, const bf16 *g, float *m, float *v, size_t n, float beta1,
+                                   float beta2, float eps, float step_size, float bc2_sqrt, float decay) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float gi = bf16_to_float(g[i]);
+    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
+    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
+    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+    p[i] = p[i] * decay - step_size * m[i] / denom;
+    w[i] = bf16_from_float(p[i]);
+}
+
 // SGD as torch.optim.SGD: d = g + wd p, through the momentum buffer when mu != 0.
 __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n, float lr, float mu,
                            float wd) {
@@ -958,6 +971,19 @@ extern "C" void ops_cuda_adamw(float *p, const float *g, float *m, float *v, siz
     if (n == 0) return;
     adamw_kernel<<<blocks_for(n), THREADS>>>(p, g, m, v, n, beta1, beta2, eps, step_size,
                                              bc2_sqrt, decay);
+    LAUNCHED();
+}
+
+extern "C" void ops_cuda_adamw_mixed(float *p, uint16_t *w, const uint16_t *g, float *m, float *v, size_t n,
+                                     float lr, float beta1, float beta2, float eps, float wd, int t) {
+    double bc1 = 1.0 - pow((double)beta1, t);
+    double bc2 = 1.0 - pow((double)beta2, t);
+    float step_size = (float)(lr / bc1);
+    float bc2_sqrt = (float)sqrt(bc2);
+    float decay = 1.0f - lr * wd;
+    if (n == 0) return;
+    adamw_mixed_kernel<<<blocks_for(n), THREADS>>>(p, w, g, m, v, n, beta1, beta2, eps, step_size, bc2_sqrt,
+                                                   decay);
     LAUNCHED();
 }
 

@@ -97,6 +97,8 @@ double ops_cuda_sumsq(const float *x, size_t n);
 // ---- optimizers ----
 void ops_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                     float beta2, float eps, float wd, int t);
+void ops_cuda_adamw_mixed(float *p, uint16_t *w, const uint16_t *g, float *m, float *v, size_t n, float lr,
+                          float beta1, float beta2, float eps, float wd, int t);
 void ops_cuda_sgd(float *p, const float *g, float *buf, size_t n, float lr, float mu, float wd);
 #ifdef __cplusplus
 }
@@ -192,6 +194,8 @@ static inline double ops_cuda_sumsq(const float *x, size_t n) { abort(); }
 
 static inline void ops_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
                                   float beta1, float beta2, float eps, float wd, int t) { abort(); }
+static inline void ops_cuda_adamw_mixed(float *p, uint16_t *w, const uint16_t *g, float *m, float *v, size_t n,
+                                        float lr, float beta1, float beta2, float eps, float wd, int t) { abort(); }
 static inline void ops_cuda_sgd(float *p, const float *g, float *buf, size_t n, float lr, float mu,
                                 float wd) { abort(); }
 #pragma GCC diagnostic pop

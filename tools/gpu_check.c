@@ -82,6 +82,10 @@ static const double TOL_GELU_BACKWARD = 1e-5;
 // ops_sum and ops_sumsq add in double on both devices, in another order:
 // ~1e-14 at these sizes, far below the 6e-8 a float sum would lose.
 static const double TOL_DOUBLE = 1e-10;
+// A bf16 written from an fp32 that the two devices rounded a few ulps apart:
+// the same bf16, or, where the fp32 sits at a tie between two, the next one
+// (a bf16 step is 2^-7 of a value in [1, 2)).
+static const double TOL_BF16_STEP = 0x1p-7;
 
 // ---- buffers on both devices ---------------------------------------------------
 
@@ -302,6 +306,21 @@ static void check_elementwise(size_t n) {
     ops_use_host(true);  ops_adamw(p.h, g.h, m.h, v.h, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
     ops_use_host(false); ops_adamw(p.d, g.d, m.d, v.d, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
     report("adamw", shape, fmax(err(p), fmax(err(m), err(v))), TOL_ROUND);
+
+    // Mixed precision's AdamW: the fp32 master, its moments and the bf16
+    // working weights, from bf16 gradients (the same bits on both devices).
+    Floats pm = randn(n, 0, 1), mm = randn(n, 0, 0.1f), vm = randu(n, 0, 0.01f), wf = randn(n, 0, 1);
+    bf16 *gh, *gd, *wh, *wd;
+    pair_alloc((void **)&gh, (void **)&gd, n * sizeof(bf16));
+    pair_alloc((void **)&wh, (void **)&wd, n * sizeof(bf16));
+    ops_use_host(true);  ops_to_bf16(gh, g.h, n);
+    mem_from_host(gd, gh, n * sizeof(bf16));
+    ops_use_host(true);  ops_adamw_mixed(pm.h, wh, gh, mm.h, vm.h, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    ops_use_host(false); ops_adamw_mixed(pm.d, wd, gd, mm.d, vm.d, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 3);
+    report("adamw_mixed (master, moments)", shape, fmax(err(pm), fmax(err(mm), err(vm))), TOL_ROUND);
+    ops_use_host(true);  ops_from_bf16(wf.h, wh, n);
+    ops_use_host(false); ops_from_bf16(wf.d, wd, n);
+    report("adamw_mixed (bf16 weights)", shape, err(wf), TOL_BF16_STEP);
 
     Floats buf = randn(n, 0, 0.1f);
     ops_use_host(true);  ops_sgd(p.h, g.h, buf.h, n, 0.1f, 0.9f, 0.01f);

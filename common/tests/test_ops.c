@@ -1413,6 +1413,49 @@ END_TEST
 //   p -2,   g -4    -> -2 + 0.001 + 0.0002            = -1.9988
 //   p 0.5,  g 0     -> 0.5 - 0.00005                  = 0.49995   (only decay)
 //   p 0,    g 1e-8  -> 0 - 0.001 * 1e-8 / 2e-8        = -0.0005   (g = eps: half a step)
+// Mixed precision's AdamW is ops_adamw on the master copy, to the bit, from
+// the bf16 gradients widened; the working weights are the master rounded.
+// And why the master is there: updates below half a bf16 step (lr 1e-4 on
+// weights near 1, where a step is 2^-7) move the master and, once they add
+// up, the bf16 weights, while a bf16 weight updated in place never moves.
+START_TEST(adamw_mixed_is_adamw_on_the_master) {
+    enum { N = 1031 };
+    static float p[N], p2[N], m[N], v[N], m2[N], v2[N], gf[N];
+    static bf16 w[N], g[N];
+    uint64_t st = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < N; i++) {
+        st ^= st << 13, st ^= st >> 7, st ^= st << 17;
+        p[i] = p2[i] = (float)((st >> 11) % 2001) / 1000.0f - 1.0f;
+        m[i] = m2[i] = v[i] = v2[i] = 0;
+    }
+    for (int t = 1; t <= 5; t++) {
+        for (int i = 0; i < N; i++) {
+            g[i] = bf16_from_float(sinf(0.37f * (float)(i * t)) * 0.01f);
+            gf[i] = bf16_to_float(g[i]);
+        }
+        ops_adamw_mixed(p, w, g, m, v, N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        ops_adamw(p2, gf, m2, v2, N, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, t);
+        for (int i = 0; i < N; i++) {
+            ck_assert_msg(bits_of(p[i]) == bits_of(p2[i]) && bits_of(m[i]) == bits_of(m2[i]) &&
+                          bits_of(v[i]) == bits_of(v2[i]), "step %d element %d: not ops_adamw's", t, i);
+            ck_assert_msg(w[i] == bf16_from_float(p[i]), "step %d element %d: w is not the master rounded", t, i);
+        }
+    }
+    // Stagnation: 200 steps of lr 1e-4 against a gradient of constant sign.
+    float master = 1.0f, mm = 0, vv = 0, inplace = 1.0f, im = 0, iv = 0;
+    bf16 work = bf16_from_float(1.0f), grad = bf16_from_float(0.5f);
+    for (int t = 1; t <= 200; t++) {
+        ops_adamw_mixed(&master, &work, &grad, &mm, &vv, 1, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, t);
+        float g1 = bf16_to_float(grad);
+        ops_adamw(&inplace, &g1, &im, &iv, 1, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.0f, t);
+        inplace = bf16_to_float(bf16_from_float(inplace));   // the weight kept in bf16 only
+    }
+    ck_assert_msg(fabsf(master - (1.0f - 200 * 1e-4f)) < 1e-4f, "the master moved to %.6f, not 0.98", master);
+    ck_assert_msg(bf16_to_float(work) < 0.99f, "the bf16 working weight stayed at %.6f", bf16_to_float(work));
+    ck_assert_msg(inplace == 1.0f, "a bf16 weight updated in place moved to %.6f: no stagnation to show", inplace);
+}
+END_TEST
+
 START_TEST(adamw_first_step_by_hand) {
     float p[4] = {1.0f, -2.0f, 0.5f, 0.0f}, g[4] = {0.5f, -4.0f, 0.0f, 1e-8f};
     float m[4] = {0}, v[4] = {0};
@@ -1575,6 +1618,7 @@ static Suite *ops_suite(void) {
     tcase_add_exit_test(tc, dropout_step_out_of_range, EXIT_CHECK);
     tcase_add_test(tc, elementwise_and_reductions);
     tcase_add_test(tc, adamw_matches_closed_form);
+    tcase_add_test(tc, adamw_mixed_is_adamw_on_the_master);
     tcase_add_test(tc, adamw_first_step_by_hand);
     tcase_add_test(tc, sgd_plain_and_momentum);
     tcase_add_test(tc, alt_rounding_rounds_otherwise);
