@@ -15,6 +15,7 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -132,6 +133,45 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
                         dw, N);
     }
     ops_bias_backward(dbias, dout, M, N);
+}
+
+// ---- matrix products of bf16 inputs ----------------------------------------------
+
+// x widened to fp32 (exactly) in a scratch buffer of the library's own,
+// freed after the product: a bf16 product on the CPU is sgemm's on these.
+static float *widened(const bf16 *x, size_t n) {
+    if (!x) return NULL;
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    CHECK(f, "out of memory widening %zu bf16 values for a product", n);
+    for (size_t i = 0; i < n; i++) f[i] = bf16_to_float(x[i]);
+    return f;
+}
+
+void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const float *bias, int M, int K, int N) {
+    if (on_gpu()) {
+        g_work.matmul += (double)M * K * N;
+        ops_cuda_matmul_forward_bf16(out, inp, w, bias, M, K, N);
+        return;
+    }
+    float *fi = widened(inp, (size_t)M * K), *fw = widened(w, (size_t)K * N);
+    ops_matmul_forward(out, fi, fw, bias, M, K, N);
+    free(fi);
+    free(fw);
+}
+
+void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *dout, const bf16 *inp,
+                              const bf16 *w, int M, int K, int N) {
+    if (on_gpu()) {
+        g_work.matmul += (double)M * K * N * ((dinp != NULL) + (dw != NULL));
+        ops_cuda_matmul_backward_bf16(dinp, dw, dbias, dout, inp, w, M, K, N);
+        return;
+    }
+    float *fd = widened(dout, (size_t)M * N), *fi = dw ? widened(inp, (size_t)M * K) : NULL,
+          *fw = dinp ? widened(w, (size_t)K * N) : NULL;
+    ops_matmul_backward(dinp, dw, dbias, fd, fi, fw, M, K, N);
+    free(fd);
+    free(fi);
+    free(fw);
 }
 
 // ---- elementwise -------------------------------------------------------------

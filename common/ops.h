@@ -65,6 +65,14 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
 // dinp (M, K) += dout (M, N) @ w^T;  dw (K, N) += inp^T @ dout;  dbias (N) += column sums of dout
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout, const float *inp,
                          const float *w, int M, int K, int N);
+// The same products of bf16 inputs (mixed precision), accumulated and
+// returned in fp32 (the bias fp32 too): on the CPU the inputs are widened
+// to fp32, exactly, and multiplied by sgemm (products of 8-bit significands
+// are exact in fp32, so the numbers are a bf16 product's with fp32
+// accumulation); on the GPU, cuBLAS's bf16 products with fp32 compute.
+void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const float *bias, int M, int K, int N);
+void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *dout, const bf16 *inp,
+                              const bf16 *w, int M, int K, int N);
 
 // ---- elementwise ----
 void ops_add(float *out, const float *a, const float *b, size_t n);   // out = a + b

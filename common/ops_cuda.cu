@@ -120,12 +120,16 @@ static void check_ids(const char *op, const int *ids, int n) {
 // row are side by side), threadIdx.y one of 32 strides of rows; each thread
 // adds rows y, y + 32, y + 64, ... of its column, then thread y = 0 adds the
 // 32 partial sums in order. No atomics: the same input gives the same bits.
-__global__ void column_sums_kernel(float *out, const float *x, int M, int N) {
+__device__ inline float widen(float x) { return x; }
+__device__ inline float widen(bf16 x) { return bf16_to_float(x); }
+
+template <typename T>
+__global__ void column_sums_kernel(float *out, const T *x, int M, int N) {
     __shared__ float part[32][33];   // 33: no two threads of a warp on one bank
     int n = blockIdx.x * 32 + threadIdx.x;
     float s = 0.0f;
     if (n < N)
-        for (int m = threadIdx.y; m < M; m += 32) s += x[(size_t)m * N + n];
+        for (int m = threadIdx.y; m < M; m += 32) s += widen(x[(size_t)m * N + n]);
     part[threadIdx.y][threadIdx.x] = s;
     __syncthreads();
     if (threadIdx.y == 0 && n < N) {
@@ -135,9 +139,10 @@ __global__ void column_sums_kernel(float *out, const float *x, int M, int N) {
     }
 }
 
-static void column_sums(float *out, const float *x, int M, int N) {
+template <typename T>
+static void column_sums(float *out, const T *x, int M, int N) {
     if (M == 0 || N == 0) return;
-    column_sums_kernel<<<(N + 31) / 32, dim3(32, 32)>>>(out, x, M, N);
+    column_sums_kernel<T><<<(N + 31) / 32, dim3(32, 32)>>>(out, x, M, N);
     LAUNCHED();
 }
 
@@ -148,15 +153,22 @@ static void column_sums(float *out, const float *x, int M, int N) {
 // (count 1: one product). cuBLAS is column-major, and a row-major matrix read
 // as column-major is its transpose: C^T = op(B)^T op(A)^T, so the operands
 // trade places, and M and N with them.
+// A and B of `type` (fp32, or bf16: fp32 accumulation either way), C fp32.
+static void gemm_of(cudaDataType_t type, bool transA, bool transB, int M, int N, int K, float alpha,
+                    const void *A, int lda, long long sA, const void *B, int ldb, long long sB, float beta,
+                    float *C, int ldc, long long sC, int count) {
+    if (M == 0 || N == 0 || count == 0) return;
+    cublasComputeType_t compute = g_tf32 && type == CUDA_R_32F ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        g_cublas, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+        &alpha, B, type, ldb, sB, A, type, lda, sA, &beta, C, CUDA_R_32F, ldc, sC,
+        count, compute, CUBLAS_GEMM_DEFAULT));
+}
+
 static void gemm(bool transA, bool transB, int M, int N, int K, float alpha, const float *A,
                  int lda, long long sA, const float *B, int ldb, long long sB, float beta, float *C,
                  int ldc, long long sC, int count) {
-    if (M == 0 || N == 0 || count == 0) return;
-    cublasComputeType_t compute = g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        g_cublas, transB ? CUBLAS_OP_T : CUBLAS_OP_N, transA ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
-        &alpha, B, CUDA_R_32F, ldb, sB, A, CUDA_R_32F, lda, sA, &beta, C, CUDA_R_32F, ldc, sC,
-        count, compute, CUBLAS_GEMM_DEFAULT));
+    gemm_of(CUDA_R_32F, transA, transB, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count);
 }
 
 // out (M, N) = bias on every row. One thread per element.
@@ -184,6 +196,25 @@ extern "C" void ops_cuda_matmul_backward(float *dinp, float *dw, float *dbias, c
     // dw (K, N) += inp^T (K, M) @ dout (M, N)
     if (dw) gemm(true, false, K, N, M, 1.0f, inp, K, 0, dout, N, 0, 1.0f, dw, N, 0, 1);
     if (dbias) column_sums(dbias, dout, M, N);
+}
+
+// bf16 inputs, fp32 accumulation and outputs: cuBLAS's bf16 products.
+extern "C" void ops_cuda_matmul_forward_bf16(float *out, const uint16_t *inp, const uint16_t *w,
+                                             const float *bias, int M, int K, int N) {
+    float beta = 0.0f;
+    if (bias && (size_t)M * N > 0) {
+        fill_rows_kernel<<<blocks_for((size_t)M * N), THREADS>>>(out, bias, M, N);
+        LAUNCHED();
+        beta = 1.0f;
+    }
+    gemm_of(CUDA_R_16BF, false, false, M, N, K, 1.0f, inp, K, 0, w, N, 0, beta, out, N, 0, 1);
+}
+
+extern "C" void ops_cuda_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const uint16_t *dout,
+                                              const uint16_t *inp, const uint16_t *w, int M, int K, int N) {
+    if (dinp) gemm_of(CUDA_R_16BF, false, true, M, K, N, 1.0f, dout, N, 0, w, N, 0, 1.0f, dinp, K, 0, 1);
+    if (dw) gemm_of(CUDA_R_16BF, true, false, K, N, M, 1.0f, inp, K, 0, dout, N, 0, 1.0f, dw, N, 0, 1);
+    if (dbias) column_sums(dbias, (const bf16 *)dout, M, N);
 }
 
 // ---- elementwise: one thread per element -------------------------------------------

@@ -25,6 +25,10 @@ void ops_cuda_matmul_forward(float *out, const float *inp, const float *w, const
                              int K, int N);
 void ops_cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                               const float *inp, const float *w, int M, int K, int N);
+void ops_cuda_matmul_forward_bf16(float *out, const uint16_t *inp, const uint16_t *w, const float *bias, int M,
+                                  int K, int N);
+void ops_cuda_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const uint16_t *dout, const uint16_t *inp,
+                                   const uint16_t *w, int M, int K, int N);
 
 // ---- elementwise ----
 void ops_cuda_add(float *out, const float *a, const float *b, size_t n);
@@ -117,6 +121,11 @@ static inline void ops_cuda_matmul_backward(float *dinp, float *dw, float *dbias
                                             const float *inp, const float *w, int M, int K,
                                             int N) { abort(); }
 
+static inline void ops_cuda_matmul_forward_bf16(float *out, const uint16_t *inp, const uint16_t *w,
+                                                const float *bias, int M, int K, int N) { abort(); }
+static inline void ops_cuda_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const uint16_t *dout,
+                                                 const uint16_t *inp, const uint16_t *w, int M, int K,
+                                                 int N) { abort(); }
 static inline void ops_cuda_add(float *out, const float *a, const float *b, size_t n) { abort(); }
 static inline void ops_cuda_accumulate(float *y, const float *x, size_t n) { abort(); }
 static inline void ops_cuda_scale(float *x, float s, size_t n) { abort(); }

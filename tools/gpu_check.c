@@ -352,6 +352,24 @@ static void check_matmul(int M, int K, int N, bool nulls) {
     ops_use_host(true);  ops_matmul_backward(dinp.h, dw.h, dbias.h, dout.h, inp.h, w.h, M, K, N);
     ops_use_host(false); ops_matmul_backward(dinp.d, dw.d, dbias.d, dout.d, inp.d, w.d, M, K, N);
     report("matmul_backward", shape, fmax(err(dinp), fmax(err(dw), err(dbias))), TOL_SUM);
+
+    // The same products of bf16 inputs (the same bits on both devices),
+    // fp32 accumulation: sums in another order, as above.
+    bf16 *ih, *id, *wh, *wd, *gh, *gd;
+    pair_alloc((void **)&ih, (void **)&id, (size_t)M * K * sizeof(bf16));
+    pair_alloc((void **)&wh, (void **)&wd, (size_t)K * N * sizeof(bf16));
+    pair_alloc((void **)&gh, (void **)&gd, (size_t)M * N * sizeof(bf16));
+    ops_use_host(true);
+    ops_to_bf16(ih, inp.h, (size_t)M * K), ops_to_bf16(wh, w.h, (size_t)K * N), ops_to_bf16(gh, dout.h, (size_t)M * N);
+    mem_from_host(id, ih, (size_t)M * K * sizeof(bf16));
+    mem_from_host(wd, wh, (size_t)K * N * sizeof(bf16));
+    mem_from_host(gd, gh, (size_t)M * N * sizeof(bf16));
+    ops_use_host(true);  ops_matmul_forward_bf16(out.h, ih, wh, bias.h, M, K, N);
+    ops_use_host(false); ops_matmul_forward_bf16(out.d, id, wd, bias.d, M, K, N);
+    report("matmul_forward_bf16", shape, err(out), TOL_SUM);
+    ops_use_host(true);  ops_matmul_backward_bf16(dinp.h, dw.h, dbias.h, gh, ih, wh, M, K, N);
+    ops_use_host(false); ops_matmul_backward_bf16(dinp.d, dw.d, dbias.d, gd, id, wd, M, K, N);
+    report("matmul_backward_bf16", shape, fmax(err(dinp), fmax(err(dw), err(dbias))), TOL_SUM);
     release();
 }
 

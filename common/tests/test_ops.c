@@ -188,6 +188,48 @@ START_TEST(matmul_forward_matches_naive) {
 }
 END_TEST
 
+// bf16 products: inputs rounded to bf16, against the naive product of those
+// values in double (the error of fp32 accumulation, as the fp32 products are
+// held to), the forward and the backward's three outputs; on the CPU they
+// are the fp32 products of the widened values to the bit.
+START_TEST(matmul_bf16_matches_naive) {
+    const int M = 33, K = 70, N = 19;
+    size_t nI = (size_t)M * K, nW = (size_t)K * N, nO = (size_t)M * N;
+    float *inp = randn(nI, 1, 0, 1), *w = randn(nW, 2, 0, 1), *bias = randn(N, 3, 0, 1), *dout = randn(nO, 4, 0, 1);
+    bf16 *bi = malloc(nI * sizeof(bf16)), *bw = malloc(nW * sizeof(bf16)), *bd = malloc(nO * sizeof(bf16));
+    ops_to_bf16(bi, inp, nI), ops_to_bf16(bw, w, nW), ops_to_bf16(bd, dout, nO);
+    ops_from_bf16(inp, bi, nI), ops_from_bf16(w, bw, nW), ops_from_bf16(dout, bd, nO);   // the rounded values
+    double *di = to_double(inp, nI), *dw = to_double(w, nW), *dd = to_double(dout, nO), *db = to_double(bias, N);
+    ck_assert_msg(fabs(di[0] - (double)bf16_to_float(bf16_from_float((float)di[0]))) == 0, "not rounded");
+
+    float *out = zeros(nO), *out32 = zeros(nO);
+    double *want = dzeros(nO);
+    ops_matmul_forward_bf16(out, bi, bw, bias, M, K, N);
+    ref_matmul(want, di, dw, db, M, K, N);
+    ASSERT_FWD(out, want, nO, "bf16 matmul forward");
+    ops_matmul_forward(out32, inp, w, bias, M, K, N);
+    ck_assert_msg(memcmp(out, out32, nO * sizeof(float)) == 0, "not sgemm's product of the widened inputs");
+
+    float *gi = zeros(nI), *gw = zeros(nW), *gb = zeros(N);
+    ops_matmul_backward_bf16(gi, gw, gb, bd, bi, bw, M, K, N);
+    double *wi = dzeros(nI), *ww = dzeros(nW), *wb = dzeros(N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double d = dd[(size_t)m * N + n];
+            wb[n] += d;
+            for (int k = 0; k < K; k++) {
+                wi[(size_t)m * K + k] += d * dw[(size_t)k * N + n];
+                ww[(size_t)k * N + n] += di[(size_t)m * K + k] * d;
+            }
+        }
+    ASSERT_FWD(gi, wi, nI, "bf16 matmul dinp");
+    ASSERT_FWD(gw, ww, nW, "bf16 matmul dw");
+    ASSERT_FWD(gb, wb, (size_t)N, "bf16 matmul dbias");
+    free(inp), free(w), free(bias), free(dout), free(bi), free(bw), free(bd), free(di), free(dw), free(dd), free(db);
+    free(out), free(out32), free(want), free(gi), free(gw), free(gb), free(wi), free(ww), free(wb);
+}
+END_TEST
+
 START_TEST(matmul_backward_matches_finite_differences) {
     const int M = 7, K = 9, N = 5;
     float *inp = randn(M * K, 1, 0, 1), *w = randn(K * N, 2, 0, 1), *bias = randn(N, 3, 0, 1);
@@ -1583,6 +1625,7 @@ static Suite *ops_suite(void) {
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, matmul_forward_matches_naive);
+    tcase_add_test(tc, matmul_bf16_matches_naive);
     tcase_add_test(tc, bf16_rounds_to_nearest_even);
     tcase_add_test(tc, work_counts_what_was_asked);
     tcase_add_exit_test(tc, work_reset_after_the_seal_ends_the_run, EXIT_CHECK);
