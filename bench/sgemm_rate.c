@@ -1,6 +1,8 @@
 // sgemm_rate.c: this machine's one-thread sgemm rate at the shapes of the
 // reference model's matrix products (forward and both backward products of
-// every layer), the ceiling for the reference trainer's speed.
+// every layer), the ceiling for the reference trainer's speed; and the same
+// products of bf16 inputs as ops.h makes them on the CPU (widened to fp32,
+// then sgemm), against sgemm's.
 //   build/sgemm_rate [--seq 64 --batch 8 --dim 128 --vocab 256]
 #include <cblas.h>
 #include <stdio.h>
@@ -8,6 +10,8 @@
 
 #include "args.h"
 #include "core.h"
+#include "mem.h"
+#include "ops.h"
 #include "rng.h"
 
 // Time C (M, N) = A (M, K) @ B (K, N) in the three forms a layer needs:
@@ -36,6 +40,31 @@ static double time_layer(int M, int K, int N, int reps) {
     return best;
 }
 
+// The same three products through ops.h, from bf16 inputs (fp32 outputs).
+static double time_layer_bf16(int M, int K, int N, int reps) {
+    float *f = malloc((size_t)(M > K ? M : K) * (K > N ? K : N) * sizeof(float));
+    bf16 *inp = malloc((size_t)M * K * sizeof(bf16)), *w = malloc((size_t)K * N * sizeof(bf16)),
+         *dout = malloc((size_t)M * N * sizeof(bf16));
+    float *out = malloc((size_t)M * N * sizeof(float)), *dinp = calloc((size_t)M * K, sizeof(float)),
+          *dw = calloc((size_t)K * N, sizeof(float));
+    rng_fill_normal(f, (size_t)M * K, 1, 0, 0, 0, 1);
+    ops_to_bf16(inp, f, (size_t)M * K);
+    rng_fill_normal(f, (size_t)K * N, 1, 1, 0, 0, 1);
+    ops_to_bf16(w, f, (size_t)K * N);
+    rng_fill_normal(f, (size_t)M * N, 1, 2, 0, 0, 1);
+    ops_to_bf16(dout, f, (size_t)M * N);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = core_now();
+        ops_matmul_forward_bf16(out, inp, w, NULL, M, K, N);
+        ops_matmul_backward_bf16(dinp, dw, NULL, dout, inp, w, M, K, N);
+        double dt = core_now() - t0;
+        if (dt < best) best = dt;
+    }
+    free(f), free(inp), free(w), free(dout), free(out), free(dinp), free(dw);
+    return best;
+}
+
 int main(int argc, char **argv) {
     Args a = args_defaults();
     args_parse(&a, argc, argv, "One-thread sgemm rate at the reference model's shapes.", NULL);
@@ -55,5 +84,12 @@ int main(int argc, char **argv) {
     }
     printf("sgemm rate over one training step's products: %.1f GFLOP/s (1 thread)\n",
            flops / seconds / 1e9);
+    mem_init("cpu", 0);
+    ops_init();
+    double seconds16 = 0;
+    for (size_t i = 0; i < sizeof layers / sizeof layers[0]; i++)
+        seconds16 += time_layer_bf16(M, layers[i].K, layers[i].N, 30) * layers[i].per_model;
+    printf("bf16 inputs (widened, then sgemm) over the same products: %.1f GFLOP/s, x%.2f of sgemm's time\n",
+           flops / seconds16 / 1e9, seconds16 / seconds);
     return 0;
 }
