@@ -131,7 +131,7 @@ TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUI
 # mpirun by tests/runner.py, Check in no-fork mode).
 TEST_SRC := $(wildcard common/tests/test_*.c)
 TESTS := $(TEST_SRC:common/tests/%.c=$(BUILD)/tests/%)
-TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock
+TEST_HELPERS := $(BUILD)/tests/args_prog $(BUILD)/tests/deadlock $(BUILD)/tests/bf16_probe
 
 # Labs: labNN_topic/main.c (the harness, with any *_given.c beside it: code
 # the lab gives) with the student's file (the other .c beside them) makes

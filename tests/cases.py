@@ -187,6 +187,8 @@ def unit():
         # the same GPT in PyTorch against build/ref.
         Case("unit", "test_ref", ["build/tests/test_ref"], 300),
         Case("unit", "torch_oracle", ["/usr/bin/python3", "tests/torch_oracle.py"], 300),
+        # ops.h's bf16 conversion and products against PyTorch's.
+        Case("unit", "bf16 against PyTorch (tests/torch_bf16.py)", ["/usr/bin/python3", "tests/torch_bf16.py"], 120),
     ]
     cs += [Case("unit", f"test_report np={np}", mpi(np, "build/tests/test_report"), 120) for np in (1, 3)]
     cs += [
