@@ -140,7 +140,6 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 // x widened to fp32 (exactly) in a scratch buffer of the library's own,
 // freed after the product: a bf16 product on the CPU is sgemm's on these.
 static float *widened(const bf16 *x, size_t n) {
-    if (!x) return NULL;
     float *f = malloc((n ? n : 1) * sizeof *f);
     CHECK(f, "out of memory widening %zu bf16 values for a product", n);
     for (size_t i = 0; i < n; i++) f[i] = bf16_to_float(x[i]);
@@ -1269,6 +1268,20 @@ double ops_sumsq(const float *x, size_t n) {
 
 // ---- optimizers --------------------------------------------------------------
 
+// One element of AdamW's step (ops_rules.h's scalars): the moments, then p.
+// Values in and out, no pointers, so that the loops around it vectorize.
+typedef struct {
+    float p, m, v;
+} AdamwElement;
+
+static inline AdamwElement adamw_element(float p, float g, float m, float v, float beta1, float beta2, float eps,
+                                         OpsAdamwScalars s) {
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * g * g;
+    float denom = sqrtf(v) / s.bc2_sqrt + eps;
+    return (AdamwElement){p * s.decay - s.step_size * m / denom, m, v};
+}
+
 void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                size_t n, float lr, float beta1, float beta2, float eps, float wd, int t) {
     CHECK(t >= 1, "ops_adamw: step %d; AdamW's steps count from 1 (bias correction 1 - beta^t)", t);
@@ -1276,21 +1289,10 @@ void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, fl
         ops_cuda_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
         return;
     }
-    // The bias corrections in double: 1 - 0.95^t loses digits in float when
-    // t is small, and these two numbers scale every update.
-    double bc1 = 1.0 - pow((double)beta1, t);
-    double bc2 = 1.0 - pow((double)beta2, t);
-    // As torch.optim.AdamW arranges it: p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps),
-    // which is the formula in ops.h with the decay taken on the OLD p.
-    float step_size = (float)(lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float decay = 1.0f - lr * wd;
+    OpsAdamwScalars s = ops_adamw_scalars(lr, beta1, beta2, wd, t);
     for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] = p[i] * decay - step_size * m[i] / denom;
+        AdamwElement e = adamw_element(p[i], g[i], m[i], v[i], beta1, beta2, eps, s);
+        p[i] = e.p, m[i] = e.m, v[i] = e.v;
     }
 }
 
@@ -1301,19 +1303,11 @@ void ops_adamw_mixed(float *restrict p, bf16 *restrict w, const bf16 *restrict g
         ops_cuda_adamw_mixed(p, w, g, m, v, n, lr, beta1, beta2, eps, wd, t);
         return;
     }
-    // ops_adamw's arithmetic, line for line.
-    double bc1 = 1.0 - pow((double)beta1, t);
-    double bc2 = 1.0 - pow((double)beta2, t);
-    float step_size = (float)(lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float decay = 1.0f - lr * wd;
+    OpsAdamwScalars s = ops_adamw_scalars(lr, beta1, beta2, wd, t);
     for (size_t i = 0; i < n; i++) {
-        float gi = bf16_to_float(g[i]);
-        m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-        v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] = p[i] * decay - step_size * m[i] / denom;
-        w[i] = bf16_from_float(p[i]);
+        AdamwElement e = adamw_element(p[i], bf16_to_float(g[i]), m[i], v[i], beta1, beta2, eps, s);
+        p[i] = e.p, m[i] = e.m, v[i] = e.v;
+        w[i] = bf16_from_float(e.p);
     }
 }
 

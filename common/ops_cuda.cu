@@ -177,44 +177,49 @@ __global__ void fill_rows_kernel(float *out, const float *bias, int M, int N) {
     if (i < (size_t)M * N) out[i] = bias[i % N];
 }
 
-extern "C" void ops_cuda_matmul_forward(float *out, const float *inp, const float *w,
-                                        const float *bias, int M, int K, int N) {
-    // As the CPU: every row starts at the bias and the product is added on it.
+// A product's forward and backward with inputs of `type` (fp32, or bf16),
+// fp32 accumulation and outputs. As the CPU: every row of out starts at the
+// bias and the product is added on it.
+static void matmul_forward_of(cudaDataType_t type, float *out, const void *inp, const void *w, const float *bias,
+                              int M, int K, int N) {
     float beta = 0.0f;
     if (bias && (size_t)M * N > 0) {
         fill_rows_kernel<<<blocks_for((size_t)M * N), THREADS>>>(out, bias, M, N);
         LAUNCHED();
         beta = 1.0f;
     }
-    gemm(false, false, M, N, K, 1.0f, inp, K, 0, w, N, 0, beta, out, N, 0, 1);
+    gemm_of(type, false, false, M, N, K, 1.0f, inp, K, 0, w, N, 0, beta, out, N, 0, 1);
+}
+
+template <typename T>
+static void matmul_backward_of(cudaDataType_t type, float *dinp, float *dw, float *dbias, const T *dout,
+                               const T *inp, const T *w, int M, int K, int N) {
+    // dinp (M, K) += dout (M, N) @ w^T (N, K)
+    if (dinp) gemm_of(type, false, true, M, K, N, 1.0f, dout, N, 0, w, N, 0, 1.0f, dinp, K, 0, 1);
+    // dw (K, N) += inp^T (K, M) @ dout (M, N)
+    if (dw) gemm_of(type, true, false, K, N, M, 1.0f, inp, K, 0, dout, N, 0, 1.0f, dw, N, 0, 1);
+    if (dbias) column_sums(dbias, dout, M, N);
+}
+
+extern "C" void ops_cuda_matmul_forward(float *out, const float *inp, const float *w,
+                                        const float *bias, int M, int K, int N) {
+    matmul_forward_of(CUDA_R_32F, out, inp, w, bias, M, K, N);
 }
 
 extern "C" void ops_cuda_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                                          const float *inp, const float *w, int M, int K, int N) {
-    // dinp (M, K) += dout (M, N) @ w^T (N, K)
-    if (dinp) gemm(false, true, M, K, N, 1.0f, dout, N, 0, w, N, 0, 1.0f, dinp, K, 0, 1);
-    // dw (K, N) += inp^T (K, M) @ dout (M, N)
-    if (dw) gemm(true, false, K, N, M, 1.0f, inp, K, 0, dout, N, 0, 1.0f, dw, N, 0, 1);
-    if (dbias) column_sums(dbias, dout, M, N);
+    matmul_backward_of(CUDA_R_32F, dinp, dw, dbias, dout, inp, w, M, K, N);
 }
 
-// bf16 inputs, fp32 accumulation and outputs: cuBLAS's bf16 products.
+// bf16 inputs: cuBLAS's bf16 products with fp32 compute.
 extern "C" void ops_cuda_matmul_forward_bf16(float *out, const uint16_t *inp, const uint16_t *w,
                                              const float *bias, int M, int K, int N) {
-    float beta = 0.0f;
-    if (bias && (size_t)M * N > 0) {
-        fill_rows_kernel<<<blocks_for((size_t)M * N), THREADS>>>(out, bias, M, N);
-        LAUNCHED();
-        beta = 1.0f;
-    }
-    gemm_of(CUDA_R_16BF, false, false, M, N, K, 1.0f, inp, K, 0, w, N, 0, beta, out, N, 0, 1);
+    matmul_forward_of(CUDA_R_16BF, out, inp, w, bias, M, K, N);
 }
 
 extern "C" void ops_cuda_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const uint16_t *dout,
                                               const uint16_t *inp, const uint16_t *w, int M, int K, int N) {
-    if (dinp) gemm_of(CUDA_R_16BF, false, true, M, K, N, 1.0f, dout, N, 0, w, N, 0, 1.0f, dinp, K, 0, 1);
-    if (dw) gemm_of(CUDA_R_16BF, true, false, K, N, M, 1.0f, inp, K, 0, dout, N, 0, 1.0f, dw, N, 0, 1);
-    if (dbias) column_sums(dbias, (const bf16 *)dout, M, N);
+    matmul_backward_of<bf16>(CUDA_R_16BF, dinp, dw, dbias, dout, inp, w, M, K, N);
 }
 
 // ---- elementwise: one thread per element -------------------------------------------
@@ -952,29 +957,35 @@ extern "C" double ops_cuda_sumsq(const float *x, size_t n) { return sum_on_devic
 // ---- optimizers: one thread per element --------------------------------------------------
 
 // AdamW as ops.c arranges it: p (1 - lr wd) - step_size m / (sqrt(v) / bc2_sqrt + eps).
-__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, float beta1,
-                             float beta2, float eps, float step_size, float bc2_sqrt,
-                             float decay) {
+// One element of AdamW's step, the lines of ops.c's (ops_rules.h's scalars).
+struct AdamwElement {
+    float p, m, v;
+};
+
+__device__ inline AdamwElement adamw_element(float p, float g, float m, float v, float beta1, float beta2,
+                                             float eps, OpsAdamwScalars s) {
+    m = beta1 * m + (1.0f - beta1) * g;
+    v = beta2 * v + (1.0f - beta2) * g * g;
+    float denom = sqrtf(v) / s.bc2_sqrt + eps;
+    return AdamwElement{p * s.decay - s.step_size * m / denom, m, v};
+}
+
+__global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_t n, float beta1, float beta2,
+                             float eps, OpsAdamwScalars s) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float gi = g[i];
-    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] * decay - step_size * m[i] / denom;
+    AdamwElement e = adamw_element(p[i], g[i], m[i], v[i], beta1, beta2, eps, s);
+    p[i] = e.p, m[i] = e.m, v[i] = e.v;
 }
 
 // The same on the fp32 master p from bf16 gradients, writing the bf16 working weights w.
 __global__ void adamw_mixed_kernel(float *p, bf16 *w, const bf16 *g, float *m, float *v, size_t n, float beta1,
-                                   float beta2, float eps, float step_size, float bc2_sqrt, float decay) {
+                                   float beta2, float eps, OpsAdamwScalars s) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    float gi = bf16_to_float(g[i]);
-    m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
-    v[i] = beta2 * v[i] + (1.0f - beta2) * gi * gi;
-    float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-    p[i] = p[i] * decay - step_size * m[i] / denom;
-    w[i] = bf16_from_float(p[i]);
+    AdamwElement e = adamw_element(p[i], bf16_to_float(g[i]), m[i], v[i], beta1, beta2, eps, s);
+    p[i] = e.p, m[i] = e.m, v[i] = e.v;
+    w[i] = bf16_from_float(e.p);
 }
 
 // SGD as torch.optim.SGD: d = g + wd p, through the momentum buffer when mu != 0.
@@ -990,31 +1001,21 @@ __global__ void sgd_kernel(float *p, const float *g, float *buf, size_t n, float
     p[i] -= lr * d;
 }
 
+// The scalars made on the host by the CPU's own function, so both devices
+// scale the update by the same floats.
 extern "C" void ops_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
                                float beta1, float beta2, float eps, float wd, int t) {
-    // The bias corrections in double on the host, exactly as ops.c makes
-    // them, so both devices scale the update by the same floats.
-    double bc1 = 1.0 - pow((double)beta1, t);
-    double bc2 = 1.0 - pow((double)beta2, t);
-    float step_size = (float)(lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float decay = 1.0f - lr * wd;
     if (n == 0) return;
-    adamw_kernel<<<blocks_for(n), THREADS>>>(p, g, m, v, n, beta1, beta2, eps, step_size,
-                                             bc2_sqrt, decay);
+    adamw_kernel<<<blocks_for(n), THREADS>>>(p, g, m, v, n, beta1, beta2, eps,
+                                             ops_adamw_scalars(lr, beta1, beta2, wd, t));
     LAUNCHED();
 }
 
 extern "C" void ops_cuda_adamw_mixed(float *p, uint16_t *w, const uint16_t *g, float *m, float *v, size_t n,
                                      float lr, float beta1, float beta2, float eps, float wd, int t) {
-    double bc1 = 1.0 - pow((double)beta1, t);
-    double bc2 = 1.0 - pow((double)beta2, t);
-    float step_size = (float)(lr / bc1);
-    float bc2_sqrt = (float)sqrt(bc2);
-    float decay = 1.0f - lr * wd;
     if (n == 0) return;
-    adamw_mixed_kernel<<<blocks_for(n), THREADS>>>(p, w, g, m, v, n, beta1, beta2, eps, step_size, bc2_sqrt,
-                                                   decay);
+    adamw_mixed_kernel<<<blocks_for(n), THREADS>>>(p, w, g, m, v, n, beta1, beta2, eps,
+                                                   ops_adamw_scalars(lr, beta1, beta2, wd, t));
     LAUNCHED();
 }
 

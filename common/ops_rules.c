@@ -1,6 +1,8 @@
 // ops_rules.c: what both devices' ops check alike (ops_rules.h).
 #include "ops_rules.h"
 
+#include <math.h>
+
 #include "core.h"
 #include "rng.h"
 
@@ -23,4 +25,10 @@ void ops_check_id(const char *op, int id, int m, int n) {
 void ops_check_target(int y, int m, int V) {
     CHECK(y >= 0 && y < V, "cross-entropy: target %d of row %d is outside the vocabulary "
           "[0, %d); the data and the model disagree on V", y, m, V);
+}
+
+OpsAdamwScalars ops_adamw_scalars(float lr, float beta1, float beta2, float wd, int t) {
+    double bc1 = 1.0 - pow((double)beta1, t);
+    double bc2 = 1.0 - pow((double)beta2, t);
+    return (OpsAdamwScalars){(float)(lr / bc1), (float)sqrt(bc2), 1.0f - lr * wd};
 }

@@ -26,6 +26,20 @@ void ops_check_id(const char *op, int id, int m, int n);
 // A cross-entropy target of row m in [0, V), else stop the run naming it.
 void ops_check_target(int y, int m, int V);
 
+// ---- what both devices compute alike, on the host ----
+// AdamW's per-step scalars, as torch.optim.AdamW arranges the update:
+//   p (1 - lr wd) - step_size m / (sqrt(v) / bc2_sqrt + eps),
+// the bias corrections 1 - beta^t made in double (1 - 0.95^t loses digits in
+// float when t is small, and these numbers scale every update), so that
+// both devices, and the fp32 and mixed-precision steps, scale it by the
+// same floats.
+typedef struct {
+    float step_size;   // lr / (1 - beta1^t)
+    float bc2_sqrt;    // sqrt(1 - beta2^t)
+    float decay;       // 1 - lr wd, on the old p
+} OpsAdamwScalars;
+OpsAdamwScalars ops_adamw_scalars(float lr, float beta1, float beta2, float wd, int t);
+
 #ifdef __cplusplus
 }
 #endif
