@@ -753,15 +753,13 @@ static bool said(const Grader *g, int from, const char *expect) {
     return false;
 }
 
-// Grade one lab. With `expect` (a planted bug's EXPECT line), stop at the
-// first run whose diagnosis says it: the rest would only cost time.
 static bool header(const char *path, const char *key, char *out, size_t len);
 
 // The order of a lab's runs: the spec's, but with a planted bug's `RUN:`
 // header line (the run that names it) first, so that its grading usually
 // ends after one run. A hint that no longer holds costs only time: the
 // other runs follow in the spec's order.
-static int run_order(const Options *o, const LabSpec *lab, const char *expect, int *order) {
+static void run_order(const Options *o, const LabSpec *lab, const char *expect, int *order) {
     char hint[200] = "";
     if (expect && o->mutant && is_patch(o->mutant)) header(o->mutant, "RUN", hint, sizeof hint);
     int n = 0;
@@ -770,9 +768,10 @@ static int run_order(const Options *o, const LabSpec *lab, const char *expect, i
     CHECK(!hint[0] || n == 1, "%s: RUN: %s is not a run of %s", o->mutant, hint, lab->id);
     for (int i = 0; i < lab->nruns; i++)
         if (!(hint[0] && strcmp(lab->runs[i].name, hint) == 0)) order[n++] = i;
-    return n;
 }
 
+// Grade one lab. With `expect` (a planted bug's EXPECT line), stop at the
+// first run whose diagnosis says it: the rest would only cost time.
 static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *expect) {
     int first = g->n;
     g->lab = lab->id;
