@@ -25,6 +25,7 @@ Args args_defaults(void) {
         .device = "auto",
         .comm = "auto",
         .tf32 = false,
+        .precision = "fp32",
         .batch = 8,
         .seq = 64,
         .dim = 128,
@@ -40,7 +41,7 @@ Args args_defaults(void) {
 
 // The shared flags, described by the same table as a program's extras. The
 // value pointers are filled in by bind_common for the Args being parsed.
-enum { NCOMMON = 18 };
+enum { NCOMMON = 19 };
 
 static void bind_common(Args *a, ArgExtra *t) {
     // In the order of the ARGS_ bits (args.h).
@@ -63,6 +64,8 @@ static void bind_common(Args *a, ArgExtra *t) {
         {"device", ARG_CHOICE, &a->device, "where tensors live and kernels run", 1, 0, "cpu|cuda|auto", NULL},
         {"comm", ARG_CHOICE, &a->comm, "how buffers move: nccl GPU to GPU (a GPU per rank), mpi through the host", 1, 0, "auto|mpi|nccl", NULL},
         {"tf32", ARG_FLAG, &a->tf32, "TF32 matrix units for the matrix products on a GPU: faster, never in graded runs", 0, 0, NULL, NULL},
+        {"precision", ARG_CHOICE, &a->precision, "fp32, or bf16: bf16 weights, gradients and activations with fp32 "
+         "master weights and moments", 1, 0, "fp32|bf16", NULL},
     };
     memcpy(t, common, sizeof common);
 }

@@ -20,6 +20,7 @@ typedef struct Args {
     const char *device;   // "cpu", "cuda" or "auto"
     const char *comm;     // "auto", "mpi" or "nccl": the library that moves the buffers (comm.h)
     bool tf32;            // TF32 matrix units for the matrix products on a GPU (never in graded runs)
+    const char *precision;   // "fp32" or "bf16" (bf16 weights, gradients and activations, fp32 master weights)
     // model: B batch, T sequence, C channels, NH heads, L layers, V vocabulary
     int batch;            // B, rows of the global batch
     int seq;              // T, tokens per row
@@ -62,6 +63,8 @@ enum {
     ARGS_MODEL = ARGS_STEPS | ARGS_LR | ARGS_WD | ARGS_DROPOUT | ARGS_BATCH | ARGS_SEQ | ARGS_DIM |
                  ARGS_HEADS | ARGS_LAYERS | ARGS_VOCAB | ARGS_DATA,
     ARGS_ALL = (1 << 18) - 1,
+    // --precision, taken by the programs that train in bf16 too (ARGS_ALL | ARGS_PRECISION).
+    ARGS_PRECISION = 1 << 18,
 };
 
 // Before args_parse: the shared flags this program takes (ARGS_ALL unless

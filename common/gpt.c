@@ -35,6 +35,7 @@ Gpt *gpt_create(const GptConfig *cfg) {
     CHECK(c.C % c.NH == 0, "%d heads do not divide %d channels; pick --heads among the divisors of --dim",
           c.NH, c.C);
     CHECK(c.dropout >= 0 && c.dropout < 1, "dropout %g must be in [0, 1)", c.dropout);
+    CHECK(c.precision == GPT_FP32 || c.precision == GPT_BF16, "precision %d is neither fp32 nor bf16", (int)c.precision);
     Gpt *m = calloc(1, sizeof *m);
     CHECK(m, "out of memory");
     m->cfg = c;
@@ -93,6 +94,12 @@ double gpt_bytes_needed(const GptConfig *cfg) {
     // the residual streams and their gradients; the head; the scratch.
     double acts = L * (15 * BTC + 4 * BT + att) + (L + 1) * 2 * BTC + BTC + 4 * BT + 3 * BT * V +
                   9 * BTC + att + 2 * BT /* tokens and targets, as ints */;
+    // bf16's scratch besides (gpt.h): fp32 copies, the rounded product
+    // inputs (in floats, half as many), the unit widened and its gradient.
+    if (cfg->precision == GPT_BF16) {
+        double unit = fmax(12 * C * C + 13 * C, fmax(V * C + T * C, C * V + 2 * C));
+        acts += 6 * BTC + att + BT * V + BT * fmax(4 * C, V) / 2 + 2 * unit;
+    }
     return 16 * psi + 4 * acts;
 }
 
@@ -129,21 +136,40 @@ GptHeadView gpt_head_view(const Gpt *m, float *unit) {
     return v;
 }
 
-float **gpt_alloc_units(const Gpt *m, MemCategory cat, const char *what) {
-    float **units = calloc((size_t)m->nunits, sizeof *units);
+size_t gpt_elem_size(const Gpt *m) { return m->cfg.precision == GPT_BF16 ? sizeof(bf16) : sizeof(float); }
+
+const char *gpt_precision_name(GptPrecision p) { return p == GPT_BF16 ? "bf16" : "fp32"; }
+
+GptPrecision gpt_precision_parse(const char *name) {
+    CHECK(!name || strcmp(name, "fp32") == 0 || strcmp(name, "bf16") == 0, "precision '%s' is neither fp32 nor bf16",
+          name);
+    return name && strcmp(name, "bf16") == 0 ? GPT_BF16 : GPT_FP32;
+}
+
+static void **alloc_units(const Gpt *m, size_t elem, MemCategory cat, const char *what) {
+    void **units = calloc((size_t)m->nunits, sizeof *units);
     CHECK(units, "out of memory");
     for (int u = 0; u < m->nunits; u++) {
         char name[64];
         snprintf(name, sizeof name, "%s %s", m->units[u].name, what);
-        units[u] = mem_alloc_floats(m->units[u].size, cat, name);
+        units[u] = mem_alloc(m->units[u].size * elem, cat, name);
     }
     return units;
 }
 
-void gpt_free_units(const Gpt *m, float **units) {
-    if (!units) return;
-    for (int u = 0; u < m->nunits; u++) mem_free(units[u]);
-    free(units);
+float **gpt_alloc_units(const Gpt *m, MemCategory cat, const char *what) {
+    return (float **)alloc_units(m, sizeof(float), cat, what);
+}
+
+void **gpt_alloc_run_units(const Gpt *m, MemCategory cat, const char *what) {
+    return alloc_units(m, gpt_elem_size(m), cat, what);
+}
+
+void gpt_free_units(const Gpt *m, void *units) {
+    void **list = units;
+    if (!list) return;
+    for (int u = 0; u < m->nunits; u++) mem_free(list[u]);
+    free(list);
 }
 
 // ---- initialisation --------------------------------------------------------
@@ -179,6 +205,8 @@ void gpt_init_units(const Gpt *m, float **params) {
 // ---- activations -----------------------------------------------------------
 
 static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_ACTS, name); }
+// A tensor kept between a pass and the next, in the model's precision.
+static void *kept(const Gpt *m, size_t n, const char *name) { return mem_alloc(n * gpt_elem_size(m), MEM_ACTS, name); }
 
 // What a set for [u0, u1) holds, in floats (and ints), for one function to
 // allocate and another to count.
@@ -204,33 +232,33 @@ GptActs *gpt_acts_create(const Gpt *m, int u0, int u1) {
     CHECK(a->stream && a->dstream && a->blocks, "out of memory");
     for (int u = 0; u <= m->nunits; u++)
         if (has_stream(m, a, u)) {
-            a->stream[u] = acts(BTC, "residual stream");
-            a->dstream[u] = acts(BTC, "residual stream gradient");
+            a->stream[u] = kept(m, BTC, "residual stream");
+            a->dstream[u] = kept(m, BTC, "residual stream gradient");
         }
     for (int l = 0; l < c.L; l++) {
         if (l + 1 < u0 || l + 1 >= u1) continue;
         GptBlockActs *b = &a->blocks[l];
-        b->ln1 = acts(BTC, "ln1");
+        b->ln1 = kept(m, BTC, "ln1");
         b->ln1_mean = acts(BT, "ln1 mean");
         b->ln1_rstd = acts(BT, "ln1 rstd");
-        b->q = acts(BTC, "q");
-        b->k = acts(BTC, "k");
-        b->v = acts(BTC, "v");
-        b->att = acts((size_t)c.B * c.NH * c.T * c.T, "attention");
-        b->y = acts(BTC, "attention out");
-        b->mid = acts(BTC, "residual mid");
-        b->ln2 = acts(BTC, "ln2");
+        b->q = kept(m, BTC, "q");
+        b->k = kept(m, BTC, "k");
+        b->v = kept(m, BTC, "v");
+        b->att = kept(m, (size_t)c.B * c.NH * c.T * c.T, "attention");
+        b->y = kept(m, BTC, "attention out");
+        b->mid = kept(m, BTC, "residual mid");
+        b->ln2 = kept(m, BTC, "ln2");
         b->ln2_mean = acts(BT, "ln2 mean");
         b->ln2_rstd = acts(BT, "ln2 rstd");
-        b->h = acts(4 * BTC, "mlp hidden");
-        b->hg = acts(4 * BTC, "mlp gelu");
+        b->h = kept(m, 4 * BTC, "mlp hidden");
+        b->hg = kept(m, 4 * BTC, "mlp gelu");
     }
     if (u1 == m->nunits) {
-        a->lnf = acts(BTC, "lnf");
+        a->lnf = kept(m, BTC, "lnf");
         a->lnf_mean = acts(BT, "lnf mean");
         a->lnf_rstd = acts(BT, "lnf rstd");
-        a->logits = acts(BT * c.V, "logits");
-        a->probs = acts(BT * c.V, "probs");
+        if (c.precision == GPT_FP32) a->logits = acts(BT * c.V, "logits");
+        a->probs = kept(m, BT * c.V, "probs");
         a->losses = acts(BT, "losses");
     }
     return a;
@@ -254,11 +282,11 @@ void gpt_acts_free(const Gpt *m, GptActs *a) {
     }
     for (int l = 0; l < m->cfg.L; l++) {
         GptBlockActs *b = &a->blocks[l];
-        float *all[] = {b->ln1, b->ln1_mean, b->ln1_rstd, b->q,        b->k,        b->v, b->att,
-                        b->y,   b->mid,      b->ln2,      b->ln2_mean, b->ln2_rstd, b->h, b->hg};
+        void *all[] = {b->ln1, b->ln1_mean, b->ln1_rstd, b->q,        b->k,        b->v, b->att,
+                       b->y,   b->mid,      b->ln2,      b->ln2_mean, b->ln2_rstd, b->h, b->hg};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
     }
-    float *rest[] = {a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->probs, a->losses};
+    void *rest[] = {a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->probs, a->losses};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
     free(a->stream);
     free(a->dstream);
@@ -279,6 +307,18 @@ void gpt_alloc_scratch(Gpt *m) {
     m->s_dk = acts(BTC, "scratch");
     m->s_dv = acts(BTC, "scratch");
     m->s_logits = acts(BT * c.V, "scratch");
+    if (c.precision == GPT_BF16) {
+        size_t unit = 0;
+        for (int u = 0; u < m->nunits; u++) unit = m->units[u].size > unit ? m->units[u].size : unit;
+        m->s_x = acts(BTC, "scratch");
+        m->s_y = acts(BTC, "scratch");
+        m->s_h = acts(4 * BTC, "scratch");
+        m->s_att2 = acts((size_t)c.B * c.NH * c.T * c.T, "scratch");
+        m->s_probs = acts(BT * c.V, "scratch");
+        m->s_unit = acts(unit, "scratch: the unit widened");
+        m->s_gunit = acts(unit, "scratch: the unit's fp32 gradient");
+        m->s_b16 = mem_alloc_bf16(BT * (size_t)(4 * c.C > c.V ? 4 * c.C : c.V), MEM_ACTS, "scratch");
+    }
 }
 
 void gpt_alloc_acts(Gpt *m) {
@@ -290,7 +330,9 @@ void gpt_alloc_acts(Gpt *m) {
 static void free_acts(Gpt *m) {
     gpt_acts_free(m, m->acts);
     m->acts = NULL;
-    float *rest[] = {m->s_c, m->s_c2, m->s_4c, m->s_4c2, m->s_att, m->s_dq, m->s_dk, m->s_dv, m->s_logits};
+    void *rest[] = {m->s_c,  m->s_c2,  m->s_4c,    m->s_4c2,   m->s_att,  m->s_dq,     m->s_dk,
+                    m->s_dv, m->s_logits, m->s_x,  m->s_y,  m->s_h, m->s_att2, m->s_probs, m->s_unit,
+                    m->s_gunit, m->s_b16};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
     m->s_c = NULL;
 }
@@ -317,6 +359,87 @@ void gpt_set_batch(Gpt *m, const int *x, const int *y, int step, int row0, float
     gpt_acts_set_batch(m, m->acts, x, y, step, row0, loss_scale);
 }
 
+// ---- precision: what the ops read and write ---------------------------------
+//
+// The ops compute in fp32. In fp32 they read and write the kept tensors
+// themselves; in bf16 (GPT_BF16) a kept tensor is widened into fp32 scratch
+// for the ops that read it (rd), an op writes into fp32 scratch (wr) and
+// the result is rounded into the kept tensor (keep), and what comes after
+// reads the rounded tensor, as the backward pass will. The matrix products
+// take the bf16 tensors and weights themselves (mm_forward, mm_backward).
+// In fp32 each helper is the plain call, so fp32 runs are the same to the bit.
+
+static bool in_bf16(const Gpt *m) { return m->cfg.precision == GPT_BF16; }
+
+// A kept tensor of n elements as an op reads it (fp32).
+static const float *rd(const Gpt *m, const void *t, size_t n, float *scratch) {
+    if (!in_bf16(m)) return t;
+    ops_from_bf16(scratch, t, n);
+    return scratch;
+}
+
+// Where an op writes a tensor to keep: the tensor (fp32), or scratch that keep() rounds into it (bf16).
+static float *wr(const Gpt *m, void *t, float *scratch) { return in_bf16(m) ? scratch : t; }
+
+static void keep(const Gpt *m, void *t, const float *v, size_t n) {
+    if (in_bf16(m)) ops_to_bf16(t, v, n);
+}
+
+// The unit's parameters as the ops read them: the unit (fp32), or its
+// widening in s_unit (bf16), the bf16 unit noted for the products' weights.
+static float *unit_params(Gpt *m, int u, const void *params) {
+    if (!in_bf16(m)) return (float *)params;
+    m->run16 = params;
+    ops_from_bf16(m->s_unit, params, m->units[u].size);
+    return m->s_unit;
+}
+
+// A weight matrix of the unit running, as the bf16 products take it: the
+// same element of the bf16 unit as w is of its widening.
+static const bf16 *weight16(const Gpt *m, const float *w) {
+    CHECK(m->run16 && w >= m->s_unit, "a bf16 product's weights outside the unit running");
+    return m->run16 + (w - m->s_unit);
+}
+
+// Where the unit's backward adds its parameter gradients: grads (fp32), or
+// a zeroed fp32 unit (bf16) that unit_grads_done then adds into grads.
+static float *unit_grads(Gpt *m, int u, void *grads) {
+    if (!in_bf16(m)) return grads;
+    ops_fill(m->s_gunit, 0, m->units[u].size);
+    return m->s_gunit;
+}
+
+static void unit_grads_done(Gpt *m, int u, void *grads) {
+    if (in_bf16(m)) ops_accumulate_bf16(grads, m->s_gunit, m->units[u].size);
+}
+
+// out (M, N) = inp (M, K) @ w (K, N) + bias: inp a kept tensor, w a view of the unit running.
+static void mm_forward(const Gpt *m, float *out, const void *inp, const float *w, const float *bias, int M, int K,
+                       int N) {
+    if (in_bf16(m)) ops_matmul_forward_bf16(out, inp, weight16(m, w), bias, M, K, N);
+    else ops_matmul_forward(out, inp, w, bias, M, K, N);
+}
+
+// The same product kept: out a kept tensor, made in fp32 scratch in bf16.
+static void mm_keep(const Gpt *m, void *out, const void *inp, const float *w, const float *bias, int M, int K,
+                    int N, float *scratch) {
+    float *o = wr(m, out, scratch);
+    mm_forward(m, o, inp, w, bias, M, K, N);
+    keep(m, out, o, (size_t)M * N);
+}
+
+// Its backward (ops_matmul_backward's +=); in bf16 the fp32 dout is rounded
+// to bf16 first, as the product's input.
+static void mm_backward(Gpt *m, float *dinp, float *dw, float *dbias, const float *dout, const void *inp,
+                        const float *w, int M, int K, int N) {
+    if (in_bf16(m)) {
+        ops_to_bf16(m->s_b16, dout, (size_t)M * N);
+        ops_matmul_backward_bf16(dinp, dw, dbias, m->s_b16, inp, weight16(m, w), M, K, N);
+    } else {
+        ops_matmul_backward(dinp, dw, dbias, dout, inp, w, M, K, N);
+    }
+}
+
 // ---- forward and backward --------------------------------------------------
 
 static DropoutKey dropout_key(const Gpt *m, const GptActs *a, int layer, int site) {
@@ -325,29 +448,32 @@ static DropoutKey dropout_key(const Gpt *m, const GptActs *a, int layer, int sit
     return k;
 }
 
-static void embed_forward(Gpt *m, GptActs *a, const float *params) {
+static void embed_forward(Gpt *m, GptActs *a, const void *params) {
     const GptConfig c = m->cfg;
-    GptEmbedView p = gpt_embed_view(m, (float *)params);
-    float *out = a->stream[1];   // (B, T, C)
+    const size_t BTC = (size_t)c.B * c.T * c.C;
+    GptEmbedView p = gpt_embed_view(m, unit_params(m, 0, params));
+    float *out = wr(m, a->stream[1], m->s_x);   // (B, T, C)
     if (c.dropout > 0) {
         ops_embedding_forward(m->s_c, a->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
         ops_dropout_forward(out, m->s_c, c.dropout, dropout_key(m, a, 0, 0), c.B, c.T, c.C);
     } else {
         ops_embedding_forward(out, a->tokens, p.wte, p.wpe, c.B, c.T, c.C, 0);
     }
+    keep(m, a->stream[1], out, BTC);
 }
 
-static void embed_backward(Gpt *m, GptActs *a, float *grads) {
+static void embed_backward(Gpt *m, GptActs *a, void *grads) {
     const GptConfig c = m->cfg;
-    GptEmbedView g = gpt_embed_view(m, grads);
-    const float *dout = a->dstream[1];
+    const size_t BTC = (size_t)c.B * c.T * c.C;
+    GptEmbedView g = gpt_embed_view(m, unit_grads(m, 0, grads));
+    const float *dout = rd(m, a->dstream[1], BTC, m->s_x);
     if (c.dropout > 0) {
-        size_t BTC = (size_t)c.B * c.T * c.C;
         ops_fill(m->s_c, 0, BTC);
         ops_dropout_backward(m->s_c, dout, c.dropout, dropout_key(m, a, 0, 0), c.B, c.T, c.C);
         dout = m->s_c;
     }
     ops_embedding_backward(g.wte, g.wpe, dout, a->tokens, c.B, c.T, c.C, 0);
+    unit_grads_done(m, 0, grads);
 }
 
 // x_out = x + dropout(branch): the residual add, with the branch's dropout.
@@ -362,27 +488,42 @@ static void residual(Gpt *m, const GptActs *a, float *x_out, const float *x, con
     ops_add(x_out, x, branch, BTC);
 }
 
-static void block_forward(Gpt *m, GptActs *s, int u, const float *params) {
+static void block_forward(Gpt *m, GptActs *s, int u, const void *params) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, C = c.C;
-    GptBlockView p = gpt_block_view(m, (float *)params);
+    const size_t BTC = (size_t)M * C, BHTT = (size_t)c.B * c.NH * c.T * c.T;
+    GptBlockView p = gpt_block_view(m, unit_params(m, u, params));
     GptBlockActs *a = &s->blocks[u - 1];
-    const float *x = s->stream[u];   // (B, T, C)
-    float *out = s->stream[u + 1];   // (B, T, C)
+    const float *x = rd(m, s->stream[u], BTC, m->s_x);   // (B, T, C)
 
-    ops_layernorm_forward(a->ln1, a->ln1_mean, a->ln1_rstd, x, p.ln1w, p.ln1b, M, C);
-    ops_matmul_forward(a->q, a->ln1, p.wq, p.bq, M, C, C);
-    ops_matmul_forward(a->k, a->ln1, p.wk, p.bk, M, C, C);
-    ops_matmul_forward(a->v, a->ln1, p.wv, p.bv, M, C, C);
-    ops_attention_forward(a->y, a->att, a->q, a->k, a->v, c.B, c.T, C, c.NH);
-    ops_matmul_forward(m->s_c, a->y, p.wo, p.bo, M, C, C);
-    residual(m, s, a->mid, x, m->s_c, u, 1);
+    float *ln1 = wr(m, a->ln1, m->s_c);
+    ops_layernorm_forward(ln1, a->ln1_mean, a->ln1_rstd, x, p.ln1w, p.ln1b, M, C);
+    keep(m, a->ln1, ln1, BTC);
+    mm_keep(m, a->q, a->ln1, p.wq, p.bq, M, C, C, m->s_c);
+    mm_keep(m, a->k, a->ln1, p.wk, p.bk, M, C, C, m->s_c);
+    mm_keep(m, a->v, a->ln1, p.wv, p.bv, M, C, C, m->s_c);
+    float *y = wr(m, a->y, m->s_c), *att = wr(m, a->att, m->s_att);
+    ops_attention_forward(y, att, rd(m, a->q, BTC, m->s_dq), rd(m, a->k, BTC, m->s_dk),
+                          rd(m, a->v, BTC, m->s_dv), c.B, c.T, C, c.NH);
+    keep(m, a->att, att, BHTT);
+    keep(m, a->y, y, BTC);
+    mm_forward(m, m->s_c, a->y, p.wo, p.bo, M, C, C);
+    float *mid = wr(m, a->mid, m->s_y);
+    residual(m, s, mid, x, m->s_c, u, 1);
+    keep(m, a->mid, mid, BTC);
 
-    ops_layernorm_forward(a->ln2, a->ln2_mean, a->ln2_rstd, a->mid, p.ln2w, p.ln2b, M, C);
-    ops_matmul_forward(a->h, a->ln2, p.w1, p.b1, M, C, 4 * C);
-    ops_gelu_forward(a->hg, a->h, (size_t)M * 4 * C);
-    ops_matmul_forward(m->s_c, a->hg, p.w2, p.b2, M, 4 * C, C);
-    residual(m, s, out, a->mid, m->s_c, u, 2);
+    const float *mid32 = rd(m, a->mid, BTC, m->s_y);
+    float *ln2 = wr(m, a->ln2, m->s_c);
+    ops_layernorm_forward(ln2, a->ln2_mean, a->ln2_rstd, mid32, p.ln2w, p.ln2b, M, C);
+    keep(m, a->ln2, ln2, BTC);
+    mm_keep(m, a->h, a->ln2, p.w1, p.b1, M, C, 4 * C, m->s_4c);
+    float *hg = wr(m, a->hg, m->s_4c2);
+    ops_gelu_forward(hg, rd(m, a->h, 4 * BTC, m->s_4c), 4 * BTC);
+    keep(m, a->hg, hg, 4 * BTC);
+    mm_forward(m, m->s_c, a->hg, p.w2, p.b2, M, 4 * C, C);
+    float *out = wr(m, s->stream[u + 1], m->s_x);   // (B, T, C); x is read no more
+    residual(m, s, out, mid32, m->s_c, u, 2);
+    keep(m, s->stream[u + 1], out, BTC);
 }
 
 // The gradient reaching a dropped-out branch: dout through the same mask.
@@ -394,73 +535,87 @@ static const float *branch_grad(Gpt *m, const GptActs *a, const float *dout, int
     return m->s_c2;
 }
 
-static void block_backward(Gpt *m, GptActs *s, int u, const float *params, float *grads) {
+static void block_backward(Gpt *m, GptActs *s, int u, const void *params, void *grads) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, C = c.C;
-    const size_t BTC = (size_t)M * C;
-    GptBlockView p = gpt_block_view(m, (float *)params);
-    GptBlockView g = gpt_block_view(m, grads);
+    const size_t BTC = (size_t)M * C, BHTT = (size_t)c.B * c.NH * c.T * c.T;
+    GptBlockView p = gpt_block_view(m, unit_params(m, u, params));
+    GptBlockView g = gpt_block_view(m, unit_grads(m, u, grads));
     GptBlockActs *a = &s->blocks[u - 1];
-    const float *x = s->stream[u];
-    const float *dout = s->dstream[u + 1];   // (B, T, C)
-    float *dx = s->dstream[u];               // (B, T, C)
+    const float *dout = rd(m, s->dstream[u + 1], BTC, m->s_y);   // (B, T, C)
     float *dmid = m->s_c;                    // (B, T, C)
     float *dln = m->s_dq;                    // (B, T, C), reused below
 
     // MLP branch: out = mid + dropout(gelu(ln2(mid) @ w1 + b1) @ w2 + b2)
     const float *dbranch = branch_grad(m, s, dout, u, 2);
     ops_fill(m->s_4c, 0, 4 * BTC);
-    ops_matmul_backward(m->s_4c, g.w2, g.b2, dbranch, a->hg, p.w2, M, 4 * C, C);
+    mm_backward(m, m->s_4c, g.w2, g.b2, dbranch, a->hg, p.w2, M, 4 * C, C);
     ops_fill(m->s_4c2, 0, 4 * BTC);
-    ops_gelu_backward(m->s_4c2, m->s_4c, a->h, 4 * BTC);
+    ops_gelu_backward(m->s_4c2, m->s_4c, rd(m, a->h, 4 * BTC, m->s_h), 4 * BTC);
     ops_fill(dln, 0, BTC);
-    ops_matmul_backward(dln, g.w1, g.b1, m->s_4c2, a->ln2, p.w1, M, C, 4 * C);
+    mm_backward(m, dln, g.w1, g.b1, m->s_4c2, a->ln2, p.w1, M, C, 4 * C);
     mem_copy(dmid, dout, BTC * sizeof(float));   // the residual path
-    ops_layernorm_backward(dmid, g.ln2w, g.ln2b, dln, a->mid, p.ln2w, a->ln2_mean, a->ln2_rstd, M, C);
+    ops_layernorm_backward(dmid, g.ln2w, g.ln2b, dln, rd(m, a->mid, BTC, m->s_x), p.ln2w, a->ln2_mean,
+                           a->ln2_rstd, M, C);
 
     // Attention branch: mid = x + dropout(attention(ln1(x)) @ wo + bo)
     dbranch = branch_grad(m, s, dmid, u, 1);
     float *dy = m->s_4c;   // (B, T, C), the first part of a free scratch
     ops_fill(dy, 0, BTC);
-    ops_matmul_backward(dy, g.wo, g.bo, dbranch, a->y, p.wo, M, C, C);
+    mm_backward(m, dy, g.wo, g.bo, dbranch, a->y, p.wo, M, C, C);
     ops_fill(m->s_dq, 0, BTC);
     ops_fill(m->s_dk, 0, BTC);
     ops_fill(m->s_dv, 0, BTC);
-    ops_attention_backward(m->s_dq, m->s_dk, m->s_dv, m->s_att, dy, a->att, a->q, a->k, a->v, c.B,
-                           c.T, C, c.NH);
+    // (bf16: q, k, v widened into the free s_4c2, the probabilities into s_att2)
+    ops_attention_backward(m->s_dq, m->s_dk, m->s_dv, m->s_att, dy, rd(m, a->att, BHTT, m->s_att2),
+                           rd(m, a->q, BTC, m->s_4c2), rd(m, a->k, BTC, m->s_4c2 + BTC),
+                           rd(m, a->v, BTC, m->s_4c2 + 2 * BTC), c.B, c.T, C, c.NH);
     dln = m->s_4c2;        // (B, T, C)
     ops_fill(dln, 0, BTC);
-    ops_matmul_backward(dln, g.wq, g.bq, m->s_dq, a->ln1, p.wq, M, C, C);
-    ops_matmul_backward(dln, g.wk, g.bk, m->s_dk, a->ln1, p.wk, M, C, C);
-    ops_matmul_backward(dln, g.wv, g.bv, m->s_dv, a->ln1, p.wv, M, C, C);
+    mm_backward(m, dln, g.wq, g.bq, m->s_dq, a->ln1, p.wq, M, C, C);
+    mm_backward(m, dln, g.wk, g.bk, m->s_dk, a->ln1, p.wk, M, C, C);
+    mm_backward(m, dln, g.wv, g.bv, m->s_dv, a->ln1, p.wv, M, C, C);
+    float *dx = wr(m, s->dstream[u], m->s_y);   // (B, T, C); dout is read no more
     mem_copy(dx, dmid, BTC * sizeof(float));     // the residual path
-    ops_layernorm_backward(dx, g.ln1w, g.ln1b, dln, x, p.ln1w, a->ln1_mean, a->ln1_rstd, M, C);
+    ops_layernorm_backward(dx, g.ln1w, g.ln1b, dln, rd(m, s->stream[u], BTC, m->s_x), p.ln1w, a->ln1_mean,
+                           a->ln1_rstd, M, C);
+    keep(m, s->dstream[u], dx, BTC);
+    unit_grads_done(m, u, grads);
 }
 
-static void head_forward(Gpt *m, GptActs *a, const float *params) {
+static void head_forward(Gpt *m, GptActs *a, const void *params) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T;
-    GptHeadView p = gpt_head_view(m, (float *)params);
-    const float *x = a->stream[c.L + 1];
-    ops_layernorm_forward(a->lnf, a->lnf_mean, a->lnf_rstd, x, p.lnfw, p.lnfb, M, c.C);
-    ops_matmul_forward(a->logits, a->lnf, p.lm_head, NULL, M, c.C, c.V);
-    ops_crossentropy_forward(a->losses, a->probs, a->logits, a->targets, M, c.V);
+    const size_t BTC = (size_t)M * c.C, MV = (size_t)M * c.V;
+    const int u = c.L + 1;
+    GptHeadView p = gpt_head_view(m, unit_params(m, u, params));
+    const float *x = rd(m, a->stream[u], BTC, m->s_x);
+    float *lnf = wr(m, a->lnf, m->s_c);
+    ops_layernorm_forward(lnf, a->lnf_mean, a->lnf_rstd, x, p.lnfw, p.lnfb, M, c.C);
+    keep(m, a->lnf, lnf, BTC);
+    float *logits = in_bf16(m) ? m->s_logits : a->logits;   // bf16 keeps only the probabilities
+    mm_forward(m, logits, a->lnf, p.lm_head, NULL, M, c.C, c.V);
+    float *probs = wr(m, a->probs, m->s_probs);
+    ops_crossentropy_forward(a->losses, probs, logits, a->targets, M, c.V);
+    keep(m, a->probs, probs, MV);
 }
 
-static void head_backward(Gpt *m, GptActs *a, const float *params, float *grads) {
+static void head_backward(Gpt *m, GptActs *a, const void *params, void *grads) {
     const GptConfig c = m->cfg;
-    const int M = c.B * c.T;
-    const size_t BTC = (size_t)M * c.C;
-    GptHeadView p = gpt_head_view(m, (float *)params);
-    GptHeadView g = gpt_head_view(m, grads);
-    ops_fill(m->s_logits, 0, (size_t)M * c.V);
-    ops_crossentropy_backward(m->s_logits, a->probs, a->targets, a->loss_scale, M, c.V);
+    const int M = c.B * c.T, u = c.L + 1;
+    const size_t BTC = (size_t)M * c.C, MV = (size_t)M * c.V;
+    GptHeadView p = gpt_head_view(m, unit_params(m, u, params));
+    GptHeadView g = gpt_head_view(m, unit_grads(m, u, grads));
+    ops_fill(m->s_logits, 0, MV);
+    ops_crossentropy_backward(m->s_logits, rd(m, a->probs, MV, m->s_probs), a->targets, a->loss_scale, M, c.V);
     ops_fill(m->s_c, 0, BTC);
-    ops_matmul_backward(m->s_c, g.lm_head, NULL, m->s_logits, a->lnf, p.lm_head, M, c.C, c.V);
-    float *dx = a->dstream[c.L + 1];
+    mm_backward(m, m->s_c, g.lm_head, NULL, m->s_logits, a->lnf, p.lm_head, M, c.C, c.V);
+    float *dx = wr(m, a->dstream[u], m->s_y);
     ops_fill(dx, 0, BTC);
-    ops_layernorm_backward(dx, g.lnfw, g.lnfb, m->s_c, a->stream[c.L + 1], p.lnfw, a->lnf_mean,
+    ops_layernorm_backward(dx, g.lnfw, g.lnfb, m->s_c, rd(m, a->stream[u], BTC, m->s_x), p.lnfw, a->lnf_mean,
                            a->lnf_rstd, M, c.C);
+    keep(m, a->dstream[u], dx, BTC);
+    unit_grads_done(m, u, grads);
 }
 
 static void check_unit(const Gpt *m, const GptActs *a, int u, const char *what) {
@@ -470,7 +625,7 @@ static void check_unit(const Gpt *m, const GptActs *a, int u, const char *what) 
     CHECK(u >= a->u0 && u < a->u1, "%s: unit %d is not in this set's units [%d, %d)", what, u, a->u0, a->u1);
 }
 
-void gpt_acts_forward(Gpt *m, GptActs *a, int u, const float *params) {
+void gpt_acts_forward(Gpt *m, GptActs *a, int u, const void *params) {
     check_unit(m, a, u, "a unit's forward pass");
     switch (m->units[u].kind) {
     case UNIT_EMBED: embed_forward(m, a, params); break;
@@ -479,7 +634,7 @@ void gpt_acts_forward(Gpt *m, GptActs *a, int u, const float *params) {
     }
 }
 
-void gpt_acts_backward(Gpt *m, GptActs *a, int u, const float *params, float *grads) {
+void gpt_acts_backward(Gpt *m, GptActs *a, int u, const void *params, void *grads) {
     check_unit(m, a, u, "a unit's backward pass");
     switch (m->units[u].kind) {
     case UNIT_EMBED: embed_backward(m, a, grads); break;
@@ -488,9 +643,9 @@ void gpt_acts_backward(Gpt *m, GptActs *a, int u, const float *params, float *gr
     }
 }
 
-void gpt_unit_forward(Gpt *m, int u, const float *params) { gpt_acts_forward(m, m->acts, u, params); }
+void gpt_unit_forward(Gpt *m, int u, const void *params) { gpt_acts_forward(m, m->acts, u, params); }
 
-void gpt_unit_backward(Gpt *m, int u, const float *params, float *grads) {
+void gpt_unit_backward(Gpt *m, int u, const void *params, void *grads) {
     gpt_acts_backward(m, m->acts, u, params, grads);
 }
 
@@ -502,12 +657,12 @@ double gpt_acts_loss(const Gpt *m, const GptActs *a) {
 
 double gpt_loss(const Gpt *m) { return gpt_acts_loss(m, m->acts); }
 
-double gpt_forward(Gpt *m, float **params) {
+double gpt_forward(Gpt *m, void **params) {
     for (int u = 0; u < m->nunits; u++) gpt_unit_forward(m, u, params[u]);
     return gpt_loss(m);
 }
 
-void gpt_backward(Gpt *m, float **params, float **grads) {
+void gpt_backward(Gpt *m, void **params, void **grads) {
     for (int u = m->nunits - 1; u >= 0; u--) gpt_unit_backward(m, u, params[u], grads[u]);
 }
 

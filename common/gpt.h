@@ -14,9 +14,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bf16.h"
 #include "mem.h"
 
 typedef struct DumpWriter DumpWriter;
+
+// The precision a model runs in (docs/model.md, "Mixed precision").
+// GPT_FP32: every tensor fp32. GPT_BF16: the weights a unit runs on, its
+// gradients and the activations kept for the backward pass are bf16 (2
+// bytes an element); every matrix product takes bf16 inputs and sums in
+// fp32; LayerNorm, GELU, attention's softmax, dropout, the residual adds and
+// the cross-entropy compute in fp32 and store bf16 where they store; the
+// LayerNorms' means and inverse deviations and the per-token losses stay
+// fp32. The fp32 master weights and moments are the optimizer's (train.h).
+typedef enum { GPT_FP32, GPT_BF16 } GptPrecision;
 
 typedef struct {
     int B;          // rows this device runs at once (a micro-batch, or a rank's share)
@@ -27,6 +38,7 @@ typedef struct {
     int V;          // vocabulary
     float dropout;  // probability (0: no dropout)
     uint64_t seed;  // of initialisation and dropout
+    GptPrecision precision;   // GPT_FP32 (0, the default) or GPT_BF16
 } GptConfig;
 
 enum { GPT_MAX_TENSORS = 16 };
@@ -73,15 +85,19 @@ typedef struct {
     float *lm_head;       // (C, V)
 } GptHeadView;
 
-// Activations of one block, kept for its backward.
+// Activations of one block, kept for its backward. The void * tensors are
+// of the model's precision (float, or bf16 under GPT_BF16); the LayerNorms'
+// statistics are fp32 in both.
 typedef struct {
-    float *ln1, *ln1_mean, *ln1_rstd;   // (B, T, C), (B, T), (B, T)
-    float *q, *k, *v;                   // (B, T, C) each
-    float *att;                         // (B, NH, T, T) attention probabilities
-    float *y;                           // (B, T, C) attention output, before its projection
-    float *mid;                         // (B, T, C) residual stream after attention
-    float *ln2, *ln2_mean, *ln2_rstd;   // (B, T, C), (B, T), (B, T)
-    float *h, *hg;                      // (B, T, 4C) MLP hidden, before and after GELU
+    void *ln1;                          // (B, T, C)
+    float *ln1_mean, *ln1_rstd;         // (B, T), (B, T)
+    void *q, *k, *v;                    // (B, T, C) each
+    void *att;                          // (B, NH, T, T) attention probabilities
+    void *y;                            // (B, T, C) attention output, before its projection
+    void *mid;                          // (B, T, C) residual stream after attention
+    void *ln2;                          // (B, T, C)
+    float *ln2_mean, *ln2_rstd;         // (B, T), (B, T)
+    void *h, *hg;                       // (B, T, 4C) MLP hidden, before and after GELU
 } GptBlockActs;
 
 // The activations of one (micro-)batch of cfg.B rows for the units
@@ -97,12 +113,15 @@ typedef struct {
     // The residual stream between units: stream[u] is the input of unit u
     // (stream[0] is unused: the embeddings read tokens), and dstream[u] its
     // gradient. In a set for [u0, u1): u0's input (what a pipeline stage
-    // receives) to u1's (what it sends); NULL outside.
-    float **stream, **dstream;  // (nunits + 1) of (B, T, C)
+    // receives) to u1's (what it sends); NULL outside. The model's
+    // precision, both (what a pipeline stage sends: 4 or 2 bytes an element).
+    void **stream, **dstream;   // (nunits + 1) of (B, T, C)
     GptBlockActs *blocks;       // (L), those of the blocks in range
-    float *lnf, *lnf_mean, *lnf_rstd;   // (B, T, C), (B, T), (B, T)   the head's, when in range
-    float *logits, *probs;      // (B, T, V)
-    float *losses;              // (B, T)
+    void *lnf;                  // (B, T, C) the head's, when in range (the model's precision)
+    float *lnf_mean, *lnf_rstd; // (B, T), (B, T)
+    float *logits;              // (B, T, V) fp32 (NULL under GPT_BF16, where they are scratch)
+    void *probs;                // (B, T, V) the model's precision
+    float *losses;              // (B, T) fp32
 } GptActs;
 
 typedef struct {
@@ -114,14 +133,26 @@ typedef struct {
     // Scratch of one unit's passes, shared by every set (gpt_alloc_scratch).
     float *s_c, *s_c2, *s_4c, *s_4c2, *s_att, *s_dq, *s_dk, *s_dv;
     float *s_logits;            // (B, T, V)
+    // GPT_BF16's scratch besides: fp32 copies of bf16 activations for the
+    // ops that read fp32 (s_x, s_y (B, T, C), s_h (B, T, 4C), s_att2 (B, NH,
+    // T, T), s_probs (B, T, V)); a matrix product's fp32 gradient input
+    // rounded to bf16 (s_b16, (B, T, max(4C, V))); the unit running widened
+    // to fp32 (s_unit: its LayerNorm weights and biases are read there) and
+    // its parameter gradients in fp32 before they are added into the bf16
+    // ones (s_gunit), each of the largest unit's size.
+    float *s_x, *s_y, *s_h, *s_att2, *s_probs, *s_unit, *s_gunit;
+    bf16 *s_b16;
+    const bf16 *run16;          // the bf16 unit whose widening s_unit holds
 } Gpt;
 
 // The units and their tensors for a configuration (no memory for tensors).
 // CHECKs the configuration (heads divide channels, sizes positive).
 Gpt *gpt_create(const GptConfig *cfg);
 // Bytes a device holds to train this configuration with AdamW: parameters,
-// gradients and two moments (16 bytes a parameter) and the activations
-// gpt_alloc_acts makes for cfg->B rows. An upper estimate from the shapes
+// gradients and two moments (16 bytes a parameter, in fp32 as in bf16 with
+// its fp32 master copy) and the activations gpt_alloc_acts makes for cfg->B
+// rows (counted at 4 bytes an element in either precision, with bf16's
+// extra scratch). An upper estimate from the shapes
 // alone (no allocation), in double: large shapes overflow size_t products.
 double gpt_bytes_needed(const GptConfig *cfg);
 void gpt_free(Gpt *m);
@@ -131,9 +162,16 @@ GptEmbedView gpt_embed_view(const Gpt *m, float *unit);
 GptBlockView gpt_block_view(const Gpt *m, float *unit);
 GptHeadView gpt_head_view(const Gpt *m, float *unit);
 
-// Allocate one buffer per unit (zero-filled), counted under `cat`; free them.
+// Allocate one buffer per unit (zero-filled), counted under `cat`: of fp32
+// elements (gpt_alloc_units), or of the model's precision (gpt_alloc_run_units:
+// what the unit calls below take as params and grads). Free either.
 float **gpt_alloc_units(const Gpt *m, MemCategory cat, const char *what);
-void gpt_free_units(const Gpt *m, float **units);
+void **gpt_alloc_run_units(const Gpt *m, MemCategory cat, const char *what);
+void gpt_free_units(const Gpt *m, void *units);
+// Bytes of one element of the model's precision (4 or 2), and its name ("fp32", "bf16").
+size_t gpt_elem_size(const Gpt *m);
+const char *gpt_precision_name(GptPrecision p);
+GptPrecision gpt_precision_parse(const char *name);   // "fp32" (or NULL) or "bf16", as --precision takes it
 
 // Initialise elements [offset, offset + count) of unit u's flat buffer, which
 // `out` holds (out[0] is element `offset`): the same values whatever slice
@@ -152,11 +190,14 @@ void gpt_alloc_acts(Gpt *m);
 void gpt_set_batch(Gpt *m, const int *x, const int *y, int step, int row0, float loss_scale);
 
 // Run unit u forward: reads stream[u] (or the tokens), writes stream[u + 1];
-// the head unit computes the per-token losses.
-void gpt_unit_forward(Gpt *m, int u, const float *params);
+// the head unit computes the per-token losses. params: the unit's
+// parameters in the model's precision (float *, or bf16 * under GPT_BF16).
+void gpt_unit_forward(Gpt *m, int u, const void *params);
 // Run unit u backward: reads dstream[u + 1] (the head starts from the loss),
-// writes dstream[u], and ADDS its parameter gradients into grads.
-void gpt_unit_backward(Gpt *m, int u, const float *params, float *grads);
+// writes dstream[u], and ADDS its parameter gradients into grads (the
+// model's precision; under GPT_BF16 the unit's gradient is made in fp32
+// and added into grads with one rounding an element: ops_accumulate_bf16).
+void gpt_unit_backward(Gpt *m, int u, const void *params, void *grads);
 
 // The mean loss over this batch's B T tokens (after the head's forward).
 double gpt_loss(const Gpt *m);
@@ -176,15 +217,15 @@ GptActs *gpt_acts_create(const Gpt *m, int u0, int u1);
 void gpt_acts_free(const Gpt *m, GptActs *a);
 void gpt_acts_set_batch(const Gpt *m, GptActs *a, const int *x, const int *y, int step, int row0,
                         float loss_scale);
-void gpt_acts_forward(Gpt *m, GptActs *a, int u, const float *params);
-void gpt_acts_backward(Gpt *m, GptActs *a, int u, const float *params, float *grads);
+void gpt_acts_forward(Gpt *m, GptActs *a, int u, const void *params);
+void gpt_acts_backward(Gpt *m, GptActs *a, int u, const void *params, void *grads);
 double gpt_acts_loss(const Gpt *m, const GptActs *a);   // after the head's forward
 // The bytes of one set for [u0, u1) (what gpt_acts_create allocates).
 double gpt_acts_bytes(const Gpt *m, int u0, int u1);
 
-// All units in order, then all units in reverse.
-double gpt_forward(Gpt *m, float **params);
-void gpt_backward(Gpt *m, float **params, float **grads);
+// All units in order, then all units in reverse (units of the model's precision).
+double gpt_forward(Gpt *m, void **params);
+void gpt_backward(Gpt *m, void **params, void **grads);
 
 // Write every tensor of the units as "<prefix>/<unit>.<tensor>" (f32, its
 // shape), copied from the device. The units must be whole (canonical layout).

@@ -38,7 +38,8 @@ Comm *harness_start(const Args *a, int *argc, char ***argv) {
 }
 
 void harness_check_fits(const Args *a, int rows, bool with_reference) {
-    GptConfig need = {.B = rows, .T = a->seq, .C = a->dim, .NH = a->heads, .L = a->layers, .V = a->vocab};
+    GptConfig need = {.B = rows, .T = a->seq, .C = a->dim, .NH = a->heads, .L = a->layers, .V = a->vocab,
+                      .precision = gpt_precision_parse(a->precision)};
     GptConfig whole = need;
     whole.B = a->batch;
     char what[96];

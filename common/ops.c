@@ -224,6 +224,14 @@ void ops_from_bf16(float *out, const bf16 *x, size_t n) {
     for (size_t i = 0; i < n; i++) out[i] = bf16_to_float(x[i]);
 }
 
+void ops_accumulate_bf16(bf16 *y, const float *x, size_t n) {
+    if (on_gpu()) {
+        ops_cuda_accumulate_bf16(y, x, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) y[i] = bf16_from_float(bf16_to_float(y[i]) + x[i]);
+}
+
 // ---- exp that the compiler can vectorize -------------------------------------
 
 // exp(x) for float x, within 2 ulp of expf, as straight-line code: the loops

@@ -83,6 +83,9 @@ void ops_fill(float *x, float v, size_t n);                           // x = v
 // the same bits on either device.
 void ops_to_bf16(bf16 *out, const float *x, size_t n);
 void ops_from_bf16(float *out, const bf16 *x, size_t n);
+// y = bf16(y + x): an fp32 gradient added into a bf16 one, summed in fp32
+// and rounded once (how a unit's bf16 gradient gathers its micro-batches).
+void ops_accumulate_bf16(bf16 *y, const float *x, size_t n);
 // GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 void ops_gelu_forward(float *out, const float *x, size_t n);
 void ops_gelu_backward(float *dx, const float *dout, const float *x, size_t n);   // dx += gelu'(x) dout

@@ -279,6 +279,17 @@ __global__ void from_bf16_kernel(float *out, const bf16 *x, size_t n) {
     if (i < n) out[i] = bf16_to_float(x[i]);
 }
 
+__global__ void accumulate_bf16_kernel(bf16 *y, const float *x, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = bf16_from_float(bf16_to_float(y[i]) + x[i]);
+}
+
+extern "C" void ops_cuda_accumulate_bf16(uint16_t *y, const float *x, size_t n) {
+    if (n == 0) return;
+    accumulate_bf16_kernel<<<blocks_for(n), THREADS>>>(y, x, n);
+    LAUNCHED();
+}
+
 extern "C" void ops_cuda_to_bf16(uint16_t *out, const float *x, size_t n) {
     if (n == 0) return;
     to_bf16_kernel<<<blocks_for(n), THREADS>>>(out, x, n);

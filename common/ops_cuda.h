@@ -37,6 +37,7 @@ void ops_cuda_scale(float *x, float s, size_t n);
 void ops_cuda_fill(float *x, float v, size_t n);
 void ops_cuda_to_bf16(uint16_t *out, const float *x, size_t n);
 void ops_cuda_from_bf16(float *out, const uint16_t *x, size_t n);
+void ops_cuda_accumulate_bf16(uint16_t *y, const float *x, size_t n);
 void ops_cuda_gelu_forward(float *out, const float *x, size_t n);
 void ops_cuda_gelu_backward(float *dx, const float *dout, const float *x, size_t n);
 
@@ -132,6 +133,7 @@ static inline void ops_cuda_scale(float *x, float s, size_t n) { abort(); }
 static inline void ops_cuda_fill(float *x, float v, size_t n) { abort(); }
 static inline void ops_cuda_to_bf16(uint16_t *out, const float *x, size_t n) { abort(); }
 static inline void ops_cuda_from_bf16(float *out, const uint16_t *x, size_t n) { abort(); }
+static inline void ops_cuda_accumulate_bf16(uint16_t *y, const float *x, size_t n) { abort(); }
 static inline void ops_cuda_gelu_forward(float *out, const float *x, size_t n) { abort(); }
 static inline void ops_cuda_gelu_backward(float *dx, const float *dout, const float *x,
                                           size_t n) { abort(); }

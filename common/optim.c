@@ -27,6 +27,13 @@ void optim_update(const OptimConfig *o, int t, float *p, const float *g, float *
         ops_sgd(p, g, o->momentum != 0.0f ? m : NULL, n, o->lr, o->momentum, o->wd);
 }
 
+void optim_update_mixed(const OptimConfig *o, int t, float *p, uint16_t *w, const uint16_t *g, float *m,
+                        float *v, size_t n) {
+    CHECK(t >= 1, "optimizer steps count from 1, not %d", t);
+    CHECK(o->kind == OPTIM_ADAMW, "bf16 training updates with AdamW only");
+    ops_adamw_mixed(p, w, g, m, v, n, o->lr, o->beta1, o->beta2, o->eps, o->wd, t);
+}
+
 const char *optim_describe(const OptimConfig *o, char *buf, size_t len) {
     if (o->kind == OPTIM_ADAMW)
         snprintf(buf, len, "AdamW lr %g betas (%g, %g) eps %g wd %g", o->lr, o->beta1, o->beta2,

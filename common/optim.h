@@ -6,6 +6,7 @@
 #pragma once
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct Args Args;
 
@@ -30,6 +31,11 @@ int optim_state_per_param(const OptimConfig *o);
 // device; m and v are the state (v unused by SGD; both unused by plain SGD).
 void optim_update(const OptimConfig *o, int t, float *p, const float *g, float *m, float *v,
                   size_t n);
+// Mixed precision: the update of the fp32 master p from the bf16 gradient
+// g, then the bf16 working weights w written from it (ops_adamw_mixed).
+// AdamW only.
+void optim_update_mixed(const OptimConfig *o, int t, float *p, uint16_t *w, const uint16_t *g, float *m,
+                        float *v, size_t n);
 
 // "AdamW lr 0.001 betas (0.9, 0.95) eps 1e-08 wd 0.1", and the same as
 // "key value" lines for a dump's meta/config.

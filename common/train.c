@@ -20,13 +20,23 @@ Trainer *train_create(const Args *a, int micro) {
     t->optim = optim_from_args(a);
     data_open(&t->data, a->data, a->vocab, a->seq, a->batch, a->seed);
     GptConfig cfg = {.B = a->batch / micro, .T = a->seq, .C = a->dim, .NH = a->heads,
-                     .L = a->layers, .V = a->vocab, .dropout = (float)a->dropout, .seed = a->seed};
+                     .L = a->layers, .V = a->vocab, .dropout = (float)a->dropout, .seed = a->seed,
+                     .precision = gpt_precision_parse(a->precision)};
     t->model = gpt_create(&cfg);
-    t->params = gpt_alloc_units(t->model, MEM_PARAMS, "params");
-    t->grads = gpt_alloc_units(t->model, MEM_GRADS, "grads");
+    t->master = true;
+    if (cfg.precision == GPT_BF16) {
+        t->params = gpt_alloc_units(t->model, MEM_OPTIM, "master params");
+        t->w = gpt_alloc_run_units(t->model, MEM_PARAMS, "params");
+    } else {
+        t->params = gpt_alloc_units(t->model, MEM_PARAMS, "params");
+        t->w = (void **)t->params;
+    }
+    t->grads = gpt_alloc_run_units(t->model, MEM_GRADS, "grads");
     t->m = gpt_alloc_units(t->model, MEM_OPTIM, "adam m");
     t->v = gpt_alloc_units(t->model, MEM_OPTIM, "adam v");
     gpt_init_units(t->model, t->params);
+    if (cfg.precision == GPT_BF16)
+        for (int u = 0; u < t->model->nunits; u++) ops_to_bf16(t->w[u], t->params[u], t->model->units[u].size);
     gpt_alloc_acts(t->model);
     size_t BT = (size_t)a->batch * a->seq;
     t->x = malloc(BT * sizeof *t->x);
@@ -37,6 +47,7 @@ Trainer *train_create(const Args *a, int micro) {
 
 void train_free(Trainer *t) {
     if (!t) return;
+    if (t->w != (void **)t->params) gpt_free_units(t->model, t->w);
     gpt_free_units(t->model, t->params);
     gpt_free_units(t->model, t->grads);
     gpt_free_units(t->model, t->m);
@@ -48,12 +59,26 @@ void train_free(Trainer *t) {
     free(t);
 }
 
+// grads[u] *= s, in the model's precision (bf16: in fp32, rounded once).
+static void scale_units(Trainer *t, int u, float s) {
+    size_t n = t->model->units[u].size;
+    if (t->model->cfg.precision == GPT_FP32) {
+        ops_scale(t->grads[u], s, n);
+        return;
+    }
+    float *f = mem_alloc_floats(n, MEM_OTHER, "scaled gradient");
+    ops_from_bf16(f, t->grads[u], n);
+    ops_scale(f, s, n);
+    ops_to_bf16(t->grads[u], f, n);
+    mem_free(f);
+}
+
 double train_grads(Trainer *t) {
     Gpt *model = t->model;
     const int rows = model->cfg.B, T = t->args.seq;
     data_batch(&t->data, t->step, t->x, t->y);
     for (int u = 0; u < model->nunits; u++)
-        mem_zero(t->grads[u], model->units[u].size * sizeof(float));
+        mem_zero(t->grads[u], model->units[u].size * gpt_elem_size(model));
     // Each micro-batch's loss gradient is scaled by 1 / (tokens in the whole
     // batch), so the micro-batches' gradients add up to the full batch's;
     // or (micro_mean) by its own tokens, and the K averaged at the end.
@@ -62,20 +87,26 @@ double train_grads(Trainer *t) {
     for (int k = 0; k < t->micro; k++) {
         size_t off = (size_t)k * rows * T;
         gpt_set_batch(model, t->x + off, t->y + off, t->step, k * rows, scale);
-        loss += gpt_forward(model, t->params);
-        gpt_backward(model, t->params, t->grads);
+        loss += gpt_forward(model, t->w);
+        gpt_backward(model, t->w, t->grads);
     }
     if (t->micro_mean && t->micro > 1)
-        for (int u = 0; u < model->nunits; u++)
-            ops_scale(t->grads[u], 1.0f / (float)t->micro, model->units[u].size);
+        for (int u = 0; u < model->nunits; u++) scale_units(t, u, 1.0f / (float)t->micro);
     return loss / t->micro;
 }
 
 void train_update(Trainer *t) {
     t->step++;
-    for (int u = 0; u < t->model->nunits; u++)
-        optim_update(&t->optim, t->step, t->params[u], t->grads[u], t->m[u], t->v[u],
-                     t->model->units[u].size);
+    for (int u = 0; u < t->model->nunits; u++) {
+        size_t n = t->model->units[u].size;
+        if (t->model->cfg.precision == GPT_FP32) {
+            optim_update(&t->optim, t->step, t->params[u], t->grads[u], t->m[u], t->v[u], n);
+            continue;
+        }
+        optim_update_mixed(&t->optim, t->step, t->params[u], t->w[u], t->grads[u], t->m[u], t->v[u], n);
+        // Without a master copy, what the next step starts from is the bf16 weights alone.
+        if (!t->master) ops_from_bf16(t->params[u], t->w[u], n);
+    }
 }
 
 double train_step(Trainer *t) {
@@ -108,10 +139,14 @@ int train_yardstick(int batch, YardstickRun *runs, int max) {
 
 // ---- recording what the dump needs -----------------------------------------
 
-static float **snapshot(const Trainer *t, float **units) {
+// fp32 copies of units of `precision` (bf16 ones widened, exactly).
+static float **snapshot(const Trainer *t, void **units, GptPrecision precision) {
     float **copy = gpt_alloc_units(t->model, MEM_OTHER, "dump copy");
-    for (int u = 0; u < t->model->nunits; u++)
-        mem_copy(copy[u], units[u], t->model->units[u].size * sizeof(float));
+    for (int u = 0; u < t->model->nunits; u++) {
+        size_t n = t->model->units[u].size;
+        if (precision == GPT_BF16) ops_from_bf16(copy[u], units[u], n);
+        else mem_copy(copy[u], units[u], n * sizeof(float));
+    }
     return copy;
 }
 
@@ -124,14 +159,14 @@ void train_history_init(TrainHistory *h, const Trainer *t, bool tensors) {
     h->y = malloc(steps * BT * sizeof *h->y);
     CHECK(h->loss && h->x && h->y, "out of memory");
     h->tensors = tensors;
-    if (tensors) h->init_params = snapshot(t, t->params);
+    if (tensors) h->init_params = snapshot(t, (void **)t->params, GPT_FP32);
     h->work0 = ops_work();
 }
 
 double train_step_recorded(Trainer *t, TrainHistory *h) {
     const Args *a = &t->args;
     double loss = train_grads(t);
-    if (h->steps == 0 && h->tensors) h->first_grads = snapshot(t, t->grads);
+    if (h->steps == 0 && h->tensors) h->first_grads = snapshot(t, t->grads, t->model->cfg.precision);
     train_update(t);
     CHECK(isfinite(loss), "the loss became %g at step %d; try a smaller --lr", loss, h->steps + 1);
     size_t BT = (size_t)a->batch * a->seq, s = (size_t)h->steps;
@@ -146,8 +181,8 @@ double train_step_recorded(Trainer *t, TrainHistory *h) {
 void train_history_dump(const TrainHistory *h, const Trainer *t, DumpWriter *w, Comm *c) {
     const Args *a = &t->args;
     char extra[512], optim[256];
-    snprintf(extra, sizeof extra, "%sdropout %.9g\nmicro %d\n",
-             optim_config_lines(&t->optim, optim, sizeof optim), a->dropout, t->micro);
+    snprintf(extra, sizeof extra, "%sdropout %.9g\nmicro %d\nmaster %s\n",
+             optim_config_lines(&t->optim, optim, sizeof optim), a->dropout, t->micro, t->master ? "on" : "off");
     dump_run_meta(w, c, "ref", a, extra);
     uint64_t steps = (uint64_t)h->steps;
     dump_f32(w, "loss", h->loss, 1, &steps);

@@ -26,8 +26,20 @@ typedef struct {
     bool micro_mean;
     OptimConfig optim;
     Data data;
-    Gpt *model;            // runs B / K rows at a time
-    float **params, **grads, **m, **v;   // one buffer per unit each
+    Gpt *model;            // runs B / K rows at a time, in --precision
+    // One buffer per unit each. params: the fp32 parameters AdamW updates
+    // (fp32: the model's own, PARAMS; bf16: the master copy, OPTIM, as the
+    // ZeRO paper counts it: K = 12 bytes of optimizer state a parameter);
+    // w and grads: what the model runs on and its gradients, in the model's
+    // precision (fp32: w is params; bf16: the bf16 working weights, PARAMS,
+    // written from the master after each update, and bf16 gradients, GRADS).
+    float **params, **m, **v;
+    void **w, **grads;
+    // bf16 only: false drops the master copy between steps (--master off): the
+    // update starts from the bf16 weights each step, and an update smaller
+    // than half a bf16 step (2^-9 of the weight) rounds away (the control
+    // that shows why the master copy exists).
+    bool master;
     int *x, *y;            // (B, T) host tokens of the current step's global batch
     int step;              // steps taken so far
 } Trainer;
@@ -71,7 +83,7 @@ typedef struct {
     float *loss;            // (steps)
     int64_t *x, *y;         // (steps, B, T)
     float **init_params;    // the units before the first step
-    float **first_grads;    // the units' gradients of the first step
+    float **first_grads;    // the units' gradients of the first step (fp32; bf16 ones widened, exactly)
     bool tensors;           // keep init_params and first_grads
     OpsWork work0;          // ops_work() when it began
 } TrainHistory;

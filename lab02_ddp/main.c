@@ -147,7 +147,7 @@ int main(int argc, char **argv) {
             data_slice(&data, s, r0, micro_rows, 0, a.seq, x, y);
             gpt_set_batch(model, x, y, s, r0, scale);
             trace_begin("forward", "compute");
-            loss += gpt_forward(model, d.params) / accum;
+            loss += gpt_forward(model, (void **)d.params) / accum;
             trace_end();
             for (int u = model->nunits - 1; u >= 0; u--) {
                 if (last && comm_inflight() > 0) {

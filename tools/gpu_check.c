@@ -289,6 +289,10 @@ static void check_elementwise(size_t n) {
     ops_use_host(true);  ops_from_bf16(wb.h, bh, n);
     ops_use_host(false); ops_from_bf16(wb.d, bd, n);
     report("from_bf16 (elements whose bits differ)", shape, err_bits(wb.h, wb.d, n, sizeof(float)), TOL_EXACT);
+    // y = bf16(y + x): one fp32 add, one rounding, the same bits on either device.
+    ops_use_host(true);  ops_accumulate_bf16(bh, x.h, n);
+    ops_use_host(false); ops_accumulate_bf16(bd, x.d, n);
+    report("accumulate_bf16 (elements whose bits differ)", shape, err_bits(bh, bd, n, sizeof(bf16)), TOL_EXACT);
 
     double cpu, gpu;
     ops_use_host(true);  cpu = ops_sum(x.h, n);

@@ -21,18 +21,23 @@ int main(int argc, char **argv) {
     int micro = 1;
     const char *rounding = ops_rounding_name(ops_rounding_default());
     bool micro_mean = false;
+    const char *master = "on";
     ArgExtra extras[] = {
         {"micro", ARG_INT, &micro, "split each step's batch into K micro-batches (gradient accumulation)", 1, 1 << 20, NULL, NULL},
         {"micro-mean", ARG_FLAG, &micro_mean, "each micro-batch's gradient its own mean, then averaged (as data-parallel "
          "ranks make it; the grader's yardstick)", 0, 0, NULL, NULL},
         {"rounding", ARG_CHOICE, &rounding, "native, or alt: another machine's rounding (libm's exp, split-K "
          "products; the grader's yardstick)", 0, 0, "native|alt", NULL},
+        {"master", ARG_CHOICE, &master, "bf16: off drops the fp32 master weights between steps (each update starts "
+         "from the bf16 weights: small updates round away; a control, not a way to train)", 0, 0, "on|off", NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL & ~ARGS_TRACE, "it writes no trace");
+    args_takes((ARGS_ALL | ARGS_PRECISION) & ~ARGS_TRACE, "it writes no trace");
     args_parse(&a, argc, argv,
                "The single-device reference: trains the course's small GPT with AdamW on one device.",
                extras);
+    if (args_given("master") && strcmp(a.precision, "bf16") != 0)
+        core_usage_error("--master is about bf16's fp32 master weights; add --precision bf16");
     Comm *w = comm_init(&argc, &argv, a.timeout);
     if (comm_size(w) != 1)
         core_usage_error("build/ref is the single-device reference; run it alone, not under "
@@ -45,10 +50,13 @@ int main(int argc, char **argv) {
 
     Trainer *t = train_create(&a, micro);
     t->micro_mean = micro_mean;
+    t->master = strcmp(master, "on") == 0;
+    const bool bf16 = t->model->cfg.precision == GPT_BF16;
     char model[96], optim[128], data[160];
-    print0("[ref] 1 rank · %s · %s · %s · %s\n", mem_device_name(),
-           gpt_describe(t->model, model, sizeof model), optim_describe(&t->optim, optim, sizeof optim),
-           data_describe(&t->data, data, sizeof data));
+    print0("[ref] 1 rank · %s · %s · %s%s · %s · %s\n", mem_device_name(),
+           gpt_describe(t->model, model, sizeof model), gpt_precision_name(t->model->cfg.precision),
+           bf16 ? (t->master ? " (fp32 master weights)" : " (no master weights: --master off)") : "",
+           optim_describe(&t->optim, optim, sizeof optim), data_describe(&t->data, data, sizeof data));
     const char *how = ops_rounding() == OPS_ROUNDING_ALT ? ", the other rounding (--rounding alt)" : "";
     if (micro > 1)
         print0("batch %d rows x %d tokens in %d micro-batches of %d rows, %d steps%s\n", a.batch,
@@ -77,15 +85,18 @@ int main(int argc, char **argv) {
         print0("mean over steps 2..%d: %.1f ms/step, %.1fk tokens/s\n", a.steps,
                total_time / timed_steps * 1e3, (double)BT * timed_steps / total_time / 1e3);
 
-    // Memory: 16 bytes per parameter for fp32 AdamW (4 parameters, 4
-    // gradients, 8 moments), plus activations.
+    // Memory: 16 bytes per parameter with AdamW, plus activations: in fp32
+    // 4 parameters, 4 gradients, 8 moments; in bf16 (the ZeRO paper's
+    // 2 + 2 + K, K = 12) 2 parameters, 2 gradients, and 12 of optimizer
+    // state: the fp32 master weights and the two fp32 moments.
     double psi = (double)t->model->nparams;
     char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
-    print0("memory: PARAMS %s (4Ψ = %s)  GRADS %s  OPTIM %s (8Ψ)  ACTS %s  measured heap peak %s\n",
-           core_fmt_bytes((double)mem_peak(MEM_PARAMS), b1, sizeof b1),
-           core_fmt_bytes(4 * psi, b2, sizeof b2),
-           core_fmt_bytes((double)mem_peak(MEM_GRADS), b3, sizeof b3),
+    print0("memory: PARAMS %s (%dΨ = %s)  GRADS %s (%dΨ)  OPTIM %s (%s)  ACTS %s  measured heap peak %s\n",
+           core_fmt_bytes((double)mem_peak(MEM_PARAMS), b1, sizeof b1), bf16 ? 2 : 4,
+           core_fmt_bytes((bf16 ? 2 : 4) * psi, b2, sizeof b2),
+           core_fmt_bytes((double)mem_peak(MEM_GRADS), b3, sizeof b3), bf16 ? 2 : 4,
            core_fmt_bytes((double)mem_peak(MEM_OPTIM), b4, sizeof b4),
+           bf16 ? "12Ψ: master 4Ψ + moments 8Ψ" : "8Ψ",
            core_fmt_bytes((double)mem_peak(MEM_ACTS), b5, sizeof b5),
            core_fmt_bytes((double)mem_measured_peak(), b6, sizeof b6));
 

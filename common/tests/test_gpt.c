@@ -42,7 +42,7 @@ static void big_params(const Gpt *m, float **params) {
     }
 }
 
-static double loss_of(Gpt *m, float **params) { return gpt_forward(m, params); }
+static double loss_of(Gpt *m, float **params) { return gpt_forward(m, (void **)params); }
 
 // A tiny model with large parameters, one batch, and the gradient of its loss.
 static Gpt *tiny_with_gradients(GptConfig cfg, float ***params, float ***grads) {
@@ -54,8 +54,8 @@ static Gpt *tiny_with_gradients(GptConfig cfg, float ***params, float ***grads) 
     int x[64], y[64];
     tiny_batch(&cfg, x, y);
     gpt_set_batch(m, x, y, 0, 0, 1.0f / (float)(cfg.B * cfg.T));
-    gpt_forward(m, *params);
-    gpt_backward(m, *params, *grads);
+    gpt_forward(m, (void **)*params);
+    gpt_backward(m, (void **)*params, (void **)*grads);
     return m;
 }
 
@@ -151,9 +151,9 @@ START_TEST(finite_differences_catch_a_wrong_gradient) {
     ck_assert(norm > 1e-3);
     for (size_t i = 0; i < t->count; i++) gd += 1.2 * grads[1][t->offset + i] * (grads[1][t->offset + i] / norm);
     for (size_t i = 0; i < t->count; i++) p[i] += h * (float)(grads[1][t->offset + i] / norm);
-    double lp = gpt_forward(m, params);
+    double lp = gpt_forward(m, (void **)params);
     for (size_t i = 0; i < t->count; i++) p[i] -= 2 * h * (float)(grads[1][t->offset + i] / norm);
-    double lm = gpt_forward(m, params);
+    double lm = gpt_forward(m, (void **)params);
     double fd = (lp - lm) / (2.0 * h);
     ck_assert_msg(fabs(fd - gd) > 5e-5 + 1e-3 * fabs(fd),
                   "a gradient 20%% too large passed: fd %g, wrong %g", fd, gd);
@@ -235,7 +235,7 @@ START_TEST(micro_batches_add_up_to_the_full_batch) {
     for (int k = 2; k <= 8; k *= 2) {
         Trainer *acc = train_create(&a, k);
         double loss_acc = train_grads(acc);
-        double d = rel_diff(full->model, acc->grads, full->grads);
+        double d = rel_diff(full->model, (float **)acc->grads, (float **)full->grads);
         printf("micro-batches %d: gradient rel. Frobenius difference %.2e, loss difference %.2e\n",
                k, d, fabs(loss_acc - loss_full));
         ck_assert_msg(d < 1e-5, "K = %d: gradients differ by %g", k, d);
@@ -253,10 +253,10 @@ START_TEST(micro_batches_add_up_to_the_full_batch) {
     for (int k = 0; k < 3; k++) {
         size_t off = (size_t)k * rows * a.seq;
         gpt_set_batch(m, acc->x + off, acc->y + off, 0, k * rows, 1.0f / (float)(a.batch * a.seq));
-        gpt_forward(m, acc->params);
-        gpt_backward(m, acc->params, acc->grads);
+        gpt_forward(m, (void **)acc->params);
+        gpt_backward(m, (void **)acc->params, (void **)acc->grads);
     }
-    double d = rel_diff(full->model, acc->grads, full->grads);
+    double d = rel_diff(full->model, (float **)acc->grads, (float **)full->grads);
     ck_assert_msg(d > 1e-2, "a missing micro-batch went unnoticed (difference %g)", d);
     train_free(acc);
     train_free(full);
@@ -301,8 +301,8 @@ START_TEST(stage_sets_equal_the_whole_model) {
     big_params(whole, params);
     gpt_alloc_acts(whole);
     gpt_set_batch(whole, x, y, 3, 0, 0.1f);
-    double l1 = gpt_forward(whole, params);
-    gpt_backward(whole, params, g1);
+    double l1 = gpt_forward(whole, (void **)params);
+    gpt_backward(whole, (void **)params, (void **)g1);
 
     gpt_alloc_scratch(cut);
     int k = 2;   // units [0, 2) and [2, 4)

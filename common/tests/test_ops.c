@@ -473,6 +473,22 @@ START_TEST(bf16_rounds_to_nearest_even) {
     mem_to_host(got, back, sizeof got);
     for (int i = 0; i < N; i++)
         ck_assert_msg(bits_of(got[i]) == bits_of(ref_bf16(xs[i])), "element %d: %.9g to %.9g", i, xs[i], got[i]);
+    // ops_accumulate_bf16: y = bf16(y + x), summed in fp32 and rounded once
+    // (at 1 the bf16 spacing is 2^-7: 1 + 2^-8 is a tie, to the even 1;
+    // 1 + 1.5 2^-8 is past it, to 1 + 2^-7).
+    float ys[N], adds[N];
+    for (int i = 0; i < N; i++) ys[i] = bf16_to_float(bf16_from_float(xs[(i * 7) % N])), adds[i] = xs[i] * 1e-2f;
+    ys[0] = 1.0f, adds[0] = 0x1p-8f, ys[1] = 1.0f, adds[1] = 0x1.8p-8f;
+    mem_from_host(back, ys, sizeof ys);
+    ops_to_bf16(h, back, N);
+    mem_from_host(x, adds, sizeof adds);
+    ops_accumulate_bf16(h, x, N);
+    ops_from_bf16(back, h, N);
+    mem_to_host(got, back, sizeof got);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(bits_of(got[i]) == bits_of(ref_bf16(ys[i] + adds[i])), "accumulate element %d: %.9g + %.9g to %.9g",
+                      i, ys[i], adds[i], got[i]);
+    ck_assert(got[0] == 1.0f && got[1] == 1.0f + 0x1p-7f);
     mem_free(x), mem_free(back), mem_free(h);
 }
 END_TEST
