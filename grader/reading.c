@@ -25,6 +25,14 @@ double config_value(const DumpFile *d, const char *key, double missing) {
     return at ? atof(at + strlen(k)) : missing;
 }
 
+bool config_is(const DumpFile *d, const char *key, const char *value) {
+    const DumpArray *config = d ? dump_find(d, "meta/config") : NULL;
+    if (!config || config->type != DUMP_TEXT) return false;
+    char k[80];
+    snprintf(k, sizeof k, "\n%s %s\n", key, value);
+    return strstr((const char *)config->data, k) != NULL;
+}
+
 double count_params(const DumpFile *f) {
     double psi = 0;
     for (int i = 0; f && i < f->count; i++)

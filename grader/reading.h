@@ -18,6 +18,8 @@ double dump_sumsq(const DumpArray *a);
 // A number of the run's configuration (the dump's meta/config: "batch",
 // "seq", "dim", ...), or `missing`.
 double config_value(const DumpFile *d, const char *key, double missing);
+// Whether meta/config has the line "key value" ("precision bf16").
+bool config_is(const DumpFile *d, const char *key, const char *value);
 
 // Parameters in a dump (the sum of the param/final/ tensors' sizes).
 double count_params(const DumpFile *f);
