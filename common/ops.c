@@ -137,13 +137,23 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 
 // ---- matrix products of bf16 inputs ----------------------------------------------
 
-// x widened to fp32 (exactly) in a scratch buffer of the library's own,
-// freed after the product: a bf16 product on the CPU is sgemm's on these.
-static float *widened(const bf16 *x, size_t n) {
-    float *f = malloc((n ? n : 1) * sizeof *f);
-    CHECK(f, "out of memory widening %zu bf16 values for a product", n);
-    for (size_t i = 0; i < n; i++) f[i] = bf16_to_float(x[i]);
-    return f;
+// x widened to fp32 (exactly) into the library's own scratch `slot` (0 to
+// 2: a product widens up to three inputs), kept from product to product
+// and grown when a larger one comes: a bf16 product on the CPU is sgemm's
+// on these. (Allocated and freed per product, the buffers above malloc's
+// mmap threshold were mapped, faulted in and unmapped every time: 8,300
+// page faults a step, a quarter of a bf16 step in the kernel.)
+static float *widened(int slot, const bf16 *x, size_t n) {
+    static float *buf[3];
+    static size_t cap[3];
+    if (n > cap[slot]) {
+        free(buf[slot]);
+        buf[slot] = malloc(n * sizeof(float));
+        CHECK(buf[slot], "out of memory widening %zu bf16 values for a product", n);
+        cap[slot] = n;
+    }
+    for (size_t i = 0; i < n; i++) buf[slot][i] = bf16_to_float(x[i]);
+    return buf[slot];
 }
 
 void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const float *bias, int M, int K, int N) {
@@ -152,10 +162,7 @@ void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const f
         ops_cuda_matmul_forward_bf16(out, inp, w, bias, M, K, N);
         return;
     }
-    float *fi = widened(inp, (size_t)M * K), *fw = widened(w, (size_t)K * N);
-    ops_matmul_forward(out, fi, fw, bias, M, K, N);
-    free(fi);
-    free(fw);
+    ops_matmul_forward(out, widened(0, inp, (size_t)M * K), widened(1, w, (size_t)K * N), bias, M, K, N);
 }
 
 void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *dout, const bf16 *inp,
@@ -165,12 +172,9 @@ void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *
         ops_cuda_matmul_backward_bf16(dinp, dw, dbias, dout, inp, w, M, K, N);
         return;
     }
-    float *fd = widened(dout, (size_t)M * N), *fi = dw ? widened(inp, (size_t)M * K) : NULL,
-          *fw = dinp ? widened(w, (size_t)K * N) : NULL;
+    const float *fd = widened(0, dout, (size_t)M * N), *fi = dw ? widened(1, inp, (size_t)M * K) : NULL,
+                *fw = dinp ? widened(2, w, (size_t)K * N) : NULL;
     ops_matmul_backward(dinp, dw, dbias, fd, fi, fw, M, K, N);
-    free(fd);
-    free(fi);
-    free(fw);
 }
 
 // ---- elementwise -------------------------------------------------------------
