@@ -42,6 +42,13 @@ static const char *g_op_names[COMM_NOPS] = {"all_reduce", "reduce_scatter", "all
 
 const char *comm_op_name(CommOp op) { return (unsigned)op < COMM_NOPS ? g_op_names[op] : "?"; }
 
+size_t comm_type_size(CommType t) {
+    CHECK(t == COMM_F32 || t == COMM_BF16, "unknown element type %d; use COMM_F32 or COMM_BF16", (int)t);
+    return t == COMM_BF16 ? 2 : 4;
+}
+
+const char *comm_type_name(CommType t) { return t == COMM_F32 ? "fp32" : t == COMM_BF16 ? "bf16" : "?"; }
+
 // The backend of this run: MPI until the device is known, then NCCL when
 // --comm allows it and every rank has a GPU of its own (device_chosen).
 static Backend g_backend = BACKEND_MPI;
@@ -421,9 +428,12 @@ typedef struct {
     char what[160];
 } CallInfo;
 
-static void describe(CallInfo *ci, Comm *c, CommOp op, size_t bytes, int peer, const char *extra) {
-    char b[32];
+// "send of 4.10 kB to rank 1"; the bytes of a type other than float say it:
+// "send of 2.05 kB bf16 to rank 1".
+static void describe(CallInfo *ci, Comm *c, CommOp op, size_t bytes, CommType t, int peer, const char *extra) {
+    char b[48];
     core_fmt_bytes((double)bytes, b, sizeof b);
+    if (t != COMM_F32) snprintf(b + strlen(b), sizeof b - strlen(b), " %s", comm_type_name(t));
     ci->op = op;
     ci->peer = op == COMM_OP_SEND || op == COMM_OP_RECV ? peer : -1;
     ci->seq = -1;
@@ -653,6 +663,7 @@ Comm *comm_init(int *argc, char ***argv, double timeout_s) {
     MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
     MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));
     g_world.members = g_world.size < 64 ? (UINT64_C(1) << g_world.size) - 1 : 0;
+    BACKEND(mpi_ops_create());   // MPI's bf16 reductions
     core_set_rank(g_world.rank, g_world.size);
     core_set_abort_hook(abort_all);
 
@@ -695,7 +706,7 @@ void comm_finalize(void) {
     // The last barrier is watched too: a rank that leaves early while others
     // still wait for it shows up here.
     CallInfo ci;
-    describe(&ci, &g_world, COMM_OP_BARRIER, 0, -1, " (finalize: waiting for every rank to finish)");
+    describe(&ci, &g_world, COMM_OP_BARRIER, 0, COMM_F32, -1, " (finalize: waiting for every rank to finish)");
     wd_set_on(WD_CALL, &g_world, -1, "%s", ci.what);   // watched, but not counted: it is no lab's communication
     MPI_Request last;
     BACKEND(MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &last)));
@@ -718,6 +729,7 @@ void comm_finalize(void) {
     g_slot_rank = NULL;
     free(g_hosts);
     g_hosts = NULL;
+    BACKEND(mpi_ops_free());
     MPI_CHECK(MPI_Finalize());
     g_up = false;
 }
@@ -779,12 +791,14 @@ void comm_block(size_t count, int n, int r, size_t *offset, size_t *len) {
 }
 
 // ---- argument checks -------------------------------------------------------
-static void check_buf(const void *p, size_t count, const char *op, const char *which) {
+static void check_buf(const void *p, size_t count, CommType t, const char *op, const char *which) {
+    CHECK(t == COMM_F32 || t == COMM_BF16, "%s: unknown element type %d; use COMM_F32 or COMM_BF16", op,
+          (int)t);
     // A count computed as end - start with the end before the start wraps
     // around to a huge number: say that, not "too large for MPI".
-    CHECK(count <= SIZE_MAX / 2, "%s: a count of %zu floats for the %s buffer is a negative number that "
+    CHECK(count <= SIZE_MAX / 2, "%s: a count of %zu %s for the %s buffer is a negative number that "
           "wrapped around (%lld): an end before its start? check the offsets it is computed from",
-          op, count, which, (long long)count);
+          op, count, comm_elements_word(t), which, (long long)count);
     CHECK(p || count == 0, "%s: the %s buffer is NULL but count is %zu", op, which, count);
     CHECK(g_backend != BACKEND_NCCL || count == 0 || nccl_on_device(p),
           "%s: the %s buffer is not in the GPU's memory, which is all NCCL moves; give a buffer "
@@ -937,7 +951,18 @@ static CommHandle *launched(Comm *c, CommHandle *h) {
 }
 
 // ---- the operations --------------------------------------------------------
-#define FLOATS(n) ((n) * sizeof(float))
+// Every operation has one implementation, on `n` elements of type t; the
+// float forms of comm.h and the typed forms both call it, with the name a
+// message gives the call. Bytes are n times the element's size.
+static size_t bytes_of(size_t n, CommType t) { return n * comm_type_size(t); }
+
+// "send + 12", or for another type than float "comm_at(send, 12, COMM_BF16)":
+// where a block of `base` starts, as the caller would write it.
+static const char *block_at(char *buf, size_t cap, const char *base, size_t off, CommType t) {
+    if (t == COMM_F32) snprintf(buf, cap, "%s + %zu", base, off);
+    else snprintf(buf, cap, "comm_at(%s, %zu, COMM_BF16)", base, off);
+    return buf;
+}
 
 // Which backend moves this call's data: NCCL in an NCCL run, except for a
 // reduce-scatter or all-gather with unequal blocks (`even` false: N does not
@@ -961,127 +986,179 @@ static const char *tag_async(bool nccl) { return nccl ? " (async, NCCL)" : " (as
 
 static bool even_blocks(const Comm *c, size_t n) { return n % (size_t)c->size == 0; }
 
-void comm_all_reduce(Comm *c, float *buf, size_t count_, CommReduce op) {
-    check_buf(buf, count_, "comm_all_reduce", "data");
+static void all_reduce(Comm *c, void *buf, size_t n, CommType t, CommReduce op, const char *name) {
+    check_buf(buf, n, t, name, "data");
     bool nccl = use_nccl(c, true, "its first call: all_reduce");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(count_), -1, tag(nccl));
-    ci.seq = count(c, ci.op, FLOATS(count_), -1);
+    describe(&ci, c, COMM_OP_ALL_REDUCE, bytes_of(n, t), t, -1, tag(nccl));
+    ci.seq = count(c, ci.op, bytes_of(n, t), -1);
     enter(&ci);
-    if (nccl) BACKEND(nccl_all_reduce(c, buf, count_, reduction(op), NULL));
-    else BACKEND(mpi_all_reduce(c, buf, count_, reduction(op), NULL));
+    if (nccl) BACKEND(nccl_all_reduce(c, buf, n, t, reduction(op), NULL));
+    else BACKEND(mpi_all_reduce(c, buf, n, t, reduction(op), NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
-static void check_reduce_scatter(Comm *c, const float *send, float *recv, size_t n) {
+void comm_all_reduce(Comm *c, float *buf, size_t n, CommReduce op) {
+    all_reduce(c, buf, n, COMM_F32, op, "comm_all_reduce");
+}
+void comm_all_reduce_typed(Comm *c, void *buf, size_t n, CommType t, CommReduce op) {
+    all_reduce(c, buf, n, t, op, "comm_all_reduce_typed");
+}
+
+static void check_reduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommType t,
+                                 const char *name) {
     size_t off, len;
     comm_block(n, c->size, c->rank, &off, &len);
-    check_buf(send, n, "comm_reduce_scatter", "send");
-    check_buf(recv, len, "comm_reduce_scatter", "recv");
-    CHECK(recv == send + off || !overlap(send, FLOATS(n), recv, FLOATS(len)),
-          "comm_reduce_scatter: recv overlaps send but is not this rank's block of it (send + %zu): "
-          "receive in place at send + %zu, or give the result its own buffer", off, off);
+    check_buf(send, n, t, name, "send");
+    check_buf(recv, len, t, name, "recv");
+    char at[64];
+    CHECK(recv == comm_at_const(send, off, t) || !overlap(send, bytes_of(n, t), recv, bytes_of(len, t)),
+          "%s: recv overlaps send but is not this rank's block of it (%s): receive in place at %s, or give "
+          "the result its own buffer", name, block_at(at, sizeof at, "send", off, t), at);
+}
+
+static void reduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommType t, CommReduce op,
+                           const char *name) {
+    check_reduce_scatter(c, send, recv, n, t, name);
+    bool nccl = use_nccl(c, even_blocks(c, n), "its first call: reduce_scatter");
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_REDUCE_SCATTER, bytes_of(n, t), t, -1, tag(nccl));
+    ci.seq = count(c, ci.op, bytes_of(n, t), ci.peer);
+    enter(&ci);
+    if (nccl) BACKEND(nccl_reduce_scatter(c, send, recv, n, t, reduction(op), NULL));
+    else BACKEND(mpi_reduce_scatter(c, send, recv, n, t, reduction(op), NULL));
+    leave(&ci, TRACE_TRACK_MAIN);
 }
 
 void comm_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op) {
-    check_reduce_scatter(c, send, recv, n);
-    bool nccl = use_nccl(c, even_blocks(c, n), "its first call: reduce_scatter");
+    reduce_scatter(c, send, recv, n, COMM_F32, op, "comm_reduce_scatter");
+}
+void comm_reduce_scatter_typed(Comm *c, const void *send, void *recv, size_t n, CommType t, CommReduce op) {
+    reduce_scatter(c, send, recv, n, t, op, "comm_reduce_scatter_typed");
+}
+
+static void check_all_gather(Comm *c, const void *send, void *recv, size_t n, CommType t,
+                             const char *name) {
+    size_t off, len;
+    comm_block(n, c->size, c->rank, &off, &len);
+    check_buf(send, len, t, name, "send");
+    check_buf(recv, n, t, name, "recv");
+    char at[64];
+    CHECK(send == comm_at(recv, off, t) || !overlap(send, bytes_of(len, t), recv, bytes_of(n, t)),
+          "%s: send overlaps recv but is not this rank's block of it (%s)", name,
+          block_at(at, sizeof at, "recv", off, t));
+}
+
+static void all_gather(Comm *c, const void *send, void *recv, size_t n, CommType t, const char *name) {
+    check_all_gather(c, send, recv, n, t, name);
+    bool nccl = use_nccl(c, even_blocks(c, n), "its first call: all_gather");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, tag(nccl));
-    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
+    describe(&ci, c, COMM_OP_ALL_GATHER, bytes_of(n, t), t, -1, tag(nccl));
+    ci.seq = count(c, ci.op, bytes_of(n, t), ci.peer);
     enter(&ci);
-    if (nccl) BACKEND(nccl_reduce_scatter(c, send, recv, n, reduction(op), NULL));
-    else BACKEND(mpi_reduce_scatter(c, send, recv, n, reduction(op), NULL));
+    if (nccl) BACKEND(nccl_all_gather(c, send, recv, n, t, NULL));
+    else BACKEND(mpi_all_gather(c, send, recv, n, t, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
-static void check_all_gather(Comm *c, const float *send, float *recv, size_t n) {
-    size_t off, len;
-    comm_block(n, c->size, c->rank, &off, &len);
-    check_buf(send, len, "comm_all_gather", "send");
-    check_buf(recv, n, "comm_all_gather", "recv");
-    CHECK(send == recv + off || !overlap(send, FLOATS(len), recv, FLOATS(n)),
-          "comm_all_gather: send overlaps recv but is not this rank's block of it (recv + %zu)",
-          off);
+void comm_all_gather(Comm *c, const float *send, float *recv, size_t n) {
+    all_gather(c, send, recv, n, COMM_F32, "comm_all_gather");
+}
+void comm_all_gather_typed(Comm *c, const void *send, void *recv, size_t n, CommType t) {
+    all_gather(c, send, recv, n, t, "comm_all_gather_typed");
 }
 
-void comm_all_gather(Comm *c, const float *send, float *recv, size_t n) {
-    check_all_gather(c, send, recv, n);
-    bool nccl = use_nccl(c, even_blocks(c, n), "its first call: all_gather");
+static void broadcast(Comm *c, void *buf, size_t n, CommType t, int root, const char *name) {
+    check_buf(buf, n, t, name, "data");
+    check_peer(c, root, name, true);
+    bool nccl = use_nccl(c, true, "its first call: broadcast");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_ALL_GATHER, FLOATS(n), -1, tag(nccl));
-    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
+    describe(&ci, c, COMM_OP_BROADCAST, bytes_of(n, t), t, root, tag(nccl));
+    ci.seq = count(c, ci.op, bytes_of(n, t), ci.peer);
     enter(&ci);
-    if (nccl) BACKEND(nccl_all_gather(c, send, recv, n, NULL));
-    else BACKEND(mpi_all_gather(c, send, recv, n, NULL));
+    if (nccl) BACKEND(nccl_broadcast(c, buf, n, t, root, NULL));
+    else BACKEND(mpi_broadcast(c, buf, n, t, root, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
 void comm_broadcast(Comm *c, float *buf, size_t n, int root) {
-    check_buf(buf, n, "comm_broadcast", "data");
-    check_peer(c, root, "comm_broadcast", true);
-    bool nccl = use_nccl(c, true, "its first call: broadcast");
-    CallInfo ci;
-    describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, tag(nccl));
-    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
-    enter(&ci);
-    if (nccl) BACKEND(nccl_broadcast(c, buf, n, root, NULL));
-    else BACKEND(mpi_broadcast(c, buf, n, root, NULL));
-    leave(&ci, TRACE_TRACK_MAIN);
+    broadcast(c, buf, n, COMM_F32, root, "comm_broadcast");
+}
+void comm_broadcast_typed(Comm *c, void *buf, size_t n, CommType t, int root) {
+    broadcast(c, buf, n, t, root, "comm_broadcast_typed");
 }
 
-void comm_send(Comm *c, const float *buf, size_t n, int peer) {
-    check_buf(buf, n, "comm_send", "data");
-    check_peer(c, peer, "comm_send", false);
+static void send_(Comm *c, const void *buf, size_t n, CommType t, int peer, const char *name) {
+    check_buf(buf, n, t, name, "data");
+    check_peer(c, peer, name, false);
     bool nccl = use_nccl(c, true, "its first call: send");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, tag(nccl));
-    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
+    describe(&ci, c, COMM_OP_SEND, bytes_of(n, t), t, peer, tag(nccl));
+    ci.seq = count(c, ci.op, bytes_of(n, t), ci.peer);
     enter(&ci);
-    if (nccl) BACKEND(nccl_send(c, buf, n, peer, NULL));
-    else BACKEND(mpi_send(c, buf, n, peer, NULL));
+    if (nccl) BACKEND(nccl_send(c, buf, n, t, peer, NULL));
+    else BACKEND(mpi_send(c, buf, n, t, peer, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
-void comm_recv(Comm *c, float *buf, size_t n, int peer) {
-    check_buf(buf, n, "comm_recv", "data");
-    check_peer(c, peer, "comm_recv", false);
+void comm_send(Comm *c, const float *buf, size_t n, int peer) { send_(c, buf, n, COMM_F32, peer, "comm_send"); }
+void comm_send_typed(Comm *c, const void *buf, size_t n, CommType t, int peer) {
+    send_(c, buf, n, t, peer, "comm_send_typed");
+}
+
+static void recv_(Comm *c, void *buf, size_t n, CommType t, int peer, const char *name) {
+    check_buf(buf, n, t, name, "data");
+    check_peer(c, peer, name, false);
     bool nccl = use_nccl(c, true, "its first call: recv");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, tag(nccl));
-    ci.seq = count(c, ci.op, FLOATS(n), ci.peer);
+    describe(&ci, c, COMM_OP_RECV, bytes_of(n, t), t, peer, tag(nccl));
+    ci.seq = count(c, ci.op, bytes_of(n, t), ci.peer);
     enter(&ci);
-    if (nccl) BACKEND(nccl_recv(c, buf, n, peer, NULL));
-    else BACKEND(mpi_recv(c, buf, n, peer, NULL));
+    if (nccl) BACKEND(nccl_recv(c, buf, n, t, peer, NULL));
+    else BACKEND(mpi_recv(c, buf, n, t, peer, NULL));
     leave(&ci, TRACE_TRACK_MAIN);
 }
 
-void comm_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, size_t nr, int src) {
-    check_buf(send, ns, "comm_sendrecv", "send");
-    check_buf(recv, nr, "comm_sendrecv", "recv");
-    check_peer(c, dst, "comm_sendrecv", true);
-    check_peer(c, src, "comm_sendrecv", true);
-    CHECK(!overlap(send, FLOATS(ns), recv, FLOATS(nr)),
-          "comm_sendrecv: send and recv overlap; use two buffers");
+void comm_recv(Comm *c, float *buf, size_t n, int peer) { recv_(c, buf, n, COMM_F32, peer, "comm_recv"); }
+void comm_recv_typed(Comm *c, void *buf, size_t n, CommType t, int peer) {
+    recv_(c, buf, n, t, peer, "comm_recv_typed");
+}
+
+static void sendrecv(Comm *c, const void *send, size_t ns, int dst, void *recv, size_t nr, int src, CommType t,
+                     const char *name) {
+    check_buf(send, ns, t, name, "send");
+    check_buf(recv, nr, t, name, "recv");
+    check_peer(c, dst, name, true);
+    check_peer(c, src, name, true);
+    CHECK(!overlap(send, bytes_of(ns, t), recv, bytes_of(nr, t)), "%s: send and recv overlap; use two buffers",
+          name);
     bool nccl = use_nccl(c, true, "its first call: sendrecv");
     CallInfo ci;
     char extra[64];
     snprintf(extra, sizeof extra, " while sending to rank %d%s", dst, tag(nccl));
-    describe(&ci, c, COMM_OP_RECV, FLOATS(nr), src, extra);
+    describe(&ci, c, COMM_OP_RECV, bytes_of(nr, t), t, src, extra);
     // Only bytes that reach another rank count: a message to itself moves nothing.
-    int sent = count(c, COMM_OP_SEND, dst == c->rank ? 0 : FLOATS(ns), dst);
-    ci.seq = count(c, COMM_OP_RECV, src == c->rank ? 0 : FLOATS(nr), src);
+    int sent = count(c, COMM_OP_SEND, dst == c->rank ? 0 : bytes_of(ns, t), dst);
+    ci.seq = count(c, COMM_OP_RECV, src == c->rank ? 0 : bytes_of(nr, t), src);
     enter(&ci);
-    if (nccl) BACKEND(nccl_sendrecv(c, send, ns, dst, recv, nr, src));
-    else BACKEND(mpi_sendrecv(c, send, ns, dst, recv, nr, src));
+    if (nccl) BACKEND(nccl_sendrecv(c, send, ns, dst, recv, nr, src, t));
+    else BACKEND(mpi_sendrecv(c, send, ns, dst, recv, nr, src, t));
     leave(&ci, TRACE_TRACK_MAIN);
     log_done(c, COMM_OP_SEND, dst, sent);
+}
+
+void comm_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, size_t nr, int src) {
+    sendrecv(c, send, ns, dst, recv, nr, src, COMM_F32, "comm_sendrecv");
+}
+void comm_sendrecv_typed(Comm *c, const void *send, size_t ns, int dst, void *recv, size_t nr, int src,
+                         CommType t) {
+    sendrecv(c, send, ns, dst, recv, nr, src, t, "comm_sendrecv_typed");
 }
 
 void comm_barrier(Comm *c) {
     bool nccl = use_nccl(c, true, "its first call: barrier");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_BARRIER, 0, -1, tag(nccl));
+    describe(&ci, c, COMM_OP_BARRIER, 0, COMM_F32, -1, tag(nccl));
     ci.seq = count(c, ci.op, 0, -1);
     enter(&ci);
     if (nccl) BACKEND(nccl_barrier(c, NULL));
@@ -1090,84 +1167,132 @@ void comm_barrier(Comm *c) {
 }
 
 // The asynchronous forms: the same checks and counts, then start and return.
-CommHandle *comm_all_reduce_async(Comm *c, float *buf, size_t n, CommReduce op) {
-    check_buf(buf, n, "comm_all_reduce_async", "data");
+static CommHandle *all_reduce_async(Comm *c, void *buf, size_t n, CommType t, CommReduce op, const char *name) {
+    check_buf(buf, n, t, name, "data");
     bool nccl = use_nccl(c, true, "its first call: all_reduce_async");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_ALL_REDUCE, FLOATS(n), -1, tag_async(nccl));
-    CommHandle *h = uses(start(&ci, c, FLOATS(n), nccl), buf, FLOATS(n), NULL, 0);
-    if (nccl) BACKEND(nccl_all_reduce(c, buf, n, reduction(op), &h->pending.nccl));
-    else BACKEND(mpi_all_reduce(c, buf, n, reduction(op), &h->pending.mpi));
+    describe(&ci, c, COMM_OP_ALL_REDUCE, bytes_of(n, t), t, -1, tag_async(nccl));
+    CommHandle *h = uses(start(&ci, c, bytes_of(n, t), nccl), buf, bytes_of(n, t), NULL, 0);
+    if (nccl) BACKEND(nccl_all_reduce(c, buf, n, t, reduction(op), &h->pending.nccl));
+    else BACKEND(mpi_all_reduce(c, buf, n, t, reduction(op), &h->pending.mpi));
     return launched(c, h);
 }
 
-CommHandle *comm_reduce_scatter_async(Comm *c, const float *send, float *recv, size_t n,
-                                      CommReduce op) {
-    check_reduce_scatter(c, send, recv, n);
+CommHandle *comm_all_reduce_async(Comm *c, float *buf, size_t n, CommReduce op) {
+    return all_reduce_async(c, buf, n, COMM_F32, op, "comm_all_reduce_async");
+}
+CommHandle *comm_all_reduce_async_typed(Comm *c, void *buf, size_t n, CommType t, CommReduce op) {
+    return all_reduce_async(c, buf, n, t, op, "comm_all_reduce_async_typed");
+}
+
+static CommHandle *reduce_scatter_async(Comm *c, const void *send, void *recv, size_t n, CommType t,
+                                        CommReduce op, const char *name) {
+    check_reduce_scatter(c, send, recv, n, t, name);
     bool nccl = use_nccl(c, even_blocks(c, n), "its first call: reduce_scatter_async");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_REDUCE_SCATTER, FLOATS(n), -1, tag_async(nccl));
+    describe(&ci, c, COMM_OP_REDUCE_SCATTER, bytes_of(n, t), t, -1, tag_async(nccl));
     size_t off, len;
     comm_block(n, c->size, c->rank, &off, &len);
-    CommHandle *h = uses(start(&ci, c, FLOATS(n), nccl), send, FLOATS(n), recv, FLOATS(len));
-    if (nccl) BACKEND(nccl_reduce_scatter(c, send, recv, n, reduction(op), &h->pending.nccl));
-    else BACKEND(mpi_reduce_scatter(c, send, recv, n, reduction(op), &h->pending.mpi));
+    CommHandle *h = uses(start(&ci, c, bytes_of(n, t), nccl), send, bytes_of(n, t), recv, bytes_of(len, t));
+    if (nccl) BACKEND(nccl_reduce_scatter(c, send, recv, n, t, reduction(op), &h->pending.nccl));
+    else BACKEND(mpi_reduce_scatter(c, send, recv, n, t, reduction(op), &h->pending.mpi));
     return launched(c, h);
 }
 
-CommHandle *comm_all_gather_async(Comm *c, const float *send, float *recv, size_t n) {
-    check_all_gather(c, send, recv, n);
+// (Its checks name the call comm_reduce_scatter, as they always have.)
+CommHandle *comm_reduce_scatter_async(Comm *c, const float *send, float *recv, size_t n, CommReduce op) {
+    return reduce_scatter_async(c, send, recv, n, COMM_F32, op, "comm_reduce_scatter");
+}
+CommHandle *comm_reduce_scatter_async_typed(Comm *c, const void *send, void *recv, size_t n, CommType t,
+                                            CommReduce op) {
+    return reduce_scatter_async(c, send, recv, n, t, op, "comm_reduce_scatter_async_typed");
+}
+
+static CommHandle *all_gather_async(Comm *c, const void *send, void *recv, size_t n, CommType t,
+                                    const char *name) {
+    check_all_gather(c, send, recv, n, t, name);
     bool nccl = use_nccl(c, even_blocks(c, n), "its first call: all_gather_async");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_ALL_GATHER, FLOATS(n), -1, tag_async(nccl));
+    describe(&ci, c, COMM_OP_ALL_GATHER, bytes_of(n, t), t, -1, tag_async(nccl));
     size_t off, len;
     comm_block(n, c->size, c->rank, &off, &len);
-    CommHandle *h = uses(start(&ci, c, FLOATS(n), nccl), recv, FLOATS(n), send, FLOATS(len));
-    if (nccl) BACKEND(nccl_all_gather(c, send, recv, n, &h->pending.nccl));
-    else BACKEND(mpi_all_gather(c, send, recv, n, &h->pending.mpi));
+    CommHandle *h = uses(start(&ci, c, bytes_of(n, t), nccl), recv, bytes_of(n, t), send, bytes_of(len, t));
+    if (nccl) BACKEND(nccl_all_gather(c, send, recv, n, t, &h->pending.nccl));
+    else BACKEND(mpi_all_gather(c, send, recv, n, t, &h->pending.mpi));
+    return launched(c, h);
+}
+
+// (Its checks name the call comm_all_gather, as they always have.)
+CommHandle *comm_all_gather_async(Comm *c, const float *send, float *recv, size_t n) {
+    return all_gather_async(c, send, recv, n, COMM_F32, "comm_all_gather");
+}
+CommHandle *comm_all_gather_async_typed(Comm *c, const void *send, void *recv, size_t n, CommType t) {
+    return all_gather_async(c, send, recv, n, t, "comm_all_gather_async_typed");
+}
+
+static CommHandle *broadcast_async(Comm *c, void *buf, size_t n, CommType t, int root, const char *name) {
+    check_buf(buf, n, t, name, "data");
+    check_peer(c, root, name, true);
+    bool nccl = use_nccl(c, true, "its first call: broadcast_async");
+    CallInfo ci;
+    describe(&ci, c, COMM_OP_BROADCAST, bytes_of(n, t), t, root, tag_async(nccl));
+    CommHandle *h = uses(start(&ci, c, bytes_of(n, t), nccl), buf, bytes_of(n, t), NULL, 0);
+    if (nccl) BACKEND(nccl_broadcast(c, buf, n, t, root, &h->pending.nccl));
+    else BACKEND(mpi_broadcast(c, buf, n, t, root, &h->pending.mpi));
     return launched(c, h);
 }
 
 CommHandle *comm_broadcast_async(Comm *c, float *buf, size_t n, int root) {
-    check_buf(buf, n, "comm_broadcast_async", "data");
-    check_peer(c, root, "comm_broadcast_async", true);
-    bool nccl = use_nccl(c, true, "its first call: broadcast_async");
+    return broadcast_async(c, buf, n, COMM_F32, root, "comm_broadcast_async");
+}
+CommHandle *comm_broadcast_async_typed(Comm *c, void *buf, size_t n, CommType t, int root) {
+    return broadcast_async(c, buf, n, t, root, "comm_broadcast_async_typed");
+}
+
+static CommHandle *send_async(Comm *c, const void *buf, size_t n, CommType t, int peer, const char *name) {
+    check_buf(buf, n, t, name, "data");
+    check_peer(c, peer, name, true);
+    bool nccl = use_nccl(c, true, "its first call: send_async");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_BROADCAST, FLOATS(n), root, tag_async(nccl));
-    CommHandle *h = uses(start(&ci, c, FLOATS(n), nccl), buf, FLOATS(n), NULL, 0);
-    if (nccl) BACKEND(nccl_broadcast(c, buf, n, root, &h->pending.nccl));
-    else BACKEND(mpi_broadcast(c, buf, n, root, &h->pending.mpi));
+    describe(&ci, c, COMM_OP_SEND, bytes_of(n, t), t, peer, tag_async(nccl));
+    CommHandle *h =
+        uses(start(&ci, c, peer == c->rank ? 0 : bytes_of(n, t), nccl), buf, bytes_of(n, t), NULL, 0);
+    if (nccl) BACKEND(nccl_send(c, buf, n, t, peer, &h->pending.nccl));
+    else BACKEND(mpi_send(c, buf, n, t, peer, &h->pending.mpi));
     return launched(c, h);
 }
 
 CommHandle *comm_send_async(Comm *c, const float *buf, size_t n, int peer) {
-    check_buf(buf, n, "comm_send_async", "data");
-    check_peer(c, peer, "comm_send_async", true);
-    bool nccl = use_nccl(c, true, "its first call: send_async");
+    return send_async(c, buf, n, COMM_F32, peer, "comm_send_async");
+}
+CommHandle *comm_send_async_typed(Comm *c, const void *buf, size_t n, CommType t, int peer) {
+    return send_async(c, buf, n, t, peer, "comm_send_async_typed");
+}
+
+static CommHandle *recv_async(Comm *c, void *buf, size_t n, CommType t, int peer, const char *name) {
+    check_buf(buf, n, t, name, "data");
+    check_peer(c, peer, name, true);
+    bool nccl = use_nccl(c, true, "its first call: recv_async");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_SEND, FLOATS(n), peer, tag_async(nccl));
-    CommHandle *h = uses(start(&ci, c, peer == c->rank ? 0 : FLOATS(n), nccl), buf, FLOATS(n), NULL, 0);
-    if (nccl) BACKEND(nccl_send(c, buf, n, peer, &h->pending.nccl));
-    else BACKEND(mpi_send(c, buf, n, peer, &h->pending.mpi));
+    describe(&ci, c, COMM_OP_RECV, bytes_of(n, t), t, peer, tag_async(nccl));
+    CommHandle *h =
+        uses(start(&ci, c, peer == c->rank ? 0 : bytes_of(n, t), nccl), buf, bytes_of(n, t), NULL, 0);
+    if (nccl) BACKEND(nccl_recv(c, buf, n, t, peer, &h->pending.nccl));
+    else BACKEND(mpi_recv(c, buf, n, t, peer, &h->pending.mpi));
     return launched(c, h);
 }
 
 CommHandle *comm_recv_async(Comm *c, float *buf, size_t n, int peer) {
-    check_buf(buf, n, "comm_recv_async", "data");
-    check_peer(c, peer, "comm_recv_async", true);
-    bool nccl = use_nccl(c, true, "its first call: recv_async");
-    CallInfo ci;
-    describe(&ci, c, COMM_OP_RECV, FLOATS(n), peer, tag_async(nccl));
-    CommHandle *h = uses(start(&ci, c, peer == c->rank ? 0 : FLOATS(n), nccl), buf, FLOATS(n), NULL, 0);
-    if (nccl) BACKEND(nccl_recv(c, buf, n, peer, &h->pending.nccl));
-    else BACKEND(mpi_recv(c, buf, n, peer, &h->pending.mpi));
-    return launched(c, h);
+    return recv_async(c, buf, n, COMM_F32, peer, "comm_recv_async");
+}
+CommHandle *comm_recv_async_typed(Comm *c, void *buf, size_t n, CommType t, int peer) {
+    return recv_async(c, buf, n, t, peer, "comm_recv_async_typed");
 }
 
 CommHandle *comm_barrier_async(Comm *c) {
     bool nccl = use_nccl(c, true, "its first call: barrier_async");
     CallInfo ci;
-    describe(&ci, c, COMM_OP_BARRIER, 0, -1, tag_async(nccl));
+    describe(&ci, c, COMM_OP_BARRIER, 0, COMM_F32, -1, tag_async(nccl));
     CommHandle *h = start(&ci, c, 0, nccl);
     if (nccl) BACKEND(nccl_barrier(c, &h->pending.nccl));
     else BACKEND(mpi_barrier(c, &h->pending.mpi));

@@ -3,7 +3,8 @@
 // A communicator is a group of ranks (the world, or a group made by
 // comm_split). Every collective is offered blocking and asynchronous (a
 // handle to wait on). Buffers live on the rank's device (from mem_alloc).
-// Counts are in floats.
+// Counts are in elements: floats for the float forms, elements of the
+// given type for the typed forms (below the float ones), fp32 or bf16.
 //
 // Every call adds to per-operation counters of calls, payload bytes and bus
 // bytes (what a rank sends under a bandwidth-optimal algorithm, with
@@ -50,6 +51,12 @@ typedef struct CommHandle CommHandle;
 // a slice of a row agree on the row's largest value). All three move, and
 // are counted as, the same bytes.
 typedef enum { COMM_SUM, COMM_AVG, COMM_MAX } CommReduce;
+
+// The type of a buffer's elements: float, or bf16 (2 bytes, stored as
+// uint16_t: bf16.h; mem_alloc_bf16).
+typedef enum { COMM_F32, COMM_BF16 } CommType;
+size_t comm_type_size(CommType t);        // bytes per element: 4, 2
+const char *comm_type_name(CommType t);   // "fp32", "bf16"
 
 typedef enum {
     COMM_OP_ALL_REDUCE,
@@ -117,6 +124,44 @@ static inline void comm_all_reduce_avg(Comm *c, float *buf, size_t n) { comm_all
 static inline void comm_reduce_scatter_sum(Comm *c, const float *s, float *r, size_t n) { comm_reduce_scatter(c, s, r, n, COMM_SUM); }
 static inline void comm_reduce_scatter_avg(Comm *c, const float *s, float *r, size_t n) { comm_reduce_scatter(c, s, r, n, COMM_AVG); }
 
+// ---- typed forms -----------------------------------------------------------
+// The same operations on `count` elements of type t (buffers of uint16_t for
+// COMM_BF16); bytes are counted at the element's size (count *
+// comm_type_size(t)) in the counters, the bus bytes and the ledger. The
+// float forms above are these with COMM_F32. Blocks, offsets and "send +
+// offset" (in place) are in elements: comm_at gives the address.
+//
+// bf16 reductions, on either backend:
+// - COMM_SUM adds pairwise in fp32 and rounds to bf16 after each addition
+//   (what NCCL's bf16 reductions do). The result depends on the order and
+//   the number of additions, which the backend chooses: over N ranks it can
+//   lose the low bits of each addend (a term under 2^-9 of the running sum
+//   is lost outright). A lab that needs an exact sum widens to fp32 and
+//   reduces in fp32 (twice the bytes).
+// - COMM_AVG is that sum times 1/N, rounded to bf16 once more, through MPI;
+//   through NCCL it is ncclAvg, which may scale before it adds, so the two
+//   backends may differ by a rounding.
+// - COMM_MAX is exact (a comparison, no rounding).
+// MPI has no bf16 type: it moves bf16 as 2-byte integers (MPI_UINT16_T) and
+// reduces them with MPI operations of this library's own (comm_mpi.c);
+// NCCL uses its ncclBfloat16. Moves (gather, broadcast, send and receive)
+// are copies of the bits on both.
+void comm_all_reduce_typed(Comm *c, void *buf, size_t count, CommType t, CommReduce op);
+void comm_reduce_scatter_typed(Comm *c, const void *send, void *recv, size_t count, CommType t,
+                               CommReduce op);
+void comm_all_gather_typed(Comm *c, const void *send, void *recv, size_t count, CommType t);
+void comm_broadcast_typed(Comm *c, void *buf, size_t count, CommType t, int root);
+void comm_send_typed(Comm *c, const void *buf, size_t count, CommType t, int peer);
+void comm_recv_typed(Comm *c, void *buf, size_t count, CommType t, int peer);
+void comm_sendrecv_typed(Comm *c, const void *send, size_t send_count, int dst, void *recv,
+                         size_t recv_count, int src, CommType t);
+
+// Element i of a buffer of type t: what buf + i is for a float *.
+static inline void *comm_at(void *buf, size_t i, CommType t) { return (char *)buf + i * comm_type_size(t); }
+static inline const void *comm_at_const(const void *buf, size_t i, CommType t) {
+    return (const char *)buf + i * comm_type_size(t);
+}
+
 // Asynchronous forms: start the operation and return at once. The buffers
 // must not be touched until comm_wait(handle) returns; comm_wait frees the
 // handle. comm_test says whether it has finished (and lets it progress).
@@ -128,6 +173,14 @@ CommHandle *comm_broadcast_async(Comm *c, float *buf, size_t count, int root);
 CommHandle *comm_send_async(Comm *c, const float *buf, size_t count, int peer);
 CommHandle *comm_recv_async(Comm *c, float *buf, size_t count, int peer);
 CommHandle *comm_barrier_async(Comm *c);
+// The typed forms of the above (see the typed forms of the blocking calls).
+CommHandle *comm_all_reduce_async_typed(Comm *c, void *buf, size_t count, CommType t, CommReduce op);
+CommHandle *comm_reduce_scatter_async_typed(Comm *c, const void *send, void *recv, size_t count,
+                                            CommType t, CommReduce op);
+CommHandle *comm_all_gather_async_typed(Comm *c, const void *send, void *recv, size_t count, CommType t);
+CommHandle *comm_broadcast_async_typed(Comm *c, void *buf, size_t count, CommType t, int root);
+CommHandle *comm_send_async_typed(Comm *c, const void *buf, size_t count, CommType t, int peer);
+CommHandle *comm_recv_async_typed(Comm *c, void *buf, size_t count, CommType t, int peer);
 void comm_wait(CommHandle *h);
 bool comm_test(CommHandle *h);
 // Asynchronous operations started and not yet waited on (finished or not).
@@ -140,7 +193,8 @@ void comm_progress(void);
 // Counters of this rank, over all communicators, since start or the last reset.
 typedef struct {
     uint64_t calls[COMM_NOPS];
-    uint64_t bytes[COMM_NOPS];      // payload: the size of the buffer the operation is about
+    uint64_t bytes[COMM_NOPS];      // payload: the size of the buffer the operation is about, in
+                                    // bytes (count times the element's size)
     uint64_t bus_bytes[COMM_NOPS];  // payload times the bus factor: 2(N-1)/N all-reduce,
                                     // (N-1)/N reduce-scatter and all-gather, 1 broadcast, send, recv
     double seconds_busy;     // time during which at least one operation was under way (a blocking

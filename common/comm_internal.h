@@ -21,18 +21,22 @@ struct Comm {
 // device memory staged through the host) or NCCL (device memory, GPU to GPU).
 typedef enum { BACKEND_MPI, BACKEND_NCCL } Backend;
 
+// What messages call elements of type t: "floats" (as they always have), "bf16 elements".
+static inline const char *comm_elements_word(CommType t) { return t == COMM_F32 ? "floats" : "bf16 elements"; }
+
 // An operation the MPI backend has started and not finished. For device
 // buffers the data travels through a host copy (`stage`), which is copied
 // back to `dev_out` when the operation completes.
 typedef struct {
     MPI_Request req;
-    float *stage;        // host staging buffer (malloc'd), or NULL
-    float *dev_out;      // device destination of the result, or NULL
-    size_t out_count;    // floats to copy back and to scale
-    float *host_out;     // host result to scale (buffers on the host), or NULL
-    float *landed;       // where MPI leaves a host result that is not host_out (an in-place
+    void *stage;         // host staging buffer (malloc'd), or NULL
+    void *dev_out;       // device destination of the result, or NULL
+    size_t out_count;    // elements to copy back and to scale
+    void *host_out;      // host result to scale (buffers on the host), or NULL
+    void *landed;        // where MPI leaves a host result that is not host_out (an in-place
                          // reduce-scatter: the start of the buffer), moved to host_out, or NULL
     float scale;         // 1, or 1/N for an average
+    CommType type;       // of the elements (their size, and how to scale them)
     void *aux;           // counts and displacements MPI reads until the end (malloc'd), or NULL
     bool done;           // finished: the result is in place
 } MpiPending;
@@ -58,18 +62,24 @@ typedef struct {
 
 // ---- the MPI backend (comm_mpi.c) ----------------------------------------
 // Each starts the operation; with p == NULL it runs to completion instead
-// (the blocking MPI call, the fastest the library offers).
-void mpi_all_reduce(Comm *c, float *buf, size_t n, CommReduce op, MpiPending *p);
-void mpi_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op,
+// (the blocking MPI call, the fastest the library offers). Counts are in
+// elements of type t.
+void mpi_all_reduce(Comm *c, void *buf, size_t n, CommType t, CommReduce op, MpiPending *p);
+void mpi_reduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommType t, CommReduce op,
                         MpiPending *p);
-void mpi_all_gather(Comm *c, const float *send, float *recv, size_t n, MpiPending *p);
-void mpi_broadcast(Comm *c, float *buf, size_t n, int root, MpiPending *p);
-void mpi_send(Comm *c, const float *buf, size_t n, int peer, MpiPending *p);
-void mpi_recv(Comm *c, float *buf, size_t n, int peer, MpiPending *p);
-void mpi_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, size_t nr, int src);
+void mpi_all_gather(Comm *c, const void *send, void *recv, size_t n, CommType t, MpiPending *p);
+void mpi_broadcast(Comm *c, void *buf, size_t n, CommType t, int root, MpiPending *p);
+void mpi_send(Comm *c, const void *buf, size_t n, CommType t, int peer, MpiPending *p);
+void mpi_recv(Comm *c, void *buf, size_t n, CommType t, int peer, MpiPending *p);
+void mpi_sendrecv(Comm *c, const void *send, size_t ns, int dst, void *recv, size_t nr, int src,
+                  CommType t);
 void mpi_barrier(Comm *c, MpiPending *p);
 void mpi_finish(MpiPending *p);   // wait, scale, copy back, free the staging buffer
 bool mpi_test(MpiPending *p);     // finished? (then finish it)
+// The MPI operations that reduce bf16 (MPI has none): made after MPI_Init,
+// freed before MPI_Finalize.
+void mpi_ops_create(void);
+void mpi_ops_free(void);
 
 // ---- the NCCL backend (comm_nccl.c) ----------------------------------------
 // Why NCCL cannot serve this rank, from the mildest reason to the most basic.
@@ -92,14 +102,15 @@ bool nccl_on_device(const void *ptr);   // a device (or managed) pointer, which 
 // As the MPI backend's: p == NULL waits for the result; otherwise it is
 // enqueued and p says when it is done. The counts of reduce-scatter and
 // all-gather are divisible by c->size (comm.c sends the others to MPI).
-void nccl_all_reduce(Comm *c, float *buf, size_t n, CommReduce op, NcclPending *p);
-void nccl_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op,
+void nccl_all_reduce(Comm *c, void *buf, size_t n, CommType t, CommReduce op, NcclPending *p);
+void nccl_reduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommType t, CommReduce op,
                          NcclPending *p);
-void nccl_all_gather(Comm *c, const float *send, float *recv, size_t n, NcclPending *p);
-void nccl_broadcast(Comm *c, float *buf, size_t n, int root, NcclPending *p);
-void nccl_send(Comm *c, const float *buf, size_t n, int peer, NcclPending *p);
-void nccl_recv(Comm *c, float *buf, size_t n, int peer, NcclPending *p);
-void nccl_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, size_t nr, int src);
+void nccl_all_gather(Comm *c, const void *send, void *recv, size_t n, CommType t, NcclPending *p);
+void nccl_broadcast(Comm *c, void *buf, size_t n, CommType t, int root, NcclPending *p);
+void nccl_send(Comm *c, const void *buf, size_t n, CommType t, int peer, NcclPending *p);
+void nccl_recv(Comm *c, void *buf, size_t n, CommType t, int peer, NcclPending *p);
+void nccl_sendrecv(Comm *c, const void *send, size_t ns, int dst, void *recv, size_t nr, int src,
+                   CommType t);
 void nccl_barrier(Comm *c, NcclPending *p);
 void nccl_flush(void);              // launch the queued asynchronous sends and receives
 int nccl_queued(void);              // asynchronous sends and receives queued, not launched yet
@@ -114,13 +125,13 @@ static inline void nccl_comm_init(Comm *c) { (void)c; abort(); }
 static inline void nccl_comm_free(Comm *c) { (void)c; abort(); }
 static inline void nccl_shutdown(void) {}
 static inline bool nccl_on_device(const void *ptr) { (void)ptr; return false; }
-static inline void nccl_all_reduce(Comm *c, float *b, size_t n, CommReduce op, NcclPending *p) { (void)c; (void)b; (void)n; (void)op; (void)p; abort(); }
-static inline void nccl_reduce_scatter(Comm *c, const float *s, float *r, size_t n, CommReduce op, NcclPending *p) { (void)c; (void)s; (void)r; (void)n; (void)op; (void)p; abort(); }
-static inline void nccl_all_gather(Comm *c, const float *s, float *r, size_t n, NcclPending *p) { (void)c; (void)s; (void)r; (void)n; (void)p; abort(); }
-static inline void nccl_broadcast(Comm *c, float *b, size_t n, int root, NcclPending *p) { (void)c; (void)b; (void)n; (void)root; (void)p; abort(); }
-static inline void nccl_send(Comm *c, const float *b, size_t n, int peer, NcclPending *p) { (void)c; (void)b; (void)n; (void)peer; (void)p; abort(); }
-static inline void nccl_recv(Comm *c, float *b, size_t n, int peer, NcclPending *p) { (void)c; (void)b; (void)n; (void)peer; (void)p; abort(); }
-static inline void nccl_sendrecv(Comm *c, const float *s, size_t ns, int dst, float *r, size_t nr, int src) { (void)c; (void)s; (void)ns; (void)dst; (void)r; (void)nr; (void)src; abort(); }
+static inline void nccl_all_reduce(Comm *c, void *b, size_t n, CommType t, CommReduce op, NcclPending *p) { (void)c; (void)b; (void)n; (void)t; (void)op; (void)p; abort(); }
+static inline void nccl_reduce_scatter(Comm *c, const void *s, void *r, size_t n, CommType t, CommReduce op, NcclPending *p) { (void)c; (void)s; (void)r; (void)n; (void)t; (void)op; (void)p; abort(); }
+static inline void nccl_all_gather(Comm *c, const void *s, void *r, size_t n, CommType t, NcclPending *p) { (void)c; (void)s; (void)r; (void)n; (void)t; (void)p; abort(); }
+static inline void nccl_broadcast(Comm *c, void *b, size_t n, CommType t, int root, NcclPending *p) { (void)c; (void)b; (void)n; (void)t; (void)root; (void)p; abort(); }
+static inline void nccl_send(Comm *c, const void *b, size_t n, CommType t, int peer, NcclPending *p) { (void)c; (void)b; (void)n; (void)t; (void)peer; (void)p; abort(); }
+static inline void nccl_recv(Comm *c, void *b, size_t n, CommType t, int peer, NcclPending *p) { (void)c; (void)b; (void)n; (void)t; (void)peer; (void)p; abort(); }
+static inline void nccl_sendrecv(Comm *c, const void *s, size_t ns, int dst, void *r, size_t nr, int src, CommType t) { (void)c; (void)s; (void)ns; (void)dst; (void)r; (void)nr; (void)src; (void)t; abort(); }
 static inline void nccl_barrier(Comm *c, NcclPending *p) { (void)c; (void)p; abort(); }
 static inline void nccl_flush(void) {}
 static inline int nccl_queued(void) { return 0; }

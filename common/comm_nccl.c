@@ -229,35 +229,39 @@ static ncclRedOp_t nccl_op(CommReduce op) {
     return op == COMM_MAX ? ncclMax : op == COMM_AVG ? ncclAvg : ncclSum;
 }
 
-void nccl_all_reduce(Comm *c, float *buf, size_t n, CommReduce op, NcclPending *p) {
+// NCCL's name for the elements. Its bf16 reductions add in fp32 and round to
+// bf16 after each addition; its ncclAvg may scale each input before adding.
+static ncclDataType_t nccl_type(CommType t) { return t == COMM_BF16 ? ncclBfloat16 : ncclFloat; }
+
+void nccl_all_reduce(Comm *c, void *buf, size_t n, CommType t, CommReduce op, NcclPending *p) {
     struct NcclComm *nc = begin(c);
-    if (n) NCCL_CHECK(ncclAllReduce(buf, buf, n, ncclFloat, nccl_op(op), nc->comm, g_stream));
+    if (n) NCCL_CHECK(ncclAllReduce(buf, buf, n, nccl_type(t), nccl_op(op), nc->comm, g_stream));
     end(nc, p);
 }
 
 // In place (recv == send + rank * len, as comm.h allows) is NCCL's own
 // in-place reduce-scatter; the other blocks of send are then left changed.
-void nccl_reduce_scatter(Comm *c, const float *send, float *recv, size_t n, CommReduce op,
+void nccl_reduce_scatter(Comm *c, const void *send, void *recv, size_t n, CommType t, CommReduce op,
                          NcclPending *p) {
-    CHECK(n % (size_t)c->size == 0, "nccl_reduce_scatter: %zu floats in %d unequal blocks", n, c->size);
+    CHECK(n % (size_t)c->size == 0, "nccl_reduce_scatter: %zu elements in %d unequal blocks", n, c->size);
     size_t len = n / (size_t)c->size;
     struct NcclComm *nc = begin(c);
-    if (len) NCCL_CHECK(ncclReduceScatter(send, recv, len, ncclFloat, nccl_op(op), nc->comm, g_stream));
+    if (len) NCCL_CHECK(ncclReduceScatter(send, recv, len, nccl_type(t), nccl_op(op), nc->comm, g_stream));
     end(nc, p);
 }
 
 // In place (send == recv + rank * len) is NCCL's in-place all-gather.
-void nccl_all_gather(Comm *c, const float *send, float *recv, size_t n, NcclPending *p) {
-    CHECK(n % (size_t)c->size == 0, "nccl_all_gather: %zu floats in %d unequal blocks", n, c->size);
+void nccl_all_gather(Comm *c, const void *send, void *recv, size_t n, CommType t, NcclPending *p) {
+    CHECK(n % (size_t)c->size == 0, "nccl_all_gather: %zu elements in %d unequal blocks", n, c->size);
     size_t len = n / (size_t)c->size;
     struct NcclComm *nc = begin(c);
-    if (len) NCCL_CHECK(ncclAllGather(send, recv, len, ncclFloat, nc->comm, g_stream));
+    if (len) NCCL_CHECK(ncclAllGather(send, recv, len, nccl_type(t), nc->comm, g_stream));
     end(nc, p);
 }
 
-void nccl_broadcast(Comm *c, float *buf, size_t n, int root, NcclPending *p) {
+void nccl_broadcast(Comm *c, void *buf, size_t n, CommType t, int root, NcclPending *p) {
     struct NcclComm *nc = begin(c);
-    if (n) NCCL_CHECK(ncclBroadcast(buf, buf, n, ncclFloat, root, nc->comm, g_stream));
+    if (n) NCCL_CHECK(ncclBroadcast(buf, buf, n, nccl_type(t), root, nc->comm, g_stream));
     end(nc, p);
 }
 
@@ -273,8 +277,9 @@ void nccl_barrier(Comm *c, NcclPending *p) {
 typedef struct {
     struct NcclComm *comm;
     bool send;          // a send (else a receive)
-    float *buf;         // (n)
+    void *buf;          // (n) elements of type t
     size_t n;
+    CommType t;
     int peer;
     NcclPending *p;     // the handle's state, for a queued one
 } P2p;
@@ -285,8 +290,8 @@ static int g_nqueue;
 
 static void p2p_call(const P2p *op) {
     if (op->n == 0) return;   // nothing to move: neither side calls NCCL
-    if (op->send) NCCL_CHECK(ncclSend(op->buf, op->n, ncclFloat, op->peer, op->comm->comm, g_stream));
-    else NCCL_CHECK(ncclRecv(op->buf, op->n, ncclFloat, op->peer, op->comm->comm, g_stream));
+    if (op->send) NCCL_CHECK(ncclSend(op->buf, op->n, nccl_type(op->t), op->peer, op->comm->comm, g_stream));
+    else NCCL_CHECK(ncclRecv(op->buf, op->n, nccl_type(op->t), op->peer, op->comm->comm, g_stream));
 }
 
 // Launch the queue and `now` (a blocking call's n_now operations) in one group.
@@ -339,18 +344,19 @@ static void p2p(P2p op, NcclPending *p) {
     wait_event(op.comm, g_done);
 }
 
-void nccl_send(Comm *c, const float *buf, size_t n, int peer, NcclPending *p) {
-    p2p((P2p){.comm = c->nccl, .send = true, .buf = (float *)buf, .n = n, .peer = peer}, p);
+void nccl_send(Comm *c, const void *buf, size_t n, CommType t, int peer, NcclPending *p) {
+    p2p((P2p){.comm = c->nccl, .send = true, .buf = (void *)buf, .n = n, .t = t, .peer = peer}, p);
 }
 
-void nccl_recv(Comm *c, float *buf, size_t n, int peer, NcclPending *p) {
-    p2p((P2p){.comm = c->nccl, .send = false, .buf = buf, .n = n, .peer = peer}, p);
+void nccl_recv(Comm *c, void *buf, size_t n, CommType t, int peer, NcclPending *p) {
+    p2p((P2p){.comm = c->nccl, .send = false, .buf = buf, .n = n, .t = t, .peer = peer}, p);
 }
 
-void nccl_sendrecv(Comm *c, const float *send, size_t ns, int dst, float *recv, size_t nr, int src) {
+void nccl_sendrecv(Comm *c, const void *send, size_t ns, int dst, void *recv, size_t nr, int src,
+                   CommType t) {
     P2p pair[2] = {
-        {.comm = c->nccl, .send = true, .buf = (float *)send, .n = ns, .peer = dst},
-        {.comm = c->nccl, .send = false, .buf = recv, .n = nr, .peer = src},
+        {.comm = c->nccl, .send = true, .buf = (void *)send, .n = ns, .t = t, .peer = dst},
+        {.comm = c->nccl, .send = false, .buf = recv, .n = nr, .t = t, .peer = src},
     };
     launch(pair, 2);
     CUDA_CHECK(cudaEventRecord(g_done, g_stream));
