@@ -138,9 +138,10 @@ static inline void comm_reduce_scatter_avg(Comm *c, const float *s, float *r, si
 //   lose the low bits of each addend (a term under 2^-9 of the running sum
 //   is lost outright). A lab that needs an exact sum widens to fp32 and
 //   reduces in fp32 (twice the bytes).
-// - COMM_AVG is that sum times 1/N, rounded to bf16 once more, through MPI;
-//   through NCCL it is ncclAvg, which may scale before it adds, so the two
-//   backends may differ by a rounding.
+// - COMM_AVG is that sum times 1/N, rounded to bf16 once more, through MPI
+//   (and so for an uneven reduce-scatter in an NCCL run); through NCCL it is
+//   ncclAvg, which may scale each input by 1/N before it adds, so the two
+//   backends may differ in the last bits (a rounding or a few).
 // - COMM_MAX is exact (a comparison, no rounding).
 // MPI has no bf16 type: it moves bf16 as 2-byte integers (MPI_UINT16_T) and
 // reduces them with MPI operations of this library's own (comm_mpi.c);

@@ -4,12 +4,17 @@
 //
 // Inputs are small integers stored as floats, so every partial sum is an
 // exact integer and the result is the same whatever order the backend adds
-// in: any difference is a real error, counted element by element.
+// in: any difference is a real error, counted element by element. The bf16
+// forms get the same, on small integers times powers of two (exact in bf16,
+// every partial sum too), compared bit for bit; and sums that must round,
+// checked against every result bf16's rounding after each addition allows.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mpi.h>
 
+#include "bf16.h"
 #include "comm.h"
 #include "core.h"
 #include "mem.h"
@@ -484,6 +489,350 @@ START_TEST(busy_includes_the_open_interval) {
 }
 END_TEST
 
+// ---- bf16 -------------------------------------------------------------------
+// Element i of rank r's bf16 input: input(r, i) (an integer in [-9, 19])
+// times 2^(i % 5 - 2), the same power of two on every rank. Every partial
+// sum over up to 13 ranks is an integer under 256 in magnitude times that
+// power: exact in bf16, so the result is the same in any order and is
+// compared bit for bit.
+static float bf_scale(size_t i) { return ldexpf(1.0f, (int)(i % 5) - 2); }
+static bf16 bf_input(int r, size_t i) { return bf16_from_float(input(r, i) * bf_scale(i)); }
+static bf16 bf_max_input(int r, size_t i) { return bf16_from_float(max_input(r, i) * bf_scale(i)); }
+
+static bf16 *make_bf16(int r, size_t n, bool for_max) {
+    bf16 *x = mem_alloc_bf16(n, MEM_COMM, "bf16 input");
+    for (size_t i = 0; i < n; i++) x[i] = for_max ? bf_max_input(r, i) : bf_input(r, i);
+    return x;
+}
+
+// The naive reference of element i, as comm.h defines it: the sum (exact
+// here, in fp32), rounded to bf16; the average is that sum times 1/N in
+// fp32, rounded to bf16; the maximum is the largest input.
+static bf16 bf_want(CommReduce op, size_t i) {
+    int N = comm_size(W);
+    if (op == COMM_MAX) {
+        bf16 m = bf_max_input(0, i);
+        for (int r = 1; r < N; r++)
+            if (bf16_to_float(bf_max_input(r, i)) > bf16_to_float(m)) m = bf_max_input(r, i);
+        return m;
+    }
+    float s = 0;
+    for (int r = 0; r < N; r++) s += bf16_to_float(bf_input(r, i));
+    return bf16_from_float(op == COMM_AVG ? s * (1.0f / (float)N) : s);
+}
+
+// Elements of got[0..len) whose bits differ from bf_want(op, off + i).
+static long count_wrong_bf16(const bf16 *got, size_t off, size_t len, CommReduce op) {
+    long wrong = 0;
+    for (size_t i = 0; i < len; i++) wrong += got[i] != bf_want(op, off + i);
+    return wrong;
+}
+
+static const CommReduce BF_OPS[] = {COMM_SUM, COMM_AVG, COMM_MAX};
+
+START_TEST(bf16_all_reduce_exact) {
+    long wrong = 0;
+    for (int k = 0; k < NCOUNTS; k++)
+        for (int mode = 0; mode < 6; mode++) {   // op: mode / 2; async: mode & 1
+            size_t n = COUNTS[k];
+            CommReduce op = BF_OPS[mode / 2];
+            bf16 *x = make_bf16(comm_rank(W), n, op == COMM_MAX);
+            if (mode & 1)
+                comm_wait(comm_all_reduce_async_typed(W, x, n, COMM_BF16, op));
+            else
+                comm_all_reduce_typed(W, x, n, COMM_BF16, op);
+            wrong += count_wrong_bf16(x, 0, n, op);
+            mem_free(x);
+        }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "bf16 all-reduce: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(bf16_checker_catches_one_wrong_element) {
+    // Negative control: one element one bf16 unit off, on one rank, is seen.
+    size_t n = 1000;
+    bf16 *x = make_bf16(comm_rank(W), n, false);
+    comm_all_reduce_typed(W, x, n, COMM_BF16, COMM_SUM);
+    if (comm_rank(W) == comm_size(W) - 1) x[n / 2] ^= 1;
+    long total = agree(count_wrong_bf16(x, 0, n, COMM_SUM));
+    mem_free(x);
+    ck_assert_int_eq(total, 1);
+}
+END_TEST
+
+START_TEST(bf16_reduce_scatter_exact) {
+    long wrong = 0;
+    int N = comm_size(W), r = comm_rank(W);
+    for (int k = 0; k < NCOUNTS; k++)   // counts that N divides and counts it does not
+        for (int mode = 0; mode < 12; mode++) {   // op: mode % 3; async, in place: the bits of mode / 3
+            size_t n = COUNTS[k], off, len;
+            comm_block(n, N, r, &off, &len);
+            CommReduce op = BF_OPS[mode % 3];
+            bool async = (mode / 3) & 1, in_place = (mode / 3) & 2;
+            bf16 *x = make_bf16(r, n, op == COMM_MAX);
+            // In place: into this rank's own block of the input.
+            bf16 *y = in_place ? comm_at(x, off, COMM_BF16) : mem_alloc_bf16(len, MEM_COMM, "block");
+            if (async)
+                comm_wait(comm_reduce_scatter_async_typed(W, x, y, n, COMM_BF16, op));
+            else
+                comm_reduce_scatter_typed(W, x, y, n, COMM_BF16, op);
+            wrong += count_wrong_bf16(y, off, len, op);
+            if (!in_place) mem_free(y);
+            mem_free(x);
+        }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "bf16 reduce-scatter: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(bf16_all_gather_exact) {
+    long wrong = 0;
+    int N = comm_size(W), r = comm_rank(W);
+    for (int k = 0; k < NCOUNTS; k++)
+        for (int mode = 0; mode < 4; mode++) {   // in place: mode & 1; async: mode & 2
+            size_t n = COUNTS[k], off, len;
+            comm_block(n, N, r, &off, &len);
+            bf16 *out = mem_alloc_bf16(n, MEM_COMM, "gathered");
+            bf16 *mine = (mode & 1) ? out + off : mem_alloc_bf16(len, MEM_COMM, "block");
+            for (size_t i = 0; i < len; i++) mine[i] = bf_input(r, off + i);
+            if (mode & 2)
+                comm_wait(comm_all_gather_async_typed(W, mine, out, n, COMM_BF16));
+            else
+                comm_all_gather_typed(W, mine, out, n, COMM_BF16);
+            for (int q = 0; q < N; q++) {
+                size_t qo, ql;
+                comm_block(n, N, q, &qo, &ql);
+                for (size_t i = 0; i < ql; i++) wrong += out[qo + i] != bf_input(q, qo + i);
+            }
+            if (!(mode & 1)) mem_free(mine);
+            mem_free(out);
+        }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "bf16 all-gather: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(bf16_broadcast_from_every_root) {
+    long wrong = 0;
+    int N = comm_size(W), r = comm_rank(W);
+    for (int root = 0; root < N; root++)
+        for (int k = 0; k < NCOUNTS; k++)
+            for (int async = 0; async < 2; async++) {
+                size_t n = COUNTS[k];
+                bf16 *x = make_bf16(r, n, false);   // every rank starts with its own values
+                if (async)
+                    comm_wait(comm_broadcast_async_typed(W, x, n, COMM_BF16, root));
+                else
+                    comm_broadcast_typed(W, x, n, COMM_BF16, root);
+                for (size_t i = 0; i < n; i++) wrong += x[i] != bf_input(root, i);
+                mem_free(x);
+            }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "bf16 broadcast: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+START_TEST(bf16_point_to_point_ring) {
+    int N = comm_size(W), r = comm_rank(W);
+    int next = (r + 1) % N, prev = (r + N - 1) % N;
+    long wrong = 0;
+    for (int k = 0; k < NCOUNTS; k++) {
+        size_t n = COUNTS[k];
+        bf16 *x = make_bf16(r, n, false), *y = mem_alloc_bf16(n, MEM_COMM, "recv");
+        comm_sendrecv_typed(W, x, n, next, y, n, prev, COMM_BF16);
+        for (size_t i = 0; i < n; i++) wrong += y[i] != bf_input(prev, i);
+        if (N > 1) {
+            mem_zero(y, n * sizeof(bf16));
+            CommHandle *hr = comm_recv_async_typed(W, y, n, COMM_BF16, prev);
+            CommHandle *hs = comm_send_async_typed(W, x, n, COMM_BF16, next);
+            comm_wait(hs);
+            comm_wait(hr);
+            for (size_t i = 0; i < n; i++) wrong += y[i] != bf_input(prev, i);
+            // Blocking, ordered as in point_to_point_ring so the ring cannot deadlock.
+            mem_zero(y, n * sizeof(bf16));
+            if (r % 2 == 0) {
+                comm_send_typed(W, x, n, COMM_BF16, next);
+                comm_recv_typed(W, y, n, COMM_BF16, prev);
+            } else {
+                comm_recv_typed(W, y, n, COMM_BF16, prev);
+                comm_send_typed(W, x, n, COMM_BF16, next);
+            }
+            for (size_t i = 0; i < n; i++) wrong += y[i] != bf_input(prev, i);
+        }
+        mem_free(x);
+        mem_free(y);
+    }
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "bf16 point to point: %ld wrong elements over all ranks", total);
+}
+END_TEST
+
+// The ledger line of op with `bytes` a call, or NULL.
+static const CommLedgerLine *ledger_line(const CommLedgerLine *l, CommOp op, uint64_t bytes) {
+    for (int i = 0; i < COMM_LEDGER_LINES && l[i].op >= 0; i++)
+        if (l[i].op == (int32_t)op && l[i].bytes == bytes) return &l[i];
+    return NULL;
+}
+
+START_TEST(bf16_byte_counters) {
+    // bf16 calls count 2 bytes an element, float calls 4, mixed in one run.
+    int N = comm_size(W), r = comm_rank(W);
+    size_t n = 1000, off, len;
+    comm_block(n, N, r, &off, &len);
+    bf16 *x = make_bf16(r, n, false), *y = mem_alloc_bf16(n, MEM_COMM, "y");
+    float *f = make_input(W, n);
+    comm_stats_reset();
+    comm_all_reduce_typed(W, x, n, COMM_BF16, COMM_SUM);
+    comm_wait(comm_all_reduce_async_typed(W, x, n, COMM_BF16, COMM_AVG));
+    comm_all_reduce(W, f, n, COMM_SUM);
+    comm_reduce_scatter_typed(W, x, y, n, COMM_BF16, COMM_SUM);
+    comm_all_gather_typed(W, y, x, n, COMM_BF16);
+    comm_broadcast_typed(W, x, n, COMM_BF16, 0);
+    comm_sendrecv_typed(W, x, n, (r + 1) % N, y, n, (r + N - 1) % N, COMM_BF16);
+    CommStats s = comm_stats();
+    CommLedgerLine led[COMM_LEDGER_LINES];
+    comm_ledger(led);
+    mem_free(x);
+    mem_free(y);
+    mem_free(f);
+    double B = 2.0 * (double)n, F = 4.0 * (double)n;
+    uint64_t ar_bus = (uint64_t)(2.0 * (N - 1) / N * B + 0.5), rs_bus = (uint64_t)((double)(N - 1) / N * B + 0.5);
+    long wrong = 0;
+    wrong += comm_type_size(COMM_BF16) != 2 || comm_type_size(COMM_F32) != 4;
+    wrong += strcmp(comm_type_name(COMM_BF16), "bf16") != 0 || strcmp(comm_type_name(COMM_F32), "fp32") != 0;
+    wrong += comm_at(y, 3, COMM_BF16) != (void *)(y + 3) || comm_at(f, 3, COMM_F32) != (void *)(f + 3);
+    wrong += s.calls[COMM_OP_ALL_REDUCE] != 3;
+    wrong += s.bytes[COMM_OP_ALL_REDUCE] != (uint64_t)(2 * B + F);
+    wrong += s.bus_bytes[COMM_OP_ALL_REDUCE] != 2 * ar_bus + (uint64_t)(2.0 * (N - 1) / N * F + 0.5);
+    wrong += s.bytes[COMM_OP_REDUCE_SCATTER] != (uint64_t)B || s.bus_bytes[COMM_OP_REDUCE_SCATTER] != rs_bus;
+    wrong += s.bytes[COMM_OP_ALL_GATHER] != (uint64_t)B || s.bus_bytes[COMM_OP_ALL_GATHER] != rs_bus;
+    wrong += s.bytes[COMM_OP_BROADCAST] != (uint64_t)B || s.bus_bytes[COMM_OP_BROADCAST] != (N > 1 ? (uint64_t)B : 0);
+    // A message to itself (one rank) moves nothing.
+    wrong += s.bytes[COMM_OP_SEND] != (N > 1 ? (uint64_t)B : 0) || s.bytes[COMM_OP_RECV] != (N > 1 ? (uint64_t)B : 0);
+    // The ledger: one line for the two bf16 all-reduces (2n bytes each), one for the float one (4n).
+    const CommLedgerLine *lb = ledger_line(led, COMM_OP_ALL_REDUCE, (uint64_t)B);
+    const CommLedgerLine *lf = ledger_line(led, COMM_OP_ALL_REDUCE, (uint64_t)F);
+    wrong += !lb || lb->calls != 2 || !lf || lf->calls != 1;
+    wrong += !ledger_line(led, COMM_OP_REDUCE_SCATTER, (uint64_t)B) || !ledger_line(led, COMM_OP_ALL_GATHER, (uint64_t)B);
+    long total = agree(wrong);
+    ck_assert_msg(total == 0, "bf16 byte counters: %ld wrong counts over all ranks", total);
+}
+END_TEST
+
+// ---- bf16 sums that must round ------------------------------------------------
+// Each element has one large value, on rank i % N, and the same small value
+// on every other rank; their exact sum needs more than bf16's 8 bits. comm.h
+// says a bf16 sum adds pairwise in fp32 and rounds to bf16 after each
+// addition, in an order the backend picks. The results that allows, for
+// every order and grouping, are computed here (all the ways to split the
+// ranks in two, recursively); the result must be one of them. At N = 2 there
+// is one addition, so one result, given below: the correctly rounded sum
+// (ties to even), not the exact one.
+typedef struct {
+    float big, small, at2;   // at2: the sum at N = 2, rounded to bf16 by hand
+} RoundCase;
+static const RoundCase ROUND_CASES[] = {
+    {1.0f, 0x1p-8f, 1.0f},                             // 1 + 2^-8: a tie, to the even 1
+    {1.0f + 0x1p-7f, 0x1p-8f, 1.0f + 0x1p-6f},         // a tie, up to the even 1 + 2^-6
+    {1.0f, 0x1p-9f, 1.0f},                             // a quarter unit: down
+    {1.0f, 3 * 0x1p-9f, 1.0f + 0x1p-7f},               // three quarters of a unit: up
+    {256.0f, 1.0f, 256.0f},                            // 257: a tie, to the even 256
+    {-1.0f - 0x1p-7f, -0x1p-8f, -1.0f - 0x1p-6f},      // negative: a tie, to the even (away from 0)
+    {3.0f, 0x1p-6f, 3.0f + 0x1p-6f},                   // exact: no rounding to do
+};
+enum { NROUND = sizeof ROUND_CASES / sizeof ROUND_CASES[0] };
+
+static float round_input(int r, size_t i) {
+    const RoundCase *rc = &ROUND_CASES[i % NROUND];
+    return r == (int)((i / NROUND) % (size_t)comm_size(W)) ? rc->big : rc->small;
+}
+
+// The bf16 results of summing the ranks in `mask`, in every order and grouping.
+enum { ROUND_SET = 64, ROUND_MAX_RANKS = 6 };
+typedef struct {
+    int n;
+    bf16 v[ROUND_SET];
+} BfSet;
+
+static void set_add(BfSet *s, bf16 v) {
+    for (int k = 0; k < s->n; k++)
+        if (s->v[k] == v) return;
+    if (s->n < ROUND_SET) s->v[s->n++] = v;
+}
+
+static void sums_of(BfSet *sets, bool *done, unsigned mask, size_t i) {
+    if (done[mask]) return;
+    done[mask] = true;
+    BfSet *s = &sets[mask];
+    s->n = 0;
+    if ((mask & (mask - 1)) == 0) {   // one rank: its value
+        set_add(s, bf16_from_float(round_input(__builtin_ctz(mask), i)));
+        return;
+    }
+    for (unsigned a = (mask - 1) & mask; a; a = (a - 1) & mask) {   // a, mask - a: the two halves
+        unsigned b = mask & ~a;
+        sums_of(sets, done, a, i);
+        sums_of(sets, done, b, i);
+        for (int p = 0; p < sets[a].n; p++)
+            for (int q = 0; q < sets[b].n; q++)
+                set_add(s, bf16_from_float(bf16_to_float(sets[a].v[p]) + bf16_to_float(sets[b].v[q])));
+    }
+}
+
+// Is got one of the sums bf16 allows for element i?
+static bool allowed_sum(bf16 got, size_t i) {
+    int N = comm_size(W);
+    static BfSet sets[1u << ROUND_MAX_RANKS];
+    bool done[1u << ROUND_MAX_RANKS] = {false};
+    unsigned all = (1u << N) - 1;
+    sums_of(sets, done, all, i);
+    for (int k = 0; k < sets[all].n; k++)
+        if (sets[all].v[k] == got) return true;
+    return false;
+}
+
+START_TEST(bf16_sums_round) {
+    int N = comm_size(W), r = comm_rank(W);
+    size_t n = 4 * NROUND, off, len;   // each case with its large value on every rank (N <= 4)
+    comm_block(n, N, r, &off, &len);
+    long wrong = 0, rounded = 0, disagree = 0;
+    for (int mode = 0; mode < 3; mode++) {   // all-reduce, async all-reduce, reduce-scatter
+        bf16 *x = mem_alloc_bf16(n, MEM_COMM, "rounding input"), *y = mem_alloc_bf16(len, MEM_COMM, "block");
+        for (size_t i = 0; i < n; i++) x[i] = bf16_from_float(round_input(r, i));
+        size_t o = 0, l = n;
+        const bf16 *got = x;
+        if (mode == 0) comm_all_reduce_typed(W, x, n, COMM_BF16, COMM_SUM);
+        if (mode == 1) comm_wait(comm_all_reduce_async_typed(W, x, n, COMM_BF16, COMM_SUM));
+        if (mode == 2) comm_reduce_scatter_typed(W, x, y, n, COMM_BF16, COMM_SUM), o = off, l = len, got = y;
+        for (size_t i = 0; i < l; i++) {
+            const RoundCase *rc = &ROUND_CASES[(o + i) % NROUND];
+            float exact = rc->big + (float)(N - 1) * rc->small;   // exact in fp32
+            if (N <= ROUND_MAX_RANKS) wrong += !allowed_sum(got[i], o + i);
+            if (N == 2) wrong += got[i] != bf16_from_float(rc->at2);
+            rounded += bf16_to_float(got[i]) != exact;
+        }
+        // An all-reduce leaves the same bits on every rank (rank 0's, gathered).
+        if (mode < 2) {
+            bf16 *all = malloc((size_t)N * n * sizeof *all);
+            comm_all_gather_host(W, x, n * sizeof *x, all);
+            disagree += memcmp(all, x, n * sizeof *x) != 0;
+            free(all);
+        }
+        mem_free(x);
+        mem_free(y);
+    }
+    long total = agree(wrong), total_rounded = agree(rounded), bad = agree(disagree);
+    ck_assert_msg(total == 0, "bf16 sums: %ld results no order of bf16 additions gives, over all ranks", total);
+    ck_assert_msg(bad == 0, "bf16 all-reduce: %ld ranks hold other bits than rank 0", bad);
+    // At N = 2, six of the seven cases round (the exact sum is not a bf16):
+    // over 4 * 7 elements, two all-reduces on every rank and one
+    // reduce-scatter over all ranks, 24 * (2 N + 1) = 120 elements.
+    if (N == 2) ck_assert_msg(total_rounded == 120, "bf16 sums at N = 2: %ld rounded, not 120", total_rounded);
+    if (N == 1) ck_assert_msg(total_rounded == 0, "bf16 sums at N = 1: %ld changed", total_rounded);
+}
+END_TEST
+
 static Suite *comm_suite(void) {
     Suite *s = suite_create("comm");
     TCase *tc = tcase_create("collectives");
@@ -502,6 +851,14 @@ static Suite *comm_suite(void) {
     tcase_add_test(tc, overlapping_ops_count_once);
     tcase_add_test(tc, busy_includes_the_open_interval);
     tcase_add_test(tc, progress_and_timing);
+    tcase_add_test(tc, bf16_all_reduce_exact);
+    tcase_add_test(tc, bf16_checker_catches_one_wrong_element);
+    tcase_add_test(tc, bf16_reduce_scatter_exact);
+    tcase_add_test(tc, bf16_all_gather_exact);
+    tcase_add_test(tc, bf16_broadcast_from_every_root);
+    tcase_add_test(tc, bf16_point_to_point_ring);
+    tcase_add_test(tc, bf16_byte_counters);
+    tcase_add_test(tc, bf16_sums_round);
     suite_add_tcase(s, tc);
     return s;
 }

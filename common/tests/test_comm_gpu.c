@@ -1,7 +1,10 @@
 // test_comm_gpu.c: every call of comm.h on GPU buffers, through the backend
 // the run chose (NCCL when each rank has a GPU of its own, MPI otherwise),
 // with results that are exact whatever the summation order, read back to the
-// host and counted wrong element by element. Skips (exit 77) without a GPU,
+// host and counted wrong element by element; then the same calls on bf16
+// buffers (the typed forms), bit for bit: through NCCL's ncclBfloat16 where
+// NCCL moves the data (--comm nccl), through MPI's own bf16 operations on
+// host copies otherwise (--comm mpi). Skips (exit 77) without a GPU,
 // unless --on-cpu asks to check the test itself on the CPU (through MPI).
 //   mpirun -np N build/tests/test_comm_gpu [--comm nccl|mpi]
 // Not in make test (no GPU there); the device checks run it.
@@ -11,6 +14,7 @@
 #include <string.h>
 
 #include "args.h"
+#include "bf16.h"
 #include "comm.h"
 #include "core.h"
 #include "mem.h"
@@ -57,6 +61,70 @@ static float all_of(size_t i) {   // element i comes from the rank whose block h
     }
     return -1;
 }
+
+// ---- bf16 --------------------------------------------------------------------
+// Whole numbers from 1 to 29 times 2^(i % 5 - 2), the same power on every
+// rank: every partial sum over up to 8 ranks (8 * 29 < 256) is exact in
+// bf16, whatever the order.
+static bf16 bf_input(int r, size_t i) {
+    return bf16_from_float((float)(((r + 1) * 7 + (int)(i % 13) * 3) % 29 + 1) * ldexpf(1.0f, (int)(i % 5) - 2));
+}
+
+static bf16 *bf_device_input(int r, size_t n) {
+    bf16 *h = malloc((n ? n : 1) * sizeof *h), *d = mem_alloc_bf16(n, MEM_COMM, "bf16 x");
+    for (size_t i = 0; i < n; i++) h[i] = bf_input(r, i);
+    mem_from_host(d, h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+// As comm.h defines them: the sum (exact here) rounded to bf16; the average,
+// that sum times 1/N in fp32 rounded to bf16; the largest.
+static float bf_exact_sum(size_t i) {
+    float s = 0;
+    for (int q = 0; q < N; q++) s += bf16_to_float(bf_input(q, g_off + i));
+    return s;
+}
+static bf16 bf_sum_of(size_t i) { return bf16_from_float(bf_exact_sum(i)); }
+static bf16 bf_avg_of(size_t i) { return bf16_from_float(bf_exact_sum(i) * (1.0f / (float)N)); }
+static bf16 bf_max_of(size_t i) {
+    bf16 m = bf_input(0, g_off + i);
+    for (int q = 1; q < N; q++)
+        if (bf16_to_float(bf_input(q, g_off + i)) > bf16_to_float(m)) m = bf_input(q, g_off + i);
+    return m;
+}
+static bf16 bf_from_of(size_t i) { return bf_input(g_from, g_off + i); }
+static bf16 bf_all_of(size_t i) {
+    for (int q = 0; q < N; q++) {
+        size_t off, len;
+        comm_block(g_count, N, q, &off, &len);
+        if (i < off + len) return bf_input(q, i);
+    }
+    return 0xffff;
+}
+
+// Wrong elements of d[0..n): other bits than want(i), or with tol > 0, a
+// value more than tol * |want(i)| away from it.
+static long bf_wrong_of(const bf16 *d, size_t n, bf16 (*want)(size_t i), float tol) {
+    bf16 *h = malloc((n ? n : 1) * sizeof *h);
+    mem_to_host(h, d, n * sizeof *h);
+    long wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        bf16 w = want(i);
+        if (tol == 0) wrong += h[i] != w;
+        else wrong += !(fabsf(bf16_to_float(h[i]) - bf16_to_float(w)) <= tol * fabsf(bf16_to_float(w)));
+    }
+    free(h);
+    return wrong;
+}
+
+// Sums that must round, at N = 2 (one addition: one result in any order):
+// rank 0 holds a, rank 1 holds b; want is a + b rounded to bf16, ties to
+// even, not the exact sum (which needs more than bf16's 8 bits).
+static const float ROUND_A[] = {1.0f, 1.0f + 0x1p-7f, 1.0f, 1.0f, 256.0f, -1.0f - 0x1p-7f, 3.0f};
+static const float ROUND_B[] = {0x1p-8f, 0x1p-8f, 0x1p-9f, 3 * 0x1p-9f, 1.0f, -0x1p-8f, 0x1p-6f};
+static const float ROUND_WANT[] = {1.0f, 1.0f + 0x1p-6f, 1.0f, 1.0f + 0x1p-7f, 256.0f, -1.0f - 0x1p-6f, 3.0f + 0x1p-6f};
+enum { NROUND = sizeof ROUND_A / sizeof ROUND_A[0] };
 
 static long check(Comm *w, const char *what, long wrong) {
     long all = (long)comm_sum_double(w, (double)wrong);
@@ -139,6 +207,81 @@ int main(int argc, char **argv) {
         failed += check(w, what, wrong);
         mem_free(x);
         mem_free(y);
+
+        // bf16: the same calls, bit for bit. NCCL's average (ncclAvg) scales
+        // each input by 1/N (itself rounded to bf16) before it adds: within
+        // a rounding per rank of the average comm.h defines (MPI's, to the bit).
+        bool nccl = strcmp(comm_backend_name(), "nccl") == 0;
+        float avg_tol = nccl ? (float)(N + 2) * 0x1p-8f : 0;
+        bf16 *bx = bf_device_input(R, n), *by = mem_alloc_bf16(n, MEM_COMM, "bf16 y");
+        wrong = 0;
+        g_off = 0;
+        comm_all_reduce_typed(w, bx, n, COMM_BF16, COMM_SUM), wrong += bf_wrong_of(bx, n, bf_sum_of, 0);
+        mem_free(bx), bx = bf_device_input(R, n);
+        comm_wait(comm_all_reduce_async_typed(w, bx, n, COMM_BF16, COMM_AVG)), wrong += bf_wrong_of(bx, n, bf_avg_of, avg_tol);
+        mem_free(bx), bx = bf_device_input(R, n);
+        comm_all_reduce_typed(w, bx, n, COMM_BF16, COMM_MAX), wrong += bf_wrong_of(bx, n, bf_max_of, 0);
+        snprintf(what, sizeof what, "bf16 all_reduce sum, avg (async), max of %zu", n);
+        failed += check(w, what, wrong);
+
+        wrong = 0;
+        mem_free(bx), bx = bf_device_input(R, n);
+        g_off = off;
+        comm_reduce_scatter_typed(w, bx, by, n, COMM_BF16, COMM_SUM), wrong += bf_wrong_of(by, len, bf_sum_of, 0);
+        comm_wait(comm_reduce_scatter_async_typed(w, bx, bx + off, n, COMM_BF16, COMM_SUM));
+        wrong += bf_wrong_of(bx + off, len, bf_sum_of, 0);
+        mem_free(bx), bx = bf_device_input(R, n);
+        g_count = n;
+        comm_all_gather_typed(w, bx + off, by, n, COMM_BF16), wrong += bf_wrong_of(by, n, bf_all_of, 0);
+        comm_wait(comm_all_gather_async_typed(w, bx + off, bx, n, COMM_BF16)), wrong += bf_wrong_of(bx, n, bf_all_of, 0);
+        snprintf(what, sizeof what, "bf16 reduce_scatter, all_gather, in place of %zu%s", n,
+                 n % (size_t)N ? " (MPI)" : "");
+        failed += check(w, what, wrong);
+
+        wrong = 0;
+        mem_free(bx), bx = bf_device_input(R, n);
+        g_off = 0, g_from = N - 1;
+        comm_broadcast_typed(w, bx, n, COMM_BF16, N - 1), wrong += bf_wrong_of(bx, n, bf_from_of, 0);
+        mem_free(bx), bx = bf_device_input(R, n);
+        g_from = prev;
+        comm_sendrecv_typed(w, bx, n, next, by, n, prev, COMM_BF16), wrong += bf_wrong_of(by, n, bf_from_of, 0);
+        if (N > 1) {
+            mem_zero(by, n * sizeof(bf16));
+            CommHandle *hr = comm_recv_async_typed(w, by, n, COMM_BF16, prev);
+            CommHandle *hs = comm_send_async_typed(w, bx, n, COMM_BF16, next);
+            comm_wait(hs), comm_wait(hr), wrong += bf_wrong_of(by, n, bf_from_of, 0);
+            mem_zero(by, n * sizeof(bf16));
+            if (R % 2 == 0) comm_send_typed(w, bx, n, COMM_BF16, next), comm_recv_typed(w, by, n, COMM_BF16, prev);
+            else comm_recv_typed(w, by, n, COMM_BF16, prev), comm_send_typed(w, bx, n, COMM_BF16, next);
+            wrong += bf_wrong_of(by, n, bf_from_of, 0);
+        }
+        snprintf(what, sizeof what, "bf16 broadcast, sendrecv, async and blocking ring of %zu", n);
+        failed += check(w, what, wrong);
+
+        // Negative control, once: one element one bf16 unit off is seen.
+        if (n == 1000) {
+            bf16 one;
+            mem_to_host(&one, by + n / 2, sizeof one);
+            one ^= 1;
+            if (R == N - 1) mem_from_host(by + n / 2, &one, sizeof one);
+            long seen = (long)comm_sum_double(w, (double)bf_wrong_of(by, n, bf_from_of, 0));
+            failed += check(w, "bf16 checker sees one element one unit off", seen != 1);
+        }
+        mem_free(bx);
+        mem_free(by);
+    }
+
+    // bf16 sums that round (N = 2 only: one addition, one right answer).
+    if (N == 2) {
+        bf16 h[NROUND], *d = mem_alloc_bf16(NROUND, MEM_COMM, "bf16 rounding");
+        for (int k = 0; k < NROUND; k++) h[k] = bf16_from_float(R == 0 ? ROUND_A[k] : ROUND_B[k]);
+        mem_from_host(d, h, sizeof h);
+        comm_all_reduce_typed(w, d, NROUND, COMM_BF16, COMM_SUM);
+        mem_to_host(h, d, sizeof h);
+        long wrong = 0;
+        for (int k = 0; k < NROUND; k++) wrong += h[k] != bf16_from_float(ROUND_WANT[k]);
+        mem_free(d);
+        failed += check(w, "bf16 sums round to nearest even, once", wrong);
     }
 
     // Groups: even and odd ranks, each with its own communicator.
