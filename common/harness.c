@@ -128,6 +128,7 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
 }
 
 void harness_seal_measures(void) {
+    ops_release_scratch();
     mem_seal_peaks();
     comm_stats_seal();
     ops_work_reset();

@@ -143,17 +143,26 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 // on these. (Allocated and freed per product, the buffers above malloc's
 // mmap threshold were mapped, faulted in and unmapped every time: 8,300
 // page faults a step, a quarter of a bf16 step in the kernel.)
+static float *g_widened[3];
+static size_t g_widened_cap[3];
+
 static float *widened(int slot, const bf16 *x, size_t n) {
-    static float *buf[3];
-    static size_t cap[3];
-    if (n > cap[slot]) {
-        free(buf[slot]);
-        buf[slot] = malloc(n * sizeof(float));
-        CHECK(buf[slot], "out of memory widening %zu bf16 values for a product", n);
-        cap[slot] = n;
+    if (n > g_widened_cap[slot]) {
+        free(g_widened[slot]);
+        g_widened[slot] = malloc(n * sizeof(float));
+        CHECK(g_widened[slot], "out of memory widening %zu bf16 values for a product", n);
+        g_widened_cap[slot] = n;
     }
-    for (size_t i = 0; i < n; i++) buf[slot][i] = bf16_to_float(x[i]);
-    return buf[slot];
+    for (size_t i = 0; i < n; i++) g_widened[slot][i] = bf16_to_float(x[i]);
+    return g_widened[slot];
+}
+
+void ops_release_scratch(void) {
+    for (int k = 0; k < 3; k++) {
+        free(g_widened[k]);
+        g_widened[k] = NULL;
+        g_widened_cap[k] = 0;
+    }
 }
 
 void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const float *bias, int M, int K, int N) {

@@ -73,6 +73,11 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const float *bias, int M, int K, int N);
 void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *dout, const bf16 *inp,
                               const bf16 *w, int M, int K, int N);
+// The CPU's bf16 products keep the fp32 widenings of their inputs from
+// product to product (the library's own heap, untracked); this lets them go
+// (the harness, when it seals its measures: a rank's run is measured without
+// what the reference's larger batch grew them to).
+void ops_release_scratch(void);
 
 // ---- elementwise ----
 void ops_add(float *out, const float *a, const float *b, size_t n);   // out = a + b

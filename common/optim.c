@@ -34,6 +34,11 @@ void optim_update_mixed(const OptimConfig *o, int t, float *p, uint16_t *w, cons
     ops_adamw_mixed(p, w, g, m, v, n, o->lr, o->beta1, o->beta2, o->eps, o->wd, t);
 }
 
+void optim_step(const OptimConfig *o, int t, void *w, const void *g, float *master, float *m, float *v, size_t n) {
+    if (master) optim_update_mixed(o, t, master, w, g, m, v, n);
+    else optim_update(o, t, w, g, m, v, n);
+}
+
 const char *optim_describe(const OptimConfig *o, char *buf, size_t len) {
     if (o->kind == OPTIM_ADAMW)
         snprintf(buf, len, "AdamW lr %g betas (%g, %g) eps %g wd %g", o->lr, o->beta1, o->beta2,
