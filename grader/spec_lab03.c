@@ -44,6 +44,14 @@ static const RunSpec LAB03_RUNS[] = {
     {"np5-stage3", 5, SMALL "--steps 3 --batch 10 --stage 3", false, false},
     {"np2-stage3-noprefetch", 2, SMALL "--steps 3 --stage 3 --no-prefetch", true, false},
     {"np4-stage3-noprefetch", 4, SMALL "--steps 4 --stage 3 --no-prefetch", false, false},
+    // Mixed precision (bf16 parameters and gradients, fp32 master weights and
+    // moments: the paper's 2 + 2 + 12), graded against build/ref in bf16. At
+    // lr 1e-4 an update is below half a bf16 step of most weights (2^-9 of
+    // the weight: every weight above 0.05), which the fp32 master keeps and
+    // bf16 weights updated in place lose: the run that shows a missing master.
+    {"np2-stage1-bf16", 2, SMALL "--steps 4 --stage 1 --precision bf16 --lr 1e-4", true, false},
+    {"np3-stage2-bf16", 3, SMALL "--steps 3 --batch 6 --stage 2 --precision bf16 --lr 1e-4", false, false},
+    {"np4-stage3-bf16", 4, SMALL "--steps 4 --stage 3 --precision bf16", true, false},
 };
 #undef SMALL
 
@@ -153,9 +161,10 @@ static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_hooks_written(g, run);
     const DumpFile *d = run->dump;
     int N = (int)dump_scalar(d, "meta/world_size", 0), stage = (int)dump_scalar(d, "zero/stage", -1);
-    bool prefetch = dump_scalar(d, "zero/prefetch", 1) != 0;
+    bool prefetch = dump_scalar(d, "zero/prefetch", 1) != 0, bf16 = config_is(d, "precision", "bf16");
     check_updates(g, run, N, stage);
     check_equivalence(g, run, N);
+    check_master_kept(g, run);
     check_work(g, run, 1, 1, true,
                "a rank computed more than its own rows of the batch: with ZeRO, as in data parallelism, each of the N ranks trains on B/N rows, its shard only changing what it keeps",
                "a rank ran the model on more than its own rows of the batch: each of the N ranks trains on B/N rows");
@@ -167,10 +176,16 @@ static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
     // padded units), all measured.
     double psi = dump_scalar(d, "zero/psi_padded", 0), unit1 = dump_scalar(d, "zero/unit_largest", 0),
            unit2 = dump_scalar(d, "zero/unit_second", 0), acts = dump_scalar(d, "mem/acts_expected", 0);
-    ZeroBudget b = zero_budget(stage, prefetch, psi, N, unit1, unit2);
+    ZeroBudget b = zero_budget(stage, prefetch, psi, N, unit1, unit2, bf16);
     const char *kept = "something is kept whole that should be sharded, or a buffer is not freed after use (or "
                        "is allocated again every step)";
     check_peak(g, run, MEM_OPTIM, "OPTIM", b.optim, b.optim_why, kept);
+    if (bf16)
+        check_peak_at_least(g, run, MEM_OPTIM, "OPTIM", b.optim, b.optim_why,
+                            "the optimizer's state is smaller than the fp32 master copy and the two moments of "
+                            "this rank's part: without the master copy, AdamW updates the bf16 parameters "
+                            "themselves and every update below half a bf16 step (2^-9 of the weight) rounds "
+                            "away; keep an fp32 master (z->master) where the moments are");
     check_peak(g, run, MEM_GRADS, "GRADS", b.grads, b.grads_why,
                stage == 1 ? "stage 1 holds the whole gradient and nothing more: reduce-scatter in place, into "
                             "this rank's shard of grads (grad_shard = grads[u] + shard_offset), not into a buffer "
@@ -202,30 +217,45 @@ static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
     // that is another algorithm.
     const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
-    double bytes = steps * (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * psi;
-    double least = stage == 3 ? bytes - steps * (N - 1.0) / N * 4 * unit1 : bytes;
-    check_comm_volume(g, run, bytes, least, stage == 3 ? "steps x 3(N-1)/N x 4 psi" : "steps x 2(N-1)/N x 4 psi",
+    // bf16 moves 2 bytes an element: half the bytes.
+    double E = bf16 ? 2 : 4;
+    double bytes = steps * (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * E * psi;
+    double least = stage == 3 ? bytes - steps * (N - 1.0) / N * E * unit1 : bytes;
+    check_comm_volume(g, run, bytes, least,
+                      stage == 3 ? (bf16 ? "steps x 3(N-1)/N x 2 psi (bf16)" : "steps x 3(N-1)/N x 4 psi")
+                                 : (bf16 ? "steps x 2(N-1)/N x 2 psi (bf16)" : "steps x 2(N-1)/N x 4 psi"),
                       "a unit is gathered or reduced more often than the stage needs");
 }
 
 // ---- the formulas (zero_budget.h) -----------------------------------------
 
-ZeroBudget zero_budget(int stage, bool prefetch, double psi_pad, int N, double unit1, double unit2) {
-    ZeroBudget b = {4 * psi_pad, 4 * psi_pad, 8 * psi_pad, "4 psi", "4 psi", "8 psi", 4 * unit1,
-                    4 * unit1 + (1 << 20)};
-    // Stage 1 shards the moments; the gradients are reduce-scattered in
-    // place, into this rank's shard of the whole gradient (no buffer of
+ZeroBudget zero_budget(int stage, bool prefetch, double psi_pad, int N, double unit1, double unit2, bool bf16) {
+    // P bytes a parameter, G a gradient, K of optimizer state (zero_budget.h).
+    const double P = bf16 ? 2 : 4, G = P, K = bf16 ? 12 : 8;
+    ZeroBudget b = {P * psi_pad, G * psi_pad, K * psi_pad,
+                    bf16 ? "2 psi" : "4 psi", bf16 ? "2 psi" : "4 psi",
+                    bf16 ? "12 psi (the fp32 master copy and the two moments)" : "8 psi",
+                    // The library's scratch: one unit staged through the host
+                    // (fp32, whatever the elements: a bf16 product widens).
+                    4 * unit1, 4 * unit1 + (1 << 20)};
+    // Stage 1 shards the optimizer's state; the gradients are reduce-scattered
+    // in place, into this rank's shard of the whole gradient (no buffer of
     // their own).
-    if (stage >= 1) b.optim = 8 * psi_pad / N, b.optim_why = "8 psi / N";
+    if (stage >= 1)
+        b.optim = K * psi_pad / N, b.optim_why = bf16 ? "12 psi / N (master copy and moments)" : "8 psi / N";
     // Stage 2: the shards, and the whole gradient of the unit whose backward
     // pass runs, until it is reduce-scattered.
-    if (stage >= 2) b.grads = 4 * psi_pad / N + 4 * unit1, b.grads_why = "4 psi / N + one unit (its backward pass's)";
+    if (stage >= 2)
+        b.grads = G * psi_pad / N + G * unit1,
+        b.grads_why = bf16 ? "2 psi / N + one unit (its backward pass's)" : "4 psi / N + one unit (its backward pass's)";
     // Stage 3: the shards, and the units gathered for use (the one that runs
     // and, with prefetch, the next).
     if (stage == 3) {
-        b.params = 4 * psi_pad / N + 4 * (prefetch ? unit1 + unit2 : unit1);
-        b.params_why = prefetch ? "4 psi / N + two units (gathered, prefetched)"
-                                : "4 psi / N + one unit (gathered; --no-prefetch)";
+        b.params = P * psi_pad / N + P * (prefetch ? unit1 + unit2 : unit1);
+        b.params_why = prefetch ? (bf16 ? "2 psi / N + two units (gathered, prefetched)"
+                                        : "4 psi / N + two units (gathered, prefetched)")
+                                : (bf16 ? "2 psi / N + one unit (gathered; --no-prefetch)"
+                                        : "4 psi / N + one unit (gathered; --no-prefetch)");
     }
     return b;
 }

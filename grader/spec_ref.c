@@ -42,6 +42,7 @@ static void ref_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, true)) return;
     check_equivalence(g, run, 1);
+    check_master_kept(g, run);
     // Memory: fp32 AdamW holds 4 bytes of parameters, 4 of gradients and 8
     // of moments per parameter, measured; bf16 the ZeRO paper's 2 + 2 + 12
     // (bf16 weights and gradients; the fp32 master copy and two moments).

@@ -2,6 +2,7 @@
 #include "spec_train.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,6 +56,71 @@ static bool on_gpu(const DumpFile *d) {
     const DumpArray *c = dump_find(d, "meta/config");
     const char *dev = c && c->type == DUMP_TEXT ? strstr((const char *)c->data, "\ndevice ") : NULL;
     return dev && strncmp(dev + 8, "cuda", 4) == 0;
+}
+
+void check_peak_at_least(Grader *g, const Run *run, int source, const char *what, double bound, const char *why,
+                         const char *diagnosis) {
+    const DumpArray *peak = dump_find(run->dump, "mem/peak");
+    char check[96], fig[160], bnd[256], b1[32], b2[32];
+    snprintf(check, sizeof check, "memory %s per rank holds what it must", what);
+    double least = INFINITY;
+    uint64_t at = 0;
+    for (uint64_t r = 0; peak && r < peak->shape[0]; r++) {
+        double v = peak_of(run->dump, source, r);
+        if (v < least) least = v, at = r;
+    }
+    if (!peak) least = 0;
+    two_figures(least, bound, b1, b2, sizeof b1);
+    snprintf(fig, sizeof fig, "%s (rank %llu)", b1, (unsigned long long)at);
+    snprintf(bnd, sizeof bnd, ">= %s: %s", b2, why);
+    grade_check(g, run, check, least >= bound, fig, bnd, diagnosis);
+}
+
+// Within 16 fp32 units of the last place of a bf16 value (bf16's spacing
+// is 2^16 of them).
+static bool on_bf16_grid(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    uint32_t low = u & 0xffffu;
+    return low <= 16 || 0x10000u - low <= 16;
+}
+
+void check_master_kept(Grader *g, const Run *run) {
+    const DumpFile *d = run->dump;
+    if (!config_is(d, "precision", "bf16")) return;
+    const DumpArray *loss = dump_find(d, "loss");
+    double S = loss ? (double)loss->count : 0, lr = config_value(d, "lr", NAN), b1 = config_value(d, "beta1", 0.9),
+           b2 = config_value(d, "beta2", 0.95), eps = config_value(d, "eps", 1e-8), wd = config_value(d, "wd", 0.1);
+    double c1 = 1 - pow(b1, S), c2 = 1 - pow(b2, S);
+    double before = 0, after = 0, total = 0;
+    for (int i = 0; i < d->count; i++) {
+        const DumpArray *p = &d->arrays[i];
+        if (strncmp(p->name, "param/final/", 12) != 0 || p->ndim != 2) continue;   // the matrices
+        char mn[200], vn[200];
+        snprintf(mn, sizeof mn, "optim/m/%s", p->name + 12);
+        snprintf(vn, sizeof vn, "optim/v/%s", p->name + 12);
+        const DumpArray *m = dump_find(d, mn), *v = dump_find(d, vn);
+        if (!m || !v || m->count != p->count || v->count != p->count) continue;
+        for (uint64_t e = 0; e < p->count; e++) {
+            double w = dump_get(p, e), step = lr * (dump_get(m, e) / c1) / (sqrt(dump_get(v, e) / c2) + eps);
+            after += on_bf16_grid((float)w);
+            before += on_bf16_grid((float)((w + step) / (1 - lr * wd)));
+            total++;
+        }
+    }
+    if (total == 0 || !(S >= 1) || !isfinite(lr)) return;
+    double worst = fmax(before, after) / total;
+    char fig[160], diag[700];
+    snprintf(fig, sizeof fig, "%.2f%% of the matrices' master weights on bf16's grid (%s their last update)",
+             100 * worst, before >= after ? "before" : "after");
+    snprintf(diag, sizeof diag, "%.0f%% of the fp32 master weights are bf16 values %s their last update (a master "
+             "kept in fp32 from step to step: about 0.05%%): the master is %s the bf16 parameters, so it keeps "
+             "nothing of its own and every update smaller than half a bf16 step (2^-9 of the weight) is lost; keep "
+             "the fp32 master from step to step, update it, and write the bf16 parameters from it",
+             100 * worst, before >= after ? "before" : "after",
+             before >= after ? "read back from" : "overwritten from");
+    grade_check(g, run, "the master weights are kept between steps", worst <= 0.01, fig,
+                "<= 1% (a kept master: about 0.05%)", diag);
 }
 
 void check_peak(Grader *g, const Run *run, int source, const char *what, double bound, const char *why,

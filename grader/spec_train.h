@@ -22,6 +22,24 @@ double largest_unit_floats(const DumpFile *f);
 void check_peak(Grader *g, const Run *run, int source, const char *what, double bound, const char *why,
                 const char *diagnosis);
 
+// Every rank's peak of a tracked category at least `bound` bytes: what the
+// formula needs held, held (a copy the method needs and the code left out
+// is not a saving: bf16's fp32 master weights). `diagnosis` says why it is
+// under when it is.
+void check_peak_at_least(Grader *g, const Run *run, int source, const char *what, double bound, const char *why,
+                         const char *diagnosis);
+
+// bf16 with fp32 master weights (meta/config "precision bf16"): the master
+// AdamW updates is kept from step to step. Undone by its last update (the
+// dumped moments and the configuration give it, element by element), a
+// master kept in fp32 lies anywhere between bf16's values; one read back
+// from the bf16 parameters before each update lies on bf16's grid (as does
+// one overwritten from them after it). Over the matrices' elements, a kept
+// master has about 0.05% on the grid (within 16 fp32 units of the last
+// place, by chance); either mistake puts nearly all of them there. Nothing
+// for fp32 runs.
+void check_master_kept(Grader *g, const Run *run);
+
 // The tracked category of the largest excess over `expected` (bytes per
 // category, MEM_NCAT of them, a rank's peaks), written into buf as "3.47 MB
 // more than the formula as COMM": for a total over its bound, where to look.

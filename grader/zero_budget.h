@@ -1,6 +1,9 @@
-// zero_budget.h: what each ZeRO stage holds per rank, in bytes (fp32
-// AdamW): the one set of formulas that lab03's program prints, the grader
-// holds every run to, and lab03's README states.
+// zero_budget.h: what each ZeRO stage holds per rank, in bytes: the one set
+// of formulas that lab03's program prints, the grader holds every run to,
+// and lab03's README states. fp32 AdamW: 4 bytes of parameters, 4 of
+// gradients and K = 8 of moments per parameter; bf16 with fp32 master
+// weights (the ZeRO paper's mixed precision): 2, 2 and K = 12 (the master
+// copy and the two moments).
 #pragma once
 
 #include <stdbool.h>
@@ -18,5 +21,5 @@ typedef struct {
 } ZeroBudget;
 
 // For units padded to N equal shards: psi_pad parameters in all, unit1 and
-// unit2 the two largest units (padded), in floats.
-ZeroBudget zero_budget(int stage, bool prefetch, double psi_pad, int N, double unit1, double unit2);
+// unit2 the two largest units (padded), in elements.
+ZeroBudget zero_budget(int stage, bool prefetch, double psi_pad, int N, double unit1, double unit2, bool bf16);

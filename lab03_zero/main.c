@@ -1,11 +1,12 @@
 // main.c: lab03's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab03 --stage 0|1|2|3 [--no-prefetch] [--figure FILE.svg]
+//   mpirun -np 4 build/lab03 --stage 0|1|2|3 [--no-prefetch] [--precision bf16] [--figure FILE.svg]
 //
 // Trains the course's GPT data-parallel with the student's ZeRO (zero.c)
 // and prints each rank's memory by category beside what the ZeRO paper's
-// formulas predict for fp32 AdamW, the bytes communicated beside the
-// stage's formula, and the training beside single-device training's.
+// formulas predict (fp32 AdamW, or bf16 with fp32 master weights: the
+// paper's 2 + 2 + 12), the bytes communicated beside the stage's formula,
+// and the training beside single-device training's.
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,7 +44,7 @@ static Outcome train(Setup *s, Zero *z, HarnessRun *run) {
     const Args *a = &s->a;
     Gpt *model = s->model;
     Comm *c = s->c;
-    int N = comm_size(c), r = comm_rank(c);
+    int N = comm_size(c);
     Outcome o = {0};
     o.prefetch_fwd = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.prefetch_fwd);
     o.prefetch_bwd = calloc((size_t)(a->steps ? a->steps : 1), sizeof *o.prefetch_bwd);
@@ -58,26 +59,14 @@ static Outcome train(Setup *s, Zero *z, HarnessRun *run) {
         mem_start_resident();
     }
     zero_setup(z);
-    // Initial parameters from the counter-based generator: a rank makes just
-    // its shard when it keeps only a shard, and it equals the same slice of
-    // the whole.
-    for (int u = 0; u < model->nunits; u++) {
-        size_t size = model->units[u].size;
-        if (z->params[u]) {
-            gpt_init_slice(model, u, z->params[u], 0, size);
-        } else {
-            size_t off = shard_offset(size, N, r), len = shard_len(size, N);
-            size_t n = off >= size ? 0 : (size - off < len ? size - off : len);
-            gpt_init_slice(model, u, z->param_shard[u], off, n);
-        }
-    }
+    lab03_init_params(s, z);
     float scale = 1.0f / (float)((size_t)s->rows * a->seq);
     for (int step = 0; step < a->steps; step++) {
         harness_step_begin(run);
         data_slice(&s->data, step, s->row0, s->rows, 0, a->seq, s->x, s->y);
         gpt_set_batch(model, s->x, s->y, step, s->row0, scale);
         for (int u = 0; u < model->nunits; u++) {
-            float *p = zero_before_forward(z, u);
+            void *p = zero_before_forward(z, u);
             if (u + 1 < model->nunits && comm_inflight() > 0) o.prefetch_fwd[step]++;
             trace_begin(model->units[u].name, "forward");
             gpt_unit_forward(model, u, p);
@@ -87,9 +76,9 @@ static Outcome train(Setup *s, Zero *z, HarnessRun *run) {
         }
         double loss = gpt_loss(model);
         for (int u = model->nunits - 1; u >= 0; u--) {
-            float *grad = NULL;
-            float *p = zero_before_backward(z, u, &grad);
-            mem_zero(grad, model->units[u].size * sizeof(float));
+            void *grad = NULL;
+            void *p = zero_before_backward(z, u, &grad);
+            mem_zero(grad, model->units[u].size * z->elem);
             if (u > 0 && comm_inflight() > 0) o.prefetch_bwd[step]++;
             trace_begin(model->units[u].name, "backward");
             gpt_unit_backward(model, u, p, grad);
@@ -121,7 +110,7 @@ static void draw_figure(void *ctx) {
     double peaks[4][MEM_NCAT];
     for (int st = 0; st < 4; st++) {
         Zero zs = {.comm = c, .stage = st, .prefetch = e->prefetch, .model = m, .nunits = m->nunits,
-                   .optim = optim_from_args(&s->a)};
+                   .optim = optim_from_args(&s->a), .type = e->z->type, .elem = e->z->elem};
         HarnessRun quiet = harness_run(c, &s->a, (Reference *)e->ref, "lab03", NULL);
         quiet.quiet = true;
         Outcome os = train(s, &zs, &quiet);
@@ -166,6 +155,7 @@ int main(int argc, char **argv) {
         {"figure", ARG_OUTPUT, &figure, "also run stages 0 to 3 and draw memory per rank by category (SVG)", 1, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
     args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
     Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c);
@@ -179,7 +169,7 @@ int main(int argc, char **argv) {
     Reference ref = harness_reference(c, &a, !no_ref);
 
     GptConfig cfg = {.B = s.rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
-                     .dropout = (float)a.dropout, .seed = a.seed};
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = gpt_precision_parse(a.precision)};
     s.model = gpt_create(&cfg);
     CHECK(s.model->nunits <= ZERO_MAX_UNITS, "at most %d units (--layers %d)", ZERO_MAX_UNITS - 2, ZERO_MAX_UNITS - 2);
     gpt_alloc_acts(s.model);
@@ -198,31 +188,38 @@ int main(int argc, char **argv) {
     double psi_pad = z_sizes.psi_pad, unit1 = z_sizes.unit1, unit2 = z_sizes.unit2, model_pad = z_sizes.model_pad,
            model1 = z_sizes.model1, model2 = z_sizes.model2;
     char desc[96];
-    print0("[lab03] %d rank%s · %s · %s · %s · ZeRO-%d%s · batch %d = %d ranks x %d rows\n", N,
-           N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(m, desc, sizeof desc), stage,
+    const bool bf16 = cfg.precision == GPT_BF16;
+    print0("[lab03] %d rank%s · %s · %s · %s · %s · ZeRO-%d%s · batch %d = %d ranks x %d rows\n", N,
+           N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(m, desc, sizeof desc),
+           bf16 ? "bf16 (fp32 master weights)" : "fp32", stage,
            stage == 3 ? (no_prefetch ? " (no prefetch)" : " (prefetch)") : "", a.batch, N, s.rows);
 
     Zero z = {.comm = c, .stage = stage, .prefetch = !no_prefetch, .model = m, .nunits = m->nunits,
-              .optim = optim_from_args(&a)};
+              .optim = optim_from_args(&a), .type = bf16 ? COMM_BF16 : COMM_F32};
+    z.elem = comm_type_size(z.type);
     g_seal = figure == NULL;
     HarnessRun run = harness_run(c, &a, &ref, "lab03", verdict_of_lab_run);
     Outcome o = train(&s, &z, &run);
     if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, run.seconds / (a.steps - 1) * 1e3);
-    ZeroBudget b = zero_budget(stage, !no_prefetch, model_pad, N, model1, model2);
-    lab03_print_memory(&s, &o, &b, stage, model_pad);
-
+    ZeroBudget b = zero_budget(stage, !no_prefetch, model_pad, N, model1, model2, bf16);
+    lab03_print_memory(&s, &o, &b, stage, model_pad, bf16);
 
     // Afterwards, not measured: the whole parameters and moments, gathered.
-    float **params = lab03_gather_whole(&s, &z, z.params, z.param_shard, false);
-    float **mom_m = lab03_gather_whole(&s, &z, z.m, z.m, true), **mom_v = lab03_gather_whole(&s, &z, z.v, z.v, true);
-    // Stages 0-2: each rank's own whole copy (do the ranks agree?); stage 3:
+    // The parameters the optimizer holds: fp32 ones, or bf16's master copy
+    // (sharded as the moments are); and the parameters the model ran on:
+    // stages 0-2 each rank's own whole copy (do the ranks agree?), stage 3
     // the gathered shards.
+    float **ran = lab03_gather_whole(&s, &z, z.params, z.param_shard, z.type, false);
+    float **params = bf16 ? lab03_gather_whole(&s, &z, (void *const *)z.master, (void *const *)z.master, COMM_F32, true)
+                          : ran;
+    float **mom_m = lab03_gather_whole(&s, &z, (void *const *)z.m, (void *const *)z.m, COMM_F32, true),
+          **mom_v = lab03_gather_whole(&s, &z, (void *const *)z.v, (void *const *)z.v, COMM_F32, true);
     double mine = 0;
     Lab03End end = {.s = &s, .stage = stage, .prefetch = !no_prefetch, .psi_pad = psi_pad, .unit1 = unit1,
                     .unit2 = unit2, .acts_expected = acts_expected, .o = &o, .figure = figure, .ref = &ref};
     end.sumsq = malloc((size_t)N * sizeof *end.sumsq);
     for (int u = 0; u < m->nunits; u++)
-        for (size_t i = 0; i < m->units[u].size; i++) mine += (double)params[u][i] * params[u][i];
+        for (size_t i = 0; i < m->units[u].size; i++) mine += (double)ran[u][i] * ran[u][i];
     comm_all_gather_host(c, &mine, sizeof mine, end.sumsq);
 
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);

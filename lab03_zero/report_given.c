@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "core.h"
+#include "ops.h"
 
 Lab03Sizes lab03_sizes(const Gpt *m, Comm *c) {
     // Units padded to N shards, for the formulas: N times the student's own
@@ -42,6 +43,39 @@ Lab03Sizes lab03_sizes(const Gpt *m, Comm *c) {
     return (Lab03Sizes){psi_pad, unit1, unit2, model_pad, model1, model2};
 }
 
+void lab03_init_params(const Setup *s, Zero *z) {
+    const Gpt *model = s->model;
+    int N = comm_size(s->c), r = comm_rank(s->c);
+    for (int u = 0; u < model->nunits; u++) {
+        size_t size = model->units[u].size, off = 0, n = size;
+        void *w = z->params[u];
+        if (!w) {   // stage 3: this rank's shard
+            off = shard_offset(size, N, r);
+            size_t len = shard_len(size, N);
+            n = off >= size ? 0 : (size - off < len ? size - off : len);
+            w = z->param_shard[u];
+        }
+        if (z->type == COMM_F32) {
+            gpt_init_slice(model, u, w, off, n);
+            continue;
+        }
+        // bf16: the whole (or the shard) in fp32, rounded into the weights;
+        // the master keeps the fp32 values of its own extent.
+        float *f = mem_alloc_floats(n, MEM_OTHER, "initial params");
+        gpt_init_slice(model, u, f, off, n);
+        ops_to_bf16(w, f, n);
+        mem_free(f);
+        if (!z->master[u]) continue;
+        size_t moff = 0, mn = size;
+        if (z->stage > 0) {
+            moff = shard_offset(size, N, r);
+            size_t len = shard_len(size, N);
+            mn = moff >= size ? 0 : (size - moff < len ? size - moff : len);
+        }
+        gpt_init_slice(model, u, z->master[u], moff, mn);
+    }
+}
+
 // Free every buffer the Zero still points to (the student's code allocates
 // them; the harness lets them go after the run). Stage 1's grad_shard is a
 // view into grads (the reduce-scatter lands in place): it goes with grads.
@@ -52,34 +86,44 @@ void lab03_zero_teardown(Zero *z) {
         z->gather_handle[u] = NULL;
         uintptr_t shard = (uintptr_t)z->grad_shard[u], whole = (uintptr_t)z->grads[u];
         size_t padded = (size_t)N * shard_len(z->model->units[u].size, N);
-        if (whole && shard >= whole && shard < whole + padded * sizeof(float)) z->grad_shard[u] = NULL;
-        float **all[] = {&z->params[u], &z->param_shard[u], &z->grads[u], &z->grad_shard[u],
-                         &z->m[u], &z->v[u], &z->gathered[u], &z->unit_grad[u]};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
-            mem_free(*all[i]);
-            *all[i] = NULL;
-        }
+        if (whole && shard >= whole && shard < whole + padded * z->elem) z->grad_shard[u] = NULL;
+        void *all[] = {z->params[u], z->param_shard[u], z->grads[u], z->grad_shard[u], z->master[u],
+                       z->m[u],      z->v[u],           z->gathered[u], z->unit_grad[u]};
+        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+        z->params[u] = z->param_shard[u] = z->grads[u] = z->grad_shard[u] = z->gathered[u] = z->unit_grad[u] = NULL;
+        z->master[u] = z->m[u] = z->v[u] = NULL;
     }
 }
 
-// Whole units of this rank's parameters (or moments), gathered from the
-// shards where the stage shards them: (nunits) host arrays, on every rank.
+// n elements of type t from the device, as fp32 on the host (bf16 widened, exactly).
+static void to_host_f32(float *out, const void *dev, size_t n, CommType t) {
+    if (t == COMM_F32) {
+        mem_to_host(out, dev, n * sizeof(float));
+        return;
+    }
+    bf16 *h = malloc((n ? n : 1) * sizeof *h);
+    CHECK(h, "out of memory");
+    mem_to_host(h, dev, n * sizeof *h);
+    for (size_t i = 0; i < n; i++) out[i] = bf16_to_float(h[i]);
+    free(h);
+}
+
 // Bookkeeping after the measured run: host memory, uncounted traffic.
-float **lab03_gather_whole(const Setup *s, const Zero *z, float *const *whole, float *const *shard,
-                            bool moments) {
+float **lab03_gather_whole(const Setup *s, const Zero *z, void *const *whole, void *const *shard, CommType t,
+                           bool sharded) {
     const Gpt *m = s->model;
     int N = comm_size(s->c);
     float **out = calloc((size_t)m->nunits, sizeof *out);
     for (int u = 0; u < m->nunits; u++) {
         size_t size = m->units[u].size;
-        if (whole[u] && (!moments || z->stage == 0)) {
+        if (whole[u] && (!sharded || z->stage == 0)) {
             out[u] = malloc(size * sizeof(float));
-            mem_to_host(out[u], whole[u], size * sizeof(float));
+            to_host_f32(out[u], whole[u], size, t);
             continue;
         }
         size_t len = shard_len(size, N);
         float *mine = malloc(len * sizeof(float)), *all = malloc((size_t)N * len * sizeof(float));
-        mem_to_host(mine, shard[u], len * sizeof(float));
+        to_host_f32(mine, shard[u], len, t);
         comm_all_gather_host(s->c, mine, len * sizeof(float), all);
         out[u] = all;
         free(mine);
@@ -87,7 +131,8 @@ float **lab03_gather_whole(const Setup *s, const Zero *z, float *const *whole, f
     return out;
 }
 
-void lab03_print_memory(const Setup *s, const Outcome *o, const ZeroBudget *b, int stage, double model_pad) {
+void lab03_print_memory(const Setup *s, const Outcome *o, const ZeroBudget *b, int stage, double model_pad,
+                        bool bf16) {
     Comm *c = s->c;
     int N = comm_size(c);
     double psi = (double)s->model->nparams;
@@ -102,7 +147,8 @@ void lab03_print_memory(const Setup *s, const Outcome *o, const ZeroBudget *b, i
     char m1[32], m2[32];
     print0("\nmemory per rank (the largest over ranks), ZeRO-%d, N = %d, psi = %.0f (%.0f padded to N shards):\n",
            stage, N, psi, model_pad);
-    print0("  %-7s %10s %10s   %s\n", "", "measured", "expected", "formula (fp32 AdamW)");
+    print0("  %-7s %10s %10s   %s\n", "", "measured", "expected",
+           bf16 ? "formula (bf16 with fp32 master weights: the paper's 2 + 2 + 12)" : "formula (fp32 AdamW)");
     print0("  %-7s %10s %10s   %s\n", "PARAMS", core_fmt_bytes(peak[MEM_PARAMS], m1, 32), core_fmt_bytes(b->params, m2, 32), b->params_why);
     print0("  %-7s %10s %10s   %s\n", "GRADS", core_fmt_bytes(peak[MEM_GRADS], m1, 32), core_fmt_bytes(b->grads, m2, 32), b->grads_why);
     print0("  %-7s %10s %10s   %s\n", "OPTIM", core_fmt_bytes(peak[MEM_OPTIM], m1, 32), core_fmt_bytes(b->optim, m2, 32), b->optim_why);
@@ -126,9 +172,10 @@ void lab03_print_memory(const Setup *s, const Outcome *o, const ZeroBudget *b, i
     free(all);
     harness_print_memory(c, &o->mem);
     double per_step = (double)comm_stats_total_bus_bytes(&o->comm) / (s->a.steps ? s->a.steps : 1);
-    double model_bytes = (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * (stage == 0 ? psi : model_pad);
-    print0("bytes each rank sent per step: %s (bus bytes); the stage's formula %s x 4 psi = %s\n",
-           core_fmt_bytes(per_step, m1, 32), stage == 3 ? "3(N-1)/N" : "2(N-1)/N", core_fmt_bytes(model_bytes, m2, 32));
+    int E = bf16 ? 2 : 4;   // bytes an element moved
+    double model_bytes = (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * E * (stage == 0 ? psi : model_pad);
+    print0("bytes each rank sent per step: %s (bus bytes); the stage's formula %s x %d psi = %s\n",
+           core_fmt_bytes(per_step, m1, 32), stage == 3 ? "3(N-1)/N" : "2(N-1)/N", E, core_fmt_bytes(model_bytes, m2, 32));
 }
 
 void lab03_dump_more(DumpWriter *dw, void *ctx) {

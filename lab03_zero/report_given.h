@@ -53,15 +53,25 @@ typedef struct {
 } Lab03Sizes;
 Lab03Sizes lab03_sizes(const Gpt *m, Comm *c);
 
+// The initial parameters, from the counter-based generator, into what the
+// student's zero_setup allocated: a rank makes just its shard when it keeps
+// only a shard, and it equals the same slice of the whole. In bf16 the fp32
+// master copy (whole at stage 0, the shard from stage 1 on) is made so, and
+// the bf16 parameters are it rounded.
+void lab03_init_params(const Setup *s, Zero *z);
 // Free every buffer the Zero still points to (the student's code allocates
 // them; the harness lets them go after the run).
 void lab03_zero_teardown(Zero *z);
-// Whole units of this rank's parameters (or moments), gathered from the
-// shards where the stage shards them: (nunits) host arrays, on every rank.
-float **lab03_gather_whole(const Setup *s, const Zero *z, float *const *whole, float *const *shard, bool moments);
+// Whole units of this rank's parameters (or optimizer state), of element
+// type t, gathered from the shards where the stage shards them (`sharded`:
+// the optimizer's state, whole at stage 0 only): (nunits) fp32 host arrays
+// (bf16 widened), on every rank.
+float **lab03_gather_whole(const Setup *s, const Zero *z, void *const *whole, void *const *shard, CommType t,
+                           bool sharded);
 // What each rank held, against the stage's formulas (the largest rank's
 // figures), and the bytes sent per step against the stage's. Collective.
-void lab03_print_memory(const Setup *s, const Outcome *o, const ZeroBudget *b, int stage, double model_pad);
+void lab03_print_memory(const Setup *s, const Outcome *o, const ZeroBudget *b, int stage, double model_pad,
+                        bool bf16);
 
 // What the end needs, gathered by main.
 typedef struct {

@@ -9,12 +9,18 @@
 // each TODO makes one stage shard something. Delete a function's lab_todo(...)
 // line once it handles every stage.
 //
-// Tools: mem_alloc_floats(n, MEM_PARAMS | MEM_GRADS | MEM_OPTIM, "name"),
-// mem_free; comm_reduce_scatter_avg(c, whole, shard, N * shard_len) and
-// comm_all_gather(c, shard, whole, N * shard_len) (both in place when shard
-// is whole + offset, this rank's own shard of whole), comm_all_gather_async
-// + comm_wait; optim_update(&z->optim, t, params, grads, m, v, n) updates any
-// n consecutive parameters.
+// Parameters and gradients are elements of z->type: floats, or bf16 with
+// --precision bf16 (z->elem bytes each), so their buffers are void *: n of
+// them take mem_alloc(n * z->elem, ...), and element i of buf is
+// comm_at(buf, i, z->type). The optimizer's state is floats either way.
+//
+// Tools: mem_alloc(n * z->elem, MEM_PARAMS | MEM_GRADS, "name"),
+// mem_alloc_floats(n, MEM_OPTIM, "name"), mem_free;
+// comm_reduce_scatter_typed(c, whole, shard, N * shard_len, z->type, COMM_AVG)
+// and comm_all_gather_typed(c, shard, whole, N * shard_len, z->type) (both in
+// place when shard is this rank's own shard of whole), their _async_typed
+// forms + comm_wait; optim_step(&z->optim, t, params, grads, master, m, v, n)
+// updates any n consecutive parameters (master: NULL in fp32).
 #include "zero.h"
 
 #include "comm.h"
@@ -41,30 +47,32 @@ size_t shard_offset(size_t size, int N, int r) {
 void zero_setup(Zero *z) {
     if (z->stage > 0) lab_todo(__func__);
     // TODO(lab03): allocate only what the stage keeps (zero.h lists it):
-    //   stage 1: the moments m, v for this rank's shard only (shard_len floats);
+    //   stage 1: the optimizer's state for this rank's shard only (shard_len
+    //            floats each: m, v and, in bf16, master);
     //            grads stays whole (padded to N shard_len, so that a
     //            reduce-scatter splits it evenly), and grad_shard is no buffer
     //            of its own: it points at this rank's shard of grads
-    //            (grads[u] + shard_offset), where the reduce-scatter lands in
-    //            place (the harness frees it with grads);
-    //   stage 2: no whole grads at all, only grad_shard (shard_len floats);
+    //            (comm_at(grads[u], shard_offset, z->type)), where the
+    //            reduce-scatter lands in place (the harness frees it with grads);
+    //   stage 2: no whole grads at all, only grad_shard (shard_len elements);
     //   stage 3: no whole params either, only param_shard.
     //   Stages 1-2 keep params whole but padded (the all-gather fills N shards).
     for (int u = 0; u < z->nunits; u++) {
         size_t size = z->model->units[u].size;
-        z->params[u] = mem_alloc_floats(size, MEM_PARAMS, "params");
-        z->grads[u] = mem_alloc_floats(size, MEM_GRADS, "grads");
+        z->params[u] = mem_alloc(size * z->elem, MEM_PARAMS, "params");
+        z->grads[u] = mem_alloc(size * z->elem, MEM_GRADS, "grads");
+        if (z->type == COMM_BF16) z->master[u] = mem_alloc_floats(size, MEM_OPTIM, "master params");
         z->m[u] = mem_alloc_floats(size, MEM_OPTIM, "adam m");
         z->v[u] = mem_alloc_floats(size, MEM_OPTIM, "adam v");
     }
 }
 
-float *zero_before_forward(Zero *z, int u) {
+void *zero_before_forward(Zero *z, int u) {
     if (z->stage == 3) lab_todo(__func__);
     // TODO(lab03) stage 3: all-gather the unit's parameters from the shards
-    // into a buffer of N shard_len floats (z->gathered[u], counted as
+    // into a buffer of N shard_len elements (z->gathered[u], counted as
     // PARAMS) and return it. With z->prefetch, also start the gather of unit
-    // u + 1 asynchronously (comm_all_gather_async; keep the handle in
+    // u + 1 asynchronously (comm_all_gather_async_typed; keep the handle in
     // z->gather_handle[u + 1]) so it travels while unit u computes.
     return z->params[u];
 }
@@ -77,11 +85,11 @@ void zero_after_forward(Zero *z, int u) {
     (void)u;
 }
 
-float *zero_before_backward(Zero *z, int u, float **grad) {
+void *zero_before_backward(Zero *z, int u, void **grad) {
     if (z->stage >= 2) lab_todo(__func__);
     // TODO(lab03) stages 2-3: the unit's whole gradient should exist only
     // while its backward pass runs: allocate it here (z->unit_grad[u], N
-    // shard_len floats, GRADS) and hand it out through *grad.
+    // shard_len elements, GRADS) and hand it out through *grad.
     // Stage 3: gather the unit's parameters again (and, with z->prefetch,
     // start gathering unit u - 1: the backward pass goes down the units).
     *grad = z->grads[u];
@@ -91,8 +99,8 @@ float *zero_before_backward(Zero *z, int u, float **grad) {
 void zero_after_backward(Zero *z, int u) {
     if (z->stage >= 2) lab_todo(__func__);
     // TODO(lab03) stages 2-3: average the unit's gradient over the ranks and
-    // keep only your shard of it (one comm_reduce_scatter_avg into
-    // z->grad_shard[u]), then free the whole gradient at once; stage 3:
+    // keep only your shard of it (one comm_reduce_scatter_typed with COMM_AVG
+    // into z->grad_shard[u]), then free the whole gradient at once; stage 3:
     // free the gathered parameters too.
     (void)z;
     (void)u;
@@ -104,13 +112,14 @@ void zero_step(Zero *z, int t) {
     //   stage 1: reduce-scatter each unit's whole gradient in place, into
     //            grad_shard (its own shard of grads);
     //   stages 1-2: update only this rank's shard of the parameters
-    //            (params[u] + shard_offset, with grad_shard, m, v; count only the
-    //            real parameters, not the padding), then all-gather params[u]
-    //            in place so every rank has the whole unit again;
+    //            (comm_at(params[u], shard_offset, z->type), with grad_shard,
+    //            master, m, v; count only the real parameters, not the
+    //            padding), then all-gather params[u] in place so every rank
+    //            has the whole unit again;
     //   stage 3: update param_shard with grad_shard: nothing to gather.
     for (int u = 0; u < z->nunits; u++) {
         size_t size = z->model->units[u].size;
-        comm_all_reduce_avg(z->comm, z->grads[u], size);
-        optim_update(&z->optim, t, z->params[u], z->grads[u], z->m[u], z->v[u], size);
+        comm_all_reduce_typed(z->comm, z->grads[u], size, z->type, COMM_AVG);
+        optim_step(&z->optim, t, z->params[u], z->grads[u], z->master[u], z->m[u], z->v[u], size);
     }
 }

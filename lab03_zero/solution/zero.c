@@ -22,18 +22,26 @@ static size_t real_len(const Zero *z, int u) {
     size_t off = offset_of(z, u), size = size_of(z, u), len = len_of(z, u);
     return off >= size ? 0 : (size - off < len ? size - off : len);
 }
+// n parameters or gradients, of the run's element type; element i of buf.
+static void *elems(const Zero *z, size_t n, MemCategory cat, const char *what) {
+    return mem_alloc(n * z->elem, cat, what);
+}
+static void *at(const Zero *z, void *buf, size_t i) { return comm_at(buf, i, z->type); }
 
 void zero_setup(Zero *z) {
     for (int u = 0; u < z->nunits; u++) {
         size_t whole = padded(z, u), shard = len_of(z, u);
-        if (z->stage < 3) z->params[u] = mem_alloc_floats(whole, MEM_PARAMS, "params");
-        else z->param_shard[u] = mem_alloc_floats(shard, MEM_PARAMS, "param shard");
-        if (z->stage < 2) z->grads[u] = mem_alloc_floats(whole, MEM_GRADS, "grads");
+        if (z->stage < 3) z->params[u] = elems(z, whole, MEM_PARAMS, "params");
+        else z->param_shard[u] = elems(z, shard, MEM_PARAMS, "param shard");
+        if (z->stage < 2) z->grads[u] = elems(z, whole, MEM_GRADS, "grads");
         // Stage 1: this rank's shard of the whole gradient, where the
         // reduce-scatter lands in place; stages 2-3: all there is of it.
-        if (z->stage == 1) z->grad_shard[u] = z->grads[u] + offset_of(z, u);
-        if (z->stage >= 2) z->grad_shard[u] = mem_alloc_floats(shard, MEM_GRADS, "grad shard");
+        if (z->stage == 1) z->grad_shard[u] = at(z, z->grads[u], offset_of(z, u));
+        if (z->stage >= 2) z->grad_shard[u] = elems(z, shard, MEM_GRADS, "grad shard");
+        // The optimizer's state, sharded from stage 1 on: the moments, and
+        // in bf16 the fp32 master copy of the parameters it updates.
         size_t state = z->stage == 0 ? whole : shard;
+        if (z->type == COMM_BF16) z->master[u] = mem_alloc_floats(state, MEM_OPTIM, "master params");
         z->m[u] = mem_alloc_floats(state, MEM_OPTIM, "adam m");
         z->v[u] = mem_alloc_floats(state, MEM_OPTIM, "adam v");
     }
@@ -43,11 +51,12 @@ void zero_setup(Zero *z) {
 
 static void start_gather(Zero *z, int u) {
     if (z->gathered[u]) return;   // gathered already, or on its way
-    z->gathered[u] = mem_alloc_floats(padded(z, u), MEM_PARAMS, "gathered params");
-    z->gather_handle[u] = comm_all_gather_async(z->comm, z->param_shard[u], z->gathered[u], padded(z, u));
+    z->gathered[u] = elems(z, padded(z, u), MEM_PARAMS, "gathered params");
+    z->gather_handle[u] =
+        comm_all_gather_async_typed(z->comm, z->param_shard[u], z->gathered[u], padded(z, u), z->type);
 }
 
-static float *finish_gather(Zero *z, int u) {
+static void *finish_gather(Zero *z, int u) {
     if (z->gather_handle[u]) comm_wait(z->gather_handle[u]);
     z->gather_handle[u] = NULL;
     return z->gathered[u];
@@ -58,7 +67,7 @@ static void release(Zero *z, int u) {
     z->gathered[u] = NULL;
 }
 
-float *zero_before_forward(Zero *z, int u) {
+void *zero_before_forward(Zero *z, int u) {
     if (z->stage < 3) return z->params[u];
     start_gather(z, u);
     if (z->prefetch && u + 1 < z->nunits) start_gather(z, u + 1);   // the next unit, while this one runs
@@ -69,13 +78,13 @@ void zero_after_forward(Zero *z, int u) {
     if (z->stage == 3) release(z, u);
 }
 
-float *zero_before_backward(Zero *z, int u, float **grad) {
+void *zero_before_backward(Zero *z, int u, void **grad) {
     if (z->stage < 2) {
         *grad = z->grads[u];
         return z->params[u];
     }
     // Stages 2 and 3: the unit's whole gradient exists only during its backward pass.
-    z->unit_grad[u] = mem_alloc_floats(padded(z, u), MEM_GRADS, "unit gradient");
+    z->unit_grad[u] = elems(z, padded(z, u), MEM_GRADS, "unit gradient");
     *grad = z->unit_grad[u];
     if (z->stage == 2) return z->params[u];
     start_gather(z, u);
@@ -87,7 +96,7 @@ void zero_after_backward(Zero *z, int u) {
     if (z->stage < 2) return;
     // Average the unit's gradient over the ranks, keep only this rank's
     // shard of it, and let the whole go at once.
-    comm_reduce_scatter_avg(z->comm, z->unit_grad[u], z->grad_shard[u], padded(z, u));
+    comm_reduce_scatter_typed(z->comm, z->unit_grad[u], z->grad_shard[u], padded(z, u), z->type, COMM_AVG);
     mem_free(z->unit_grad[u]);
     z->unit_grad[u] = NULL;
     if (z->stage == 3) release(z, u);
@@ -98,18 +107,18 @@ void zero_step(Zero *z, int t) {
         size_t off = offset_of(z, u), n = real_len(z, u);
         switch (z->stage) {
         case 0:   // plain data parallelism: everyone averages everything and updates everything
-            comm_all_reduce_avg(z->comm, z->grads[u], size_of(z, u));
-            optim_update(&z->optim, t, z->params[u], z->grads[u], z->m[u], z->v[u], size_of(z, u));
+            comm_all_reduce_typed(z->comm, z->grads[u], size_of(z, u), z->type, COMM_AVG);
+            optim_step(&z->optim, t, z->params[u], z->grads[u], z->master[u], z->m[u], z->v[u], size_of(z, u));
             break;
         case 1:   // the whole gradient is here: reduce-scatter it, in place, to the shards
-            comm_reduce_scatter_avg(z->comm, z->grads[u], z->grad_shard[u], padded(z, u));
+            comm_reduce_scatter_typed(z->comm, z->grads[u], z->grad_shard[u], padded(z, u), z->type, COMM_AVG);
             /* fall through */
         case 2:   // update this rank's shard, then everyone gathers the whole unit
-            optim_update(&z->optim, t, z->params[u] + off, z->grad_shard[u], z->m[u], z->v[u], n);
-            comm_all_gather(z->comm, z->params[u] + off, z->params[u], padded(z, u));
+            optim_step(&z->optim, t, at(z, z->params[u], off), z->grad_shard[u], z->master[u], z->m[u], z->v[u], n);
+            comm_all_gather_typed(z->comm, at(z, z->params[u], off), z->params[u], padded(z, u), z->type);
             break;
         case 3:   // the shard is all there is
-            optim_update(&z->optim, t, z->param_shard[u], z->grad_shard[u], z->m[u], z->v[u], n);
+            optim_step(&z->optim, t, z->param_shard[u], z->grad_shard[u], z->master[u], z->m[u], z->v[u], n);
             break;
         }
     }
