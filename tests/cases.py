@@ -187,8 +187,16 @@ def unit():
         # the same GPT in PyTorch against build/ref.
         Case("unit", "test_ref", ["build/tests/test_ref"], 300),
         Case("unit", "torch_oracle", ["/usr/bin/python3", "tests/torch_oracle.py"], 300),
+        # The same in bf16: build/ref --precision bf16 against the GPT rounded where docs/model.md says.
+        Case("unit", "torch_oracle bf16", ["/usr/bin/python3", "tests/torch_oracle_bf16.py"], 300),
         # ops.h's bf16 conversion and products against PyTorch's.
         Case("unit", "bf16 against PyTorch (tests/torch_bf16.py)", ["/usr/bin/python3", "tests/torch_bf16.py"], 120),
+        # bf16 trains as fp32 does; without its fp32 master weights it does not.
+        Case("unit", "build/ref in bf16 trains, and without master weights stagnates (tests/scripts/bf16_trains.py)",
+             ["/usr/bin/python3", "tests/scripts/bf16_trains.py"], 120),
+        # --master is bf16's: refused in fp32.
+        Case("unit", "build/ref --master without --precision bf16 is refused", ["build/ref", "--master", "off"], 15,
+             Refused("--master is about bf16's fp32 master weights; add --precision bf16")),
     ]
     cs += [Case("unit", f"test_report np={np}", mpi(np, "build/tests/test_report"), 120) for np in (1, 3)]
     cs += [
