@@ -174,14 +174,11 @@ void gpt_free_units(const Gpt *m, void *units) {
 
 // ---- initialisation --------------------------------------------------------
 
-void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count) {
+void gpt_init_slice_host(const Gpt *m, int u, float *host, size_t offset, size_t count) {
     CHECK(u >= 0 && u < m->nunits, "unit %d does not exist", u);
     const GptUnit *unit = &m->units[u];
     CHECK(offset + count <= unit->size, "slice [%zu, %zu) is outside unit %s (%zu floats)", offset,
           offset + count, unit->name, unit->size);
-    // Made on the host, tensor by tensor, then copied to the device.
-    float *host = malloc((count ? count : 1) * sizeof(float));
-    CHECK(host, "out of memory initialising %s", unit->name);
     for (int k = 0; k < unit->ntensors; k++) {
         const GptTensor *t = &unit->tensors[k];
         size_t lo = offset > t->offset ? offset : t->offset;
@@ -194,6 +191,13 @@ void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count
         else
             for (size_t i = 0; i < hi - lo; i++) dst[i] = t->init_value;
     }
+}
+
+void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count) {
+    // Made on the host, tensor by tensor, then copied to the device.
+    float *host = malloc((count ? count : 1) * sizeof(float));
+    CHECK(host, "out of memory initialising %s", m->units[u].name);
+    gpt_init_slice_host(m, u, host, offset, count);
     mem_from_host(out, host, count * sizeof(float));
     free(host);
 }

@@ -177,6 +177,8 @@ GptPrecision gpt_precision_parse(const char *name);   // "fp32" (or NULL) or "bf
 // `out` holds (out[0] is element `offset`): the same values whatever slice
 // is asked for, as docs/model.md says.
 void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count);
+// The same slice into host memory (`host` on the host, whatever the device).
+void gpt_init_slice_host(const Gpt *m, int u, float *host, size_t offset, size_t count);
 void gpt_init_units(const Gpt *m, float **params);   // every unit, whole
 
 // Activations for B rows (ACTS) of every unit, and the scratch; call once

@@ -97,7 +97,9 @@ static Outcome train(Setup *s, Zero *z, HarnessRun *run) {
 }
 
 // After the verdict: the graded run's ZeRO torn down, and the figure, every
-// stage trained again at this world size.
+// stage trained again at this world size, in fp32 and in bf16 (the run's own
+// model serves its precision; the other's is made for it, after the first
+// has let its activations go, so that each training's peaks are its own).
 static void draw_figure(void *ctx) {
     Lab03End *e = ctx;
     lab03_zero_teardown(e->z);
@@ -105,29 +107,42 @@ static void draw_figure(void *ctx) {
     Setup *s = e->s;
     Comm *c = s->c;
     int N = comm_size(c);
-    const Gpt *m = s->model;
     MemReport *all = malloc((size_t)N * sizeof *all);
-    double peaks[4][MEM_NCAT];
-    for (int st = 0; st < 4; st++) {
-        Zero zs = {.comm = c, .stage = st, .prefetch = e->prefetch, .model = m, .nunits = m->nunits,
-                   .optim = optim_from_args(&s->a), .type = e->z->type, .elem = e->z->elem};
-        HarnessRun quiet = harness_run(c, &s->a, (Reference *)e->ref, "lab03", NULL);
-        quiet.quiet = true;
-        Outcome os = train(s, &zs, &quiet);
-        comm_all_gather_host(c, &os.mem, sizeof os.mem, all);
-        for (int k = 0; k < MEM_NCAT; k++) {
-            peaks[st][k] = 0;
-            for (int q = 0; q < N; q++) peaks[st][k] = fmax(peaks[st][k], all[q].peak[k]);
+    double peaks[2][4][MEM_NCAT];
+    GptPrecision own = s->model->cfg.precision;
+    for (int k = 0; k < 2; k++) {
+        GptPrecision pr = k == 0 ? own : (own == GPT_FP32 ? GPT_BF16 : GPT_FP32);
+        if (pr != s->model->cfg.precision) {
+            GptConfig cfg = s->model->cfg;
+            cfg.precision = pr;
+            gpt_free(s->model);
+            s->model = gpt_create(&cfg);
+            gpt_alloc_acts(s->model);
         }
-        lab03_zero_teardown(&zs);
-        free(quiet.losses);
-        free(os.prefetch_fwd);
-        free(os.prefetch_bwd);
+        const Gpt *m = s->model;
+        CommType type = pr == GPT_BF16 ? COMM_BF16 : COMM_F32;
+        for (int st = 0; st < 4; st++) {
+            Zero zs = {.comm = c, .stage = st, .prefetch = e->prefetch, .model = m, .nunits = m->nunits,
+                       .optim = optim_from_args(&s->a), .type = type, .elem = comm_type_size(type)};
+            HarnessRun quiet = harness_run(c, &s->a, (Reference *)e->ref, "lab03", NULL);
+            quiet.quiet = true;
+            Outcome os = train(s, &zs, &quiet);
+            comm_all_gather_host(c, &os.mem, sizeof os.mem, all);
+            double *pk = peaks[pr == GPT_BF16][st];
+            for (int q = 0; q < MEM_NCAT; q++) {
+                pk[q] = 0;
+                for (int r = 0; r < N; r++) pk[q] = fmax(pk[q], all[r].peak[q]);
+            }
+            lab03_zero_teardown(&zs);
+            free(quiet.losses);
+            free(os.prefetch_fwd);
+            free(os.prefetch_bwd);
+        }
     }
     bool unfinished = false;
     for (size_t k = 0; k < sizeof HOOKS / sizeof HOOKS[0]; k++) unfinished |= harness_unfinished(HOOKS[k]);
-    if (comm_rank(c) == 0) lab03_write_figure(e->figure, peaks, N, (double)m->nparams, unfinished);
-    print0("wrote %s: memory per rank by category for stages 0 to 3\n", e->figure);
+    if (comm_rank(c) == 0) lab03_write_figure(e->figure, peaks, N, (double)s->model->nparams, unfinished);
+    print0("wrote %s: memory per rank by category for stages 0 to 3, fp32 and bf16\n", e->figure);
     free(all);
 }
 

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 
 #include "core.h"
-#include "ops.h"
 
 Lab03Sizes lab03_sizes(const Gpt *m, Comm *c) {
     // Units padded to N shards, for the formulas: N times the student's own
@@ -59,12 +58,17 @@ void lab03_init_params(const Setup *s, Zero *z) {
             gpt_init_slice(model, u, w, off, n);
             continue;
         }
-        // bf16: the whole (or the shard) in fp32, rounded into the weights;
-        // the master keeps the fp32 values of its own extent.
-        float *f = mem_alloc_floats(n, MEM_OTHER, "initial params");
-        gpt_init_slice(model, u, f, off, n);
-        ops_to_bf16(w, f, n);
-        mem_free(f);
+        // bf16: the whole (or the shard) made in fp32 on the host and
+        // rounded into the weights (as gpt_init_slice makes it on the host:
+        // nothing tracked); the master keeps the fp32 values of its extent.
+        float *f = malloc((n ? n : 1) * sizeof *f);
+        bf16 *h = malloc((n ? n : 1) * sizeof *h);
+        CHECK(f && h, "out of memory initialising %s", model->units[u].name);
+        gpt_init_slice_host(model, u, f, off, n);
+        for (size_t i = 0; i < n; i++) h[i] = bf16_from_float(f[i]);
+        mem_from_host(w, h, n * sizeof *h);
+        free(f);
+        free(h);
         if (!z->master[u]) continue;
         size_t moff = 0, mn = size;
         if (z->stage > 0) {
@@ -203,41 +207,47 @@ void lab03_dump_more(DumpWriter *dw, void *ctx) {
     dump_i64(dw, "zero/prefetch_bwd", e->o->prefetch_bwd, 1, &nsteps);
 }
 
-void lab03_write_figure(const char *path, const double peaks[4][MEM_NCAT], int N, double psi, bool unfinished) {
+void lab03_write_figure(const char *path, const double peaks[2][4][MEM_NCAT], int N, double psi, bool unfinished) {
     FILE *f = fopen(path, "w");
     CHECK(f, "cannot write the figure to %s", path);
     const char *colors[MEM_NCAT] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#bab0ac"};
+    const char *names[2] = {"fp32", "bf16"};
     double top = 0;
-    for (int s = 0; s < 4; s++) {
-        double t = 0;
-        for (int k = 0; k < MEM_NCAT; k++) t += peaks[s][k];
-        top = fmax(top, t);
-    }
-    int W = 760, H = 420, x0 = 40, y0 = 360, bar = 80, gap = 50;
+    for (int p = 0; p < 2; p++)
+        for (int s = 0; s < 4; s++) {
+            double t = 0;
+            for (int k = 0; k < MEM_NCAT; k++) t += peaks[p][s][k];
+            top = fmax(top, t);
+        }
+    // Each stage: its fp32 bar and its bf16 bar side by side.
+    int W = 900, H = 440, x0 = 40, y0 = 370, bar = 60, pair = 2 * bar + 6, gap = 44;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-family=\"sans-serif\" font-size=\"12\">\n", W, H);
     fprintf(f, "<text x=\"%d\" y=\"24\" font-size=\"14\">ZeRO: memory per rank by category, measured "
-               "(the largest rank), N = %d, psi = %.2fM%s</text>\n",
+               "(the largest rank), N = %d, psi = %.2fM, fp32 beside bf16 (2 + 2 + 12)%s</text>\n",
             x0, N, psi / 1e6, unfinished ? " (an unfinished zero.c: not ZeRO's figure yet)" : "");
     for (int s = 0; s < 4; s++) {
-        double y = y0;
-        int x = x0 + gap / 2 + s * (bar + gap);
-        for (int k = 0; k < MEM_NCAT; k++) {
-            double h = peaks[s][k] / top * (y0 - 50);
-            if (h <= 0) continue;
-            fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>stage %d %s %.2f MB</title></rect>\n",
-                    x, y - h, bar, h, colors[k], s, mem_category_name((MemCategory)k), peaks[s][k] / 1e6);
-            y -= h;
+        int xs = x0 + gap / 2 + s * (pair + gap);
+        for (int p = 0; p < 2; p++) {
+            double y = y0, total = 0;
+            int x = xs + p * (bar + 6);
+            for (int k = 0; k < MEM_NCAT; k++) {
+                double h = peaks[p][s][k] / top * (y0 - 60);
+                total += peaks[p][s][k];
+                if (h <= 0) continue;
+                fprintf(f, "<rect x=\"%d\" y=\"%.1f\" width=\"%d\" height=\"%.1f\" fill=\"%s\"><title>stage %d %s %s %.2f MB</title></rect>\n",
+                        x, y - h, bar, h, colors[k], s, names[p], mem_category_name((MemCategory)k), peaks[p][s][k] / 1e6);
+                y -= h;
+            }
+            fprintf(f, "<text x=\"%d\" y=\"%.1f\" font-size=\"11\">%.1f MB</text>\n", x + 4, y - 6, total / 1e6);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">%s</text>\n", x + 16, y0 + 14, names[p]);
         }
-        double total = 0;
-        for (int k = 0; k < MEM_NCAT; k++) total += peaks[s][k];
-        fprintf(f, "<text x=\"%d\" y=\"%d\">stage %d</text>\n", x + 18, y0 + 18, s);
-        fprintf(f, "<text x=\"%d\" y=\"%.1f\">%.1f MB</text>\n", x + 12, y - 6, total / 1e6);
+        fprintf(f, "<text x=\"%d\" y=\"%d\">stage %d</text>\n", xs + bar - 16, y0 + 32, s);
     }
     for (int k = 0; k < MEM_NCAT; k++) {
-        int lx = x0 + 4 * (bar + gap) + 20, ly = 60 + 20 * k;
+        int lx = x0 + 4 * (pair + gap) + 10, ly = 60 + 20 * k;
         fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/><text x=\"%d\" y=\"%d\">%s</text>\n", lx, ly,
                 colors[k], lx + 16, ly + 11, mem_category_name((MemCategory)k));
     }
-    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n</svg>\n", x0, y0, x0 + 4 * (bar + gap), y0);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"black\"/>\n</svg>\n", x0, y0, x0 + 4 * (pair + gap), y0);
     CHECK(fclose(f) == 0, "writing %s failed", path);
 }

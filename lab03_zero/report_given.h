@@ -87,6 +87,6 @@ typedef struct {
 } Lab03End;
 // harness_finish's dump hook (ctx: a Lab03End).
 void lab03_dump_more(DumpWriter *dw, void *ctx);
-// The figure: memory per rank by category, stages 0 to 3 (peaks: the
-// largest rank's per stage and category).
-void lab03_write_figure(const char *path, const double peaks[4][MEM_NCAT], int N, double psi, bool unfinished);
+// The figure: memory per rank by category, stages 0 to 3, fp32 beside bf16
+// (peaks[0] fp32, peaks[1] bf16: the largest rank's per stage and category).
+void lab03_write_figure(const char *path, const double peaks[2][4][MEM_NCAT], int N, double psi, bool unfinished);
