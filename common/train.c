@@ -73,6 +73,17 @@ static void scale_units(Trainer *t, int u, float s) {
     mem_free(f);
 }
 
+// grads += g, both bf16: the sum in fp32, rounded to bf16 once.
+static void add_bf16_units(Trainer *t, void **g) {
+    for (int u = 0; u < t->model->nunits; u++) {
+        size_t n = t->model->units[u].size;
+        float *f = mem_alloc_floats(n, MEM_OTHER, "widened gradient");
+        ops_from_bf16(f, g[u], n);
+        ops_accumulate_bf16(t->grads[u], f, n);
+        mem_free(f);
+    }
+}
+
 double train_grads(Trainer *t) {
     Gpt *model = t->model;
     const int rows = model->cfg.B, T = t->args.seq;
@@ -83,13 +94,24 @@ double train_grads(Trainer *t) {
     // batch), so the micro-batches' gradients add up to the full batch's;
     // or (micro_mean) by its own tokens, and the K averaged at the end.
     float scale = 1.0f / (float)((size_t)(t->micro_mean ? rows : t->args.batch) * T);
+    // bf16, each micro-batch its own mean (the data-parallel ranks' way):
+    // each micro-batch's gradient is made whole in bf16, as a rank's is,
+    // then added into the sum in bf16, as a reduction of the ranks' bf16
+    // gradients adds them: two roundings a micro-batch, where accumulating
+    // in place rounds once (gpt_unit_backward).
+    const bool apart = t->micro_mean && model->cfg.precision == GPT_BF16 && t->micro > 1;
+    void **own = apart ? gpt_alloc_run_units(model, MEM_OTHER, "micro-batch gradient") : t->grads;
     double loss = 0;
     for (int k = 0; k < t->micro; k++) {
         size_t off = (size_t)k * rows * T;
         gpt_set_batch(model, t->x + off, t->y + off, t->step, k * rows, scale);
         loss += gpt_forward(model, t->w);
-        gpt_backward(model, t->w, t->grads);
+        if (apart)
+            for (int u = 0; u < model->nunits; u++) mem_zero(own[u], model->units[u].size * sizeof(bf16));
+        gpt_backward(model, t->w, own);
+        if (apart) add_bf16_units(t, own);
     }
+    if (apart) gpt_free_units(model, own);
     if (t->micro_mean && t->micro > 1)
         for (int u = 0; u < model->nunits; u++) scale_units(t, u, 1.0f / (float)t->micro);
     return loss / t->micro;
