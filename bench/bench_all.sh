@@ -6,7 +6,8 @@
 # the absolute figures beside them are this machine's alone. A benchmark:
 # it prints, and never fails on a figure.
 #   - build/ref against PyTorch (bench-ref): tokens/s, one thread each, and
-#     the share of the one-thread sgemm ceiling;
+#     the share of the one-thread sgemm ceiling; the same in bf16
+#     (--precision bf16) against fp32 and against PyTorch in bf16;
 #   - lab01's reference ring all-reduce against Open MPI's MPI_Allreduce at
 #     2 ranks, from 64 KiB to 64 MiB, and its bus bandwidth at 64 MiB
 #     against the ideal ring's (the ring's own reads, adds and writes
@@ -39,6 +40,11 @@ ref_t=$(awk '/^PyTorch:/ {print $2}' "$tmp/ref.txt")
 ref_ratio=$(awk '/^C \/ PyTorch:/ {print $4}' "$tmp/ref.txt")
 ref_ceiling=$(sed -n 's/^C reference:.*(\([0-9]*\)% of the ceiling).*/\1/p' "$tmp/ref.txt")
 ref_outside=$(sed -n 's/.*outside sgemm: \([0-9]*\)%.*/\1/p' "$tmp/ref.txt")
+ref_cb=$(awk '/^C reference bf16:/ {print $4}' "$tmp/ref.txt")
+ref_tb=$(awk '/^PyTorch bf16:/ {print $3}' "$tmp/ref.txt")
+ref_bf_fp=$(awk '/^C bf16 \/ C fp32:/ {print $NF}' "$tmp/ref.txt")
+ref_bf_t=$(awk '/^C bf16 \/ PyTorch bf16:/ {print $NF}' "$tmp/ref.txt")
+ref_isa=$(sed -n 's/^bf16 instructions: //p' "$tmp/ref.txt")
 # all_reduce rows: size (B), count, | yours: time, iqr, algbw, busbw, #wrong | library: time, ...
 busbw_pct=$(sed -n "s/^your ring's busbw at .* is \([0-9]*\)% of the ideal ring's.*/\1/p" "$tmp/lab01.txt")
 read -r ar_small ar_big <<< "$(awk '
@@ -65,12 +71,15 @@ met() { awk -v x="${1:-0}" -v aim="$2" 'BEGIN {print (x != "" && x + 0 >= aim) ?
     echo "|---|---|---|---|"
     echo "| build/ref / PyTorch, tokens/s, one thread (${ref_c} against ${ref_t:-?}) | >= 1.5 | ${ref_ratio:-no PyTorch} | $(met "$ref_ratio" 1.5) |"
     echo "| build/ref, share of the one-thread sgemm ceiling | >= 80% | ${ref_ceiling}% (${ref_outside}% of the step outside sgemm) | $(met "$ref_ceiling" 80) |"
+    echo "| build/ref --precision bf16 / fp32, tokens/s, one thread (${ref_cb:-?} against ${ref_c}) | - | ${ref_bf_fp:-?} | - |"
+    echo "| build/ref bf16 / PyTorch bf16, tokens/s, one thread (${ref_cb:-?} against ${ref_tb:-?}) | - | ${ref_bf_t:-no PyTorch} | - |"
     echo "| lab01 ring all-reduce speed / MPI_Allreduce's, 2 ranks, 64 KiB to 8 MiB (the least) | >= 1.0 | $ar_small | $(met "$ar_small" 1.0) |"
     echo "| the same, 16 MiB and up (the least) | >= 1.5 | $ar_big | $(met "$ar_big" 1.5) |"
     echo "| lab01 ring busbw / the ideal ring's (the same all-reduce through shared memory, no message), 64 MiB | >= 50% | ${busbw_pct}% | $(met "$busbw_pct" 50) |"
     echo "| lab02 best strategy speed / PyTorch DDP's (gloo), 2 ranks | >= 1.5 | ${ddp2:-no PyTorch} | $(met "$ddp2" 1.5) |"
     echo "| the same, 4 ranks | >= 1.5 | ${ddp4:-no PyTorch} | $(met "$ddp4" 1.5) |"
     echo
+    [ -n "$ref_isa" ] && { echo "bf16 instructions: $ref_isa"; echo; }
     echo "Ratios of two measurements in one run travel between machines; the tokens/s, the"
     echo "times and the bandwidths are this machine's alone."
 } > "$OUT"

@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/torch_ref.py [--layers 4 --dim 128 --heads 4 --seq 64
         --batch 8 --vocab 256 --steps 30 --warmup 5] [--impl auto|matmul|linear] [--json]
-        [--device cpu|cuda [--tf32]]
+        [--device cpu|cuda [--tf32]] [--precision fp32|bf16 [--bf16 auto|autocast|weights]]
+    /usr/bin/python3 bench/torch_ref.py --mm-rate [--dim 128 --seq 64 --batch 8]
 
 The model of docs/model.md in float32 (dropout 0), random tokens, AdamW (lr
 1e-3, betas 0.9/0.95, eps 1e-8, weight decay 0.1 on every parameter), with
@@ -27,6 +28,29 @@ the same within noise here). --json prints one JSON object instead, with
 every variant's numbers, for a bench script. --device cuda times the same
 on a GPU (fp32; --tf32 lets the matrix products use TF32), waiting for the
 GPU before each clock reading (bench/bench_gpu.sh).
+
+--precision bf16 trains the same model in bf16 the two ways a PyTorch user
+would, times both (with both --impl, under auto) and reports the faster,
+naming it:
+
+  autocast  fp32 parameters (the master copy) and the forward pass and loss
+            under torch.autocast(device, dtype=torch.bfloat16): the matrix
+            products (addmm, matmul, linear) run on bf16 copies of their
+            inputs, the rest in fp32 or as autocast decides; the gradients
+            reach the fp32 parameters;
+  weights   the model's parameters in bf16 (every op in bf16), an fp32
+            master copy that AdamW updates from the bf16 gradients, then
+            copied back into the bf16 parameters (round to nearest even), as
+            build/ref --precision bf16 does.
+
+Both take the cross-entropy of the logits widened to fp32, as build/ref
+does. --bf16 picks one of the two instead. The printed line then ends with
+"bf16 by MODE, impl IMPL".
+
+--mm-rate times one of the model's products instead, (B*T x C) @ (C x 4C),
+the MLP's first, in fp32 and in bf16 on one thread, and prints both rates
+and whether PyTorch has oneDNN (mkldnn), through which torch 1.13 sends CPU
+bf16 products (ONEDNN_VERBOSE=1 in the environment shows which kernel ran).
 """
 import argparse
 import json
@@ -109,7 +133,8 @@ class GPT(nn.Module):
         for blk in self.blocks:
             x = blk(x, self.mask)
         logits = self.lnf(x) @ self.lm_head
-        return F.cross_entropy(logits.view(B * T, -1), targets.view(B * T))
+        # .float(): a no-op in fp32; in bf16 the loss is fp32's, as build/ref's.
+        return F.cross_entropy(logits.float().view(B * T, -1), targets.view(B * T))
 
 
 def sync(a):
@@ -117,32 +142,79 @@ def sync(a):
         torch.cuda.synchronize()
 
 
-def run(impl, a, batches):
+def run(impl, a, batches, mode="fp32"):
+    """mode: fp32, or bf16's autocast or weights (the module docstring)."""
     torch.manual_seed(a.seed)
     model = GPT(a.vocab, a.seq, a.dim, a.heads, a.layers, impl == "linear").to(a.device)
     nparams = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
+    if mode == "weights":
+        # The fp32 master copy is the initialisation itself; the model's
+        # parameters become its bf16 rounding.
+        master = [p.detach().clone() for p in model.parameters()]
+        model.to(torch.bfloat16)
+        params = list(model.parameters())
+    else:
+        master = params = list(model.parameters())
+    opt = torch.optim.AdamW(master, lr=a.lr, betas=(0.9, 0.95), eps=1e-8,
                             weight_decay=0.1, foreach=True)
     times, losses = [], []
     for s in range(a.warmup + a.steps):
         x, y = batches[s % len(batches)]
         sync(a)
         t0 = time.perf_counter()
-        loss = model(x, y)
+        if mode == "autocast":
+            with torch.autocast(a.device, dtype=torch.bfloat16):
+                loss = model(x, y)
+        else:
+            loss = model(x, y)
         loss.backward()
+        if mode == "weights":
+            for m, p in zip(master, params):
+                m.grad = p.grad.float()
+                p.grad = None
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if mode == "weights":
+            with torch.no_grad():
+                for m, p in zip(master, params):
+                    p.copy_(m)
         sync(a)
         t1 = time.perf_counter()
         losses.append(loss.item())   # after the clock: not part of the step
         if s >= a.warmup:
             times.append(t1 - t0)
     mean = sum(times) / len(times)
-    return {"impl": impl, "params": nparams, "ms_per_step": 1e3 * mean,
+    return {"impl": impl, "precision": "fp32" if mode == "fp32" else "bf16",
+            "bf16": None if mode == "fp32" else mode, "params": nparams, "ms_per_step": 1e3 * mean,
             "ms_per_step_median": 1e3 * statistics.median(times),
             "ms_per_step_min": 1e3 * min(times),
             "tokens_per_s": a.batch * a.seq / mean, "first_loss": losses[0],
             "last_loss": losses[-1]}
+
+
+def mm_rate(a):
+    """GFLOP/s of (B*T x C) @ (C x 4C) in fp32 and bf16, best of 5 rounds."""
+    M, K, N = a.batch * a.seq, a.dim, 4 * a.dim
+    rates = {}
+    for dt in (torch.float32, torch.bfloat16):
+        x = torch.randn(M, K, device=a.device).to(dt)
+        w = torch.randn(K, N, device=a.device).to(dt)
+        for _ in range(10):
+            x @ w
+        n, best = 100, float("inf")
+        for _ in range(5):
+            sync(a)
+            t0 = time.perf_counter()
+            for _ in range(n):
+                x @ w
+            sync(a)
+            best = min(best, (time.perf_counter() - t0) / n)
+        rates[dt] = 2 * M * K * N / best / 1e9
+    f32, b16 = rates[torch.float32], rates[torch.bfloat16]
+    print(f"torch matmul {M}x{K} @ {K}x{N}, {torch.get_num_threads()} thread(s): "
+          f"fp32 {f32:.1f} GFLOP/s, bf16 {b16:.1f} GFLOP/s, bf16 / fp32 {b16 / f32:.2f}; "
+          f"mkldnn available: {torch.backends.mkldnn.is_available()}")
+    return 0
 
 
 def main():
@@ -162,6 +234,12 @@ def main():
     ap.add_argument("--json", action="store_true", help="print one JSON object")
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--tf32", action="store_true", help="TF32 matrix products on a GPU")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    ap.add_argument("--bf16", choices=("auto", "autocast", "weights"), default="auto",
+                    help="with --precision bf16: autocast over fp32 weights, or bf16 weights with "
+                         "an fp32 master copy; auto times both, keeps the faster")
+    ap.add_argument("--mm-rate", action="store_true",
+                    help="time one of the model's products in fp32 and bf16 instead")
     a = ap.parse_args()
     if a.dim % a.heads or min(a.layers, a.dim, a.heads, a.seq, a.batch, a.vocab, a.steps) < 1 \
             or a.warmup < 0:
@@ -174,6 +252,8 @@ def main():
         torch.set_num_interop_threads(1)
     except RuntimeError:
         pass
+    if a.mm_rate:
+        return mm_rate(a)
     g = torch.Generator().manual_seed(a.seed)
     batches = []
     for _ in range(min(a.warmup + a.steps, 64)):
@@ -181,21 +261,24 @@ def main():
         batches.append((xy[:, :-1].contiguous().to(a.device), xy[:, 1:].contiguous().to(a.device)))
 
     impls = ("matmul", "linear") if a.impl == "auto" else (a.impl,)
-    results = [run(i, a, batches) for i in impls]
+    modes = ("fp32",) if a.precision == "fp32" else \
+        ("autocast", "weights") if a.bf16 == "auto" else (a.bf16,)
+    results = [run(i, a, batches, m) for m in modes for i in impls]
     best = min(results, key=lambda r: r["ms_per_step"])
     if a.json:
         print(json.dumps({
             "torch_version": torch.__version__, "threads": torch.get_num_threads(),
             "config": {k: getattr(a, k) for k in ("layers", "dim", "heads", "seq", "batch",
                                                   "vocab", "steps", "warmup", "lr")},
-            "tokens_per_step": a.batch * a.seq,
+            "tokens_per_step": a.batch * a.seq, "precision": a.precision, "bf16": best["bf16"],
             "tokens_per_s": best["tokens_per_s"], "ms_per_step": best["ms_per_step"],
             "impl": best["impl"], "variants": results}))
     else:
         where = f"threads {torch.get_num_threads()}" if a.device == "cpu" else \
             f"{torch.cuda.get_device_name()}{', TF32' if a.tf32 else ''}"
+        how = f", bf16 by {best['bf16']}, impl {best['impl']}" if a.precision == "bf16" else ""
         print(f"torch tokens/s: {best['tokens_per_s']:.0f} (ms/step {best['ms_per_step']:.2f}, "
-              f"{where}, torch {torch.__version__})")
+              f"{where}, torch {torch.__version__}{how})")
     return 0
 
 
