@@ -303,24 +303,26 @@ def parse_config(text):
     return out
 
 
-def run_ref(ref, outdir):
+def run_ref(ref, outdir, name="ref.bin", flags=None, label="torch oracle"):
+    """build/ref with `flags` (REF_FLAGS by default), dumping to outdir/name;
+    a failure ends the check, saying so under `label`."""
     if not (os.path.isfile(ref) and os.access(ref, os.X_OK)):
-        print(f"FAIL torch oracle: {ref} does not exist or is not executable; "
+        print(f"FAIL {label}: {ref} does not exist or is not executable; "
               "build it with `make` first")
         sys.exit(1)
-    path = os.path.join(outdir, "ref.bin")
-    cmd = [ref] + REF_FLAGS + ["--dump", path]
+    path = os.path.join(outdir, name)
+    cmd = [ref] + (REF_FLAGS if flags is None else flags) + ["--dump", path]
     print("running:", " ".join(cmd))
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     try:
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=300, env=env)
     except subprocess.TimeoutExpired:
-        print(f"FAIL torch oracle: {' '.join(cmd)} ran past 300 s")
+        print(f"FAIL {label}: {' '.join(cmd)} ran past 300 s")
         sys.exit(1)
     if p.returncode != 0 or not os.path.isfile(path):
         print(p.stdout[-4000:])
-        print(f"FAIL torch oracle: {ref} exited with {p.returncode}"
+        print(f"FAIL {label}: {ref} exited with {p.returncode}"
               + ("" if os.path.isfile(path) else f" and wrote no {path}"))
         sys.exit(1)
     return path

@@ -404,26 +404,8 @@ def steps_line(f):
 # ---------------------------------------------------------------------------
 
 def run_ref(ref, outdir, name, extra):
-    """build/ref with REF_FLAGS + extra, dumping to outdir/name (as
-    torch_oracle.run_ref, with other flags)."""
-    if not (os.path.isfile(ref) and os.access(ref, os.X_OK)):
-        print(f"FAIL torch oracle bf16: {ref} does not exist or is not executable; build it with `make` first")
-        sys.exit(1)
-    path = os.path.join(outdir, name)
-    cmd = [ref] + REF_FLAGS + extra + ["--dump", path]
-    print("running:", " ".join(cmd))
-    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-    try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300, env=env)
-    except subprocess.TimeoutExpired:
-        print(f"FAIL torch oracle bf16: {' '.join(cmd)} ran past 300 s")
-        sys.exit(1)
-    if p.returncode != 0 or not os.path.isfile(path):
-        print(p.stdout[-4000:])
-        print(f"FAIL torch oracle bf16: {ref} exited with {p.returncode}"
-              + ("" if os.path.isfile(path) else f" and wrote no {path}"))
-        sys.exit(1)
-    return path
+    """build/ref with REF_FLAGS + extra, dumping to outdir/name."""
+    return fp32.run_ref(ref, outdir, name, REF_FLAGS + extra, "torch oracle bf16")
 
 
 def main():
