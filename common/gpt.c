@@ -394,6 +394,7 @@ static void keep(const Gpt *m, void *t, const float *v, size_t n) {
 static float *unit_params(Gpt *m, int u, const void *params) {
     if (!in_bf16(m)) return (float *)params;
     m->run16 = params;
+    m->run_size = m->units[u].size;
     ops_from_bf16(m->s_unit, params, m->units[u].size);
     return m->s_unit;
 }
@@ -401,7 +402,7 @@ static float *unit_params(Gpt *m, int u, const void *params) {
 // A weight matrix of the unit running, as the bf16 products take it: the
 // same element of the bf16 unit as w is of its widening.
 static const bf16 *weight16(const Gpt *m, const float *w) {
-    CHECK(m->run16 && w >= m->s_unit, "a bf16 product's weights outside the unit running");
+    CHECK(m->run16 && w >= m->s_unit && w < m->s_unit + m->run_size, "a bf16 product's weights outside the unit running");
     return m->run16 + (w - m->s_unit);
 }
 

@@ -143,6 +143,7 @@ typedef struct {
     float *s_x, *s_y, *s_h, *s_att2, *s_probs, *s_unit, *s_gunit;
     bf16 *s_b16;
     const bf16 *run16;          // the bf16 unit whose widening s_unit holds
+    size_t run_size;            // its elements
 } Gpt;
 
 // The units and their tensors for a configuration (no memory for tensors).
