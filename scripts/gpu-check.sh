@@ -507,9 +507,12 @@ if [ $DRY -eq 1 ]; then
     step "grade lab01 on the CPU (quick runs): the grader's way" bins,mpi,make 90 plain \
         build/grade --solutions --lab lab01 --quick --limit 60 --watchdog 30 --budget @BUDGET@
     step "training check's machinery: CPU against CPU" bins 60 plain build/gpu_check --training --device cpu -- --steps 3 --layers 1 --dim 32 --heads 2 --seq 16
+    step "training check's machinery in bf16: CPU against CPU" bins 60 plain build/gpu_check --training --device cpu -- --steps 3 --layers 1 --dim 32 --heads 2 --seq 16 --precision bf16
 fi
 step "every op: GPU against CPU (a process per group)" bins,gpu 180 plain build/gpu_check --group-limit 60
 step "build/ref: GPU against CPU, both devices' rounding" bins,gpu 150 plain build/gpu_check --training
+step "build/ref in bf16: GPU against CPU (cuBLAS's bf16 products)" bins,gpu 150 plain build/gpu_check --training -- --steps 8 --precision bf16
+step "lab03 np=1 --comm nccl stage 3 in bf16 (NCCL's bf16 reductions)" bins,gpu,mpi,nccl 60 plain "${MPIRUN[@]}" -np 1 build/lab03_solution --comm nccl --steps 3 --stage 3 --precision bf16
 step "comm.h on GPU buffers: NCCL, one rank" bins,gpu,mpi,nccl 90 plain "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu
 step "comm.h on GPU buffers: MPI, one rank" bins,gpu,mpi 90 plain "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu --comm mpi
 step "comm.h on GPU buffers: 2 ranks share it (MPI)" bins,gpu,mpi 90 plain "${MPIRUN[@]}" -np 2 build/tests/test_comm_gpu

@@ -51,6 +51,7 @@
 #include "labs.h"
 #include "mem.h"
 #include "mem_cuda.h"
+#include "reading.h"
 #include "ops.h"
 #include "results.h"
 #include "rng.h"
@@ -1133,6 +1134,34 @@ static bool nudge(DumpFile *d, const char *name, uint64_t index, uint64_t count,
     return true;
 }
 
+// Every matrix of param/final rounded to bf16 (save: the values before,
+// for restore_matrices): the fp32 master overwritten from the bf16 weights.
+static float *round_matrices(DumpFile *d) {
+    size_t n = 0, k = 0;
+    for (int i = 0; i < d->count; i++)
+        if (strncmp(d->arrays[i].name, "param/final/", 12) == 0 && d->arrays[i].ndim == 2) n += d->arrays[i].count;
+    float *save = malloc((n ? n : 1) * sizeof *save);
+    CHECK(save, "out of memory");
+    for (int i = 0; i < d->count; i++) {
+        DumpArray *a = &d->arrays[i];
+        if (strncmp(a->name, "param/final/", 12) != 0 || a->ndim != 2 || a->type != DUMP_F32) continue;
+        float *x = a->data;
+        for (uint64_t e = 0; e < a->count; e++) save[k++] = x[e], x[e] = bf16_to_float(bf16_from_float(x[e]));
+    }
+    return save;
+}
+
+static void restore_matrices(DumpFile *d, float *save) {
+    size_t k = 0;
+    for (int i = 0; i < d->count; i++) {
+        DumpArray *a = &d->arrays[i];
+        if (strncmp(a->name, "param/final/", 12) != 0 || a->ndim != 2 || a->type != DUMP_F32) continue;
+        float *x = a->data;
+        for (uint64_t e = 0; e < a->count; e++) x[e] = save[k++];
+    }
+    free(save);
+}
+
 static int training_check(int argc, char **argv) {
     const char *device = "cuda", *keep = NULL;
     char *flags[MAX_REF_FLAGS];
@@ -1285,25 +1314,39 @@ static int training_check(int argc, char **argv) {
         if (cpu_only) printf("    (%d check(s) fail there: the GPU's own rounding is what they miss)\n", cpu_only);
         run.measured = &both;
 
-        // The negative controls: the comparison must still see a bug.
+        // The negative controls: the comparison must still see a bug. In
+        // bf16 the yardstick is 2^16 times coarser (a row a tenth of a step
+        // off is within it: README, "How the yardstick works"): there the
+        // row moves by a whole step, and a third control overwrites the fp32
+        // master with the bf16 weights (check_master_kept must see it).
         static const char *const W = "param/final/block0.mlp.w1";
         const DumpArray *w = dump_find(dev[0], W);
         uint64_t row = w && w->ndim == 2 ? w->shape[1] : 512;
-        bool caught_row = false, caught_one = false;
-        if (nudge(dev[0], W, 0, row, 1e-4f)) {
+        const bool bf16 = config_is(dev[0], "precision", "bf16");
+        const float step = bf16 ? 1e-3f : 1e-4f;
+        bool caught_row = false, caught_one = false, caught_master = !bf16;
+        if (nudge(dev[0], W, 0, row, step)) {
             caught_row = grade_ref_run(&run, false) > 0;
-            nudge(dev[0], W, 0, row, -1e-4f);
+            nudge(dev[0], W, 0, row, -step);
         }
         if (nudge(dev[0], W, 17, 1, 0.1f)) {
             caught_one = grade_ref_run(&run, false) > 0;
             nudge(dev[0], W, 17, 1, -0.1f);
         }
-        printf("  %-4s  negative control: one row of block0.mlp.w1 (%llu elements) moved by 1e-4, a tenth of an "
-               "AdamW step: %s\n", caught_row ? "ok" : "FAIL", (unsigned long long)row,
+        if (bf16) {
+            float *save = round_matrices(dev[0]);
+            caught_master = grade_ref_run(&run, false) > 0;
+            restore_matrices(dev[0], save);
+        }
+        printf("  %-4s  negative control: one row of block0.mlp.w1 (%llu elements) moved by %g, %s AdamW step: %s\n",
+               caught_row ? "ok" : "FAIL", (unsigned long long)row, step, bf16 ? "a whole" : "a tenth of an",
                caught_row ? "caught" : "NOT caught (the bound is too loose to see it)");
         printf("  %-4s  negative control: one element of block0.mlp.w1 moved by 0.1, beyond Adam's reach: %s\n",
                caught_one ? "ok" : "FAIL", caught_one ? "caught" : "NOT caught");
-        failed += !caught_row + !caught_one;
+        if (bf16)
+            printf("  %-4s  negative control: the fp32 master weights overwritten with the bf16 ones: %s\n",
+                   caught_master ? "ok" : "FAIL", caught_master ? "caught" : "NOT caught");
+        failed += !caught_row + !caught_one + !caught_master;
         free(run.output);
         measured_free(&mc);
         measured_free(&md);
