@@ -34,8 +34,13 @@ void optim_update_mixed(const OptimConfig *o, int t, float *p, uint16_t *w, cons
     ops_adamw_mixed(p, w, g, m, v, n, o->lr, o->beta1, o->beta2, o->eps, o->wd, t);
 }
 
-void optim_step(const OptimConfig *o, int t, void *w, const void *g, float *master, float *m, float *v, size_t n) {
-    if (master) optim_update_mixed(o, t, master, w, g, m, v, n);
+void optim_step(const OptimConfig *o, int t, bool bf16, void *w, const void *g, float *master, float *m, float *v,
+                size_t n) {
+    CHECK(!bf16 || master || n == 0, "a bf16 update of %zu parameters without their fp32 master copy (NULL): AdamW "
+          "updates the master and writes the bf16 parameters from it; allocate it where the moments are "
+          "(lab03: z->master)", n);
+    CHECK(bf16 || !master, "an fp32 update given a master copy: fp32 parameters are their own master; pass NULL");
+    if (bf16) optim_update_mixed(o, t, master, w, g, m, v, n);
     else optim_update(o, t, w, g, m, v, n);
 }
 

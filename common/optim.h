@@ -5,6 +5,7 @@
 // and state, so the shards' updates together equal the whole unit's.
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,10 +37,13 @@ void optim_update(const OptimConfig *o, int t, float *p, const float *g, float *
 // AdamW only.
 void optim_update_mixed(const OptimConfig *o, int t, float *p, uint16_t *w, const uint16_t *g, float *m,
                         float *v, size_t n);
-// Either, by the run's precision: master NULL, fp32 weights w updated in
-// place with the fp32 gradient g (optim_update); else bf16 weights w and
-// gradient g, the update made on the fp32 master (optim_update_mixed).
-void optim_step(const OptimConfig *o, int t, void *w, const void *g, float *master, float *m, float *v, size_t n);
+// Either, by the run's precision: fp32 (bf16 false, master NULL), the
+// weights w updated in place with the fp32 gradient g (optim_update); bf16,
+// bf16 weights w and gradient g, the update made on the fp32 master
+// (optim_update_mixed). A master missing in bf16, or given in fp32, stops
+// the run, saying so (the other buffers' element size would be wrong).
+void optim_step(const OptimConfig *o, int t, bool bf16, void *w, const void *g, float *master, float *m, float *v,
+                size_t n);
 
 // "AdamW lr 0.001 betas (0.9, 0.95) eps 1e-08 wd 0.1", and the same as
 // "key value" lines for a dump's meta/config.

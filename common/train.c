@@ -122,7 +122,7 @@ void train_update(Trainer *t) {
     const bool bf16 = t->model->cfg.precision == GPT_BF16;
     for (int u = 0; u < t->model->nunits; u++) {
         size_t n = t->model->units[u].size;
-        optim_step(&t->optim, t->step, t->w[u], t->grads[u], bf16 ? t->params[u] : NULL, t->m[u], t->v[u], n);
+        optim_step(&t->optim, t->step, bf16, t->w[u], t->grads[u], bf16 ? t->params[u] : NULL, t->m[u], t->v[u], n);
         // Without a master copy, what the next step starts from is the bf16 weights alone.
         if (bf16 && !t->master) ops_from_bf16(t->params[u], t->w[u], n);
     }

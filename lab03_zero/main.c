@@ -225,8 +225,12 @@ int main(int argc, char **argv) {
     // stages 0-2 each rank's own whole copy (do the ranks agree?), stage 3
     // the gathered shards.
     float **ran = lab03_gather_whole(&s, &z, z.params, z.param_shard, z.type, false);
-    float **params = bf16 ? lab03_gather_whole(&s, &z, (void *const *)z.master, (void *const *)z.master, COMM_F32, true)
-                          : ran;
+    // (A bf16 run whose zero_setup kept no master copy dumps the bf16
+    // parameters: the grader's checks say what is missing.)
+    bool masters = bf16;
+    for (int u = 0; u < m->nunits; u++) masters &= z.master[u] != NULL;
+    float **params = masters ? lab03_gather_whole(&s, &z, (void *const *)z.master, (void *const *)z.master, COMM_F32, true)
+                             : ran;
     float **mom_m = lab03_gather_whole(&s, &z, (void *const *)z.m, (void *const *)z.m, COMM_F32, true),
           **mom_v = lab03_gather_whole(&s, &z, (void *const *)z.v, (void *const *)z.v, COMM_F32, true);
     double mine = 0;

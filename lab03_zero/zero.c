@@ -19,8 +19,9 @@
 // comm_reduce_scatter_typed(c, whole, shard, N * shard_len, z->type, COMM_AVG)
 // and comm_all_gather_typed(c, shard, whole, N * shard_len, z->type) (both in
 // place when shard is this rank's own shard of whole), their _async_typed
-// forms + comm_wait; optim_step(&z->optim, t, params, grads, master, m, v, n)
-// updates any n consecutive parameters (master: NULL in fp32).
+// forms + comm_wait; optim_step(&z->optim, t, z->type == COMM_BF16, params,
+// grads, master, m, v, n) updates any n consecutive parameters (master: NULL
+// in fp32).
 #include "zero.h"
 
 #include "comm.h"
@@ -120,6 +121,6 @@ void zero_step(Zero *z, int t) {
     for (int u = 0; u < z->nunits; u++) {
         size_t size = z->model->units[u].size;
         comm_all_reduce_typed(z->comm, z->grads[u], size, z->type, COMM_AVG);
-        optim_step(&z->optim, t, z->params[u], z->grads[u], z->master[u], z->m[u], z->v[u], size);
+        optim_step(&z->optim, t, z->type == COMM_BF16, z->params[u], z->grads[u], z->master[u], z->m[u], z->v[u], size);
     }
 }

@@ -27,6 +27,7 @@ static void *elems(const Zero *z, size_t n, MemCategory cat, const char *what) {
     return mem_alloc(n * z->elem, cat, what);
 }
 static void *at(const Zero *z, void *buf, size_t i) { return comm_at(buf, i, z->type); }
+static bool mixed(const Zero *z) { return z->type == COMM_BF16; }   // bf16 with an fp32 master
 
 void zero_setup(Zero *z) {
     for (int u = 0; u < z->nunits; u++) {
@@ -41,7 +42,7 @@ void zero_setup(Zero *z) {
         // The optimizer's state, sharded from stage 1 on: the moments, and
         // in bf16 the fp32 master copy of the parameters it updates.
         size_t state = z->stage == 0 ? whole : shard;
-        if (z->type == COMM_BF16) z->master[u] = mem_alloc_floats(state, MEM_OPTIM, "master params");
+        if (mixed(z)) z->master[u] = mem_alloc_floats(state, MEM_OPTIM, "master params");
         z->m[u] = mem_alloc_floats(state, MEM_OPTIM, "adam m");
         z->v[u] = mem_alloc_floats(state, MEM_OPTIM, "adam v");
     }
@@ -108,17 +109,17 @@ void zero_step(Zero *z, int t) {
         switch (z->stage) {
         case 0:   // plain data parallelism: everyone averages everything and updates everything
             comm_all_reduce_typed(z->comm, z->grads[u], size_of(z, u), z->type, COMM_AVG);
-            optim_step(&z->optim, t, z->params[u], z->grads[u], z->master[u], z->m[u], z->v[u], size_of(z, u));
+            optim_step(&z->optim, t, mixed(z), z->params[u], z->grads[u], z->master[u], z->m[u], z->v[u], size_of(z, u));
             break;
         case 1:   // the whole gradient is here: reduce-scatter it, in place, to the shards
             comm_reduce_scatter_typed(z->comm, z->grads[u], z->grad_shard[u], padded(z, u), z->type, COMM_AVG);
             /* fall through */
         case 2:   // update this rank's shard, then everyone gathers the whole unit
-            optim_step(&z->optim, t, at(z, z->params[u], off), z->grad_shard[u], z->master[u], z->m[u], z->v[u], n);
+            optim_step(&z->optim, t, mixed(z), at(z, z->params[u], off), z->grad_shard[u], z->master[u], z->m[u], z->v[u], n);
             comm_all_gather_typed(z->comm, at(z, z->params[u], off), z->params[u], padded(z, u), z->type);
             break;
         case 3:   // the shard is all there is
-            optim_step(&z->optim, t, z->param_shard[u], z->grad_shard[u], z->master[u], z->m[u], z->v[u], n);
+            optim_step(&z->optim, t, mixed(z), z->param_shard[u], z->grad_shard[u], z->master[u], z->m[u], z->v[u], n);
             break;
         }
     }
