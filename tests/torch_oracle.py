@@ -517,10 +517,10 @@ def check(path):
     return summary(results)
 
 
-def summary(results):
+def summary(results, label="torch oracle"):
     passed = sum(ok for _, ok in results)
     failed = len(results) - passed
-    print(f"\ntorch oracle: {passed} passed, {failed} failed")
+    print(f"\n{label}: {passed} passed, {failed} failed")
     return failed == 0
 
 

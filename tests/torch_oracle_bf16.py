@@ -473,7 +473,7 @@ def check(paths):
     record("dump holds every tensor in its documented shape, precision bf16, master on", not problems,
            "; ".join(problems[:6]) or f"{len(specs)} tensors x 5 kinds")
     if problems:
-        return summary(results)
+        return fp32.summary(results, "torch oracle bf16")
 
     def finer_than_bf16(prefix, dd=d):   # the fraction of elements bf16 does not hold exactly
         n_all = n_fine = 0
@@ -582,14 +582,7 @@ def check(paths):
     ms = compare_steps(off["loss"], off["final"], t_losses, t_final, init, specs, cfg)
     record("negative control: build/ref --master off against the torch model with master", not steps_ok(ms),
            steps_line(ms))
-    return summary(results)
-
-
-def summary(results):
-    passed = sum(ok for _, ok in results)
-    failed = len(results) - passed
-    print(f"\ntorch oracle bf16: {passed} passed, {failed} failed")
-    return failed == 0
+    return fp32.summary(results, "torch oracle bf16")
 
 
 if __name__ == "__main__":
