@@ -64,7 +64,6 @@ import argparse
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
