@@ -59,28 +59,25 @@ void train_free(Trainer *t) {
     free(t);
 }
 
-// grads[u] *= s, in the model's precision (bf16: in fp32, rounded once).
-static void scale_units(Trainer *t, int u, float s) {
+// grads[u] *= s, in the model's precision (bf16: in fp32, in `f`, a unit's
+// scratch, rounded once).
+static void scale_units(Trainer *t, int u, float s, float *f) {
     size_t n = t->model->units[u].size;
     if (t->model->cfg.precision == GPT_FP32) {
         ops_scale(t->grads[u], s, n);
         return;
     }
-    float *f = mem_alloc_floats(n, MEM_OTHER, "scaled gradient");
     ops_from_bf16(f, t->grads[u], n);
     ops_scale(f, s, n);
     ops_to_bf16(t->grads[u], f, n);
-    mem_free(f);
 }
 
-// grads += g, both bf16: the sum in fp32, rounded to bf16 once.
-static void add_bf16_units(Trainer *t, void **g) {
+// grads += g, both bf16: the sum in fp32 (g widened into `f`), rounded to bf16 once.
+static void add_bf16_units(Trainer *t, void **g, float *f) {
     for (int u = 0; u < t->model->nunits; u++) {
         size_t n = t->model->units[u].size;
-        float *f = mem_alloc_floats(n, MEM_OTHER, "widened gradient");
         ops_from_bf16(f, g[u], n);
         ops_accumulate_bf16(t->grads[u], f, n);
-        mem_free(f);
     }
 }
 
@@ -101,6 +98,9 @@ double train_grads(Trainer *t) {
     // in place rounds once (gpt_unit_backward).
     const bool apart = t->micro_mean && model->cfg.precision == GPT_BF16 && t->micro > 1;
     void **own = apart ? gpt_alloc_run_units(model, MEM_OTHER, "micro-batch gradient") : t->grads;
+    size_t largest = 0;   // a unit's fp32 scratch for the bf16 sums and scaling below
+    for (int u = 0; u < model->nunits; u++) largest = model->units[u].size > largest ? model->units[u].size : largest;
+    float *f = apart ? mem_alloc_floats(largest, MEM_OTHER, "widened gradient") : NULL;
     double loss = 0;
     for (int k = 0; k < t->micro; k++) {
         size_t off = (size_t)k * rows * T;
@@ -109,11 +109,12 @@ double train_grads(Trainer *t) {
         if (apart)
             for (int u = 0; u < model->nunits; u++) mem_zero(own[u], model->units[u].size * sizeof(bf16));
         gpt_backward(model, t->w, own);
-        if (apart) add_bf16_units(t, own);
+        if (apart) add_bf16_units(t, own, f);
     }
     if (apart) gpt_free_units(model, own);
     if (t->micro_mean && t->micro > 1)
-        for (int u = 0; u < model->nunits; u++) scale_units(t, u, 1.0f / (float)t->micro);
+        for (int u = 0; u < model->nunits; u++) scale_units(t, u, 1.0f / (float)t->micro, f);
+    mem_free(f);
     return loss / t->micro;
 }
 

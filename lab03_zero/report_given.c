@@ -42,25 +42,31 @@ Lab03Sizes lab03_sizes(const Gpt *m, Comm *c) {
     return (Lab03Sizes){psi_pad, unit1, unit2, model_pad, model1, model2};
 }
 
+// The elements of a unit of `size` this rank initialises: the whole, or
+// (sharded) its shard's real elements, the padding left out.
+static size_t own_part(size_t size, int N, int r, bool sharded, size_t *off) {
+    *off = 0;
+    if (!sharded) return size;
+    size_t o = shard_offset(size, N, r), len = shard_len(size, N);
+    *off = o;
+    return o >= size ? 0 : (size - o < len ? size - o : len);
+}
+
 void lab03_init_params(const Setup *s, Zero *z) {
     const Gpt *model = s->model;
     int N = comm_size(s->c), r = comm_rank(s->c);
     for (int u = 0; u < model->nunits; u++) {
-        size_t size = model->units[u].size, off = 0, n = size;
-        void *w = z->params[u];
-        if (!w) {   // stage 3: this rank's shard
-            off = shard_offset(size, N, r);
-            size_t len = shard_len(size, N);
-            n = off >= size ? 0 : (size - off < len ? size - off : len);
-            w = z->param_shard[u];
-        }
+        size_t size = model->units[u].size, off;
+        void *w = z->params[u] ? z->params[u] : z->param_shard[u];   // stage 3: this rank's shard
+        size_t n = own_part(size, N, r, !z->params[u], &off);
         if (z->type == COMM_F32) {
             gpt_init_slice(model, u, w, off, n);
             continue;
         }
         // bf16: the whole (or the shard) made in fp32 on the host and
         // rounded into the weights (as gpt_init_slice makes it on the host:
-        // nothing tracked); the master keeps the fp32 values of its extent.
+        // nothing tracked); the master keeps the fp32 values of its extent
+        // (whole at stage 0, the shard from stage 1 on).
         float *f = malloc((n ? n : 1) * sizeof *f);
         bf16 *h = malloc((n ? n : 1) * sizeof *h);
         CHECK(f && h, "out of memory initialising %s", model->units[u].name);
@@ -70,13 +76,8 @@ void lab03_init_params(const Setup *s, Zero *z) {
         free(f);
         free(h);
         if (!z->master[u]) continue;
-        size_t moff = 0, mn = size;
-        if (z->stage > 0) {
-            moff = shard_offset(size, N, r);
-            size_t len = shard_len(size, N);
-            mn = moff >= size ? 0 : (size - moff < len ? size - moff : len);
-        }
-        gpt_init_slice(model, u, z->master[u], moff, mn);
+        n = own_part(size, N, r, z->stage > 0, &off);
+        gpt_init_slice(model, u, z->master[u], off, n);
     }
 }
 
