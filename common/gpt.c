@@ -206,6 +206,26 @@ void gpt_init_units(const Gpt *m, float **params) {
     for (int u = 0; u < m->nunits; u++) gpt_init_slice(m, u, params[u], 0, m->units[u].size);
 }
 
+void gpt_init_run_slice(const Gpt *m, int u, void *out, size_t offset, size_t count) {
+    if (m->cfg.precision == GPT_FP32) {
+        gpt_init_slice(m, u, out, offset, count);
+        return;
+    }
+    // bf16: made in fp32 on the host and rounded there, then copied.
+    float *f = malloc((count ? count : 1) * sizeof *f);
+    bf16 *h = malloc((count ? count : 1) * sizeof *h);
+    CHECK(f && h, "out of memory initialising %s", m->units[u].name);
+    gpt_init_slice_host(m, u, f, offset, count);
+    for (size_t i = 0; i < count; i++) h[i] = bf16_from_float(f[i]);
+    mem_from_host(out, h, count * sizeof *h);
+    free(f);
+    free(h);
+}
+
+void gpt_init_run_units(const Gpt *m, void **params) {
+    for (int u = 0; u < m->nunits; u++) gpt_init_run_slice(m, u, params[u], 0, m->units[u].size);
+}
+
 // ---- activations -----------------------------------------------------------
 
 static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_ACTS, name); }
@@ -691,6 +711,24 @@ void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **uni
         CHECK(host, "out of memory dumping %s", unit->name);
         mem_to_host(host, units[u], unit->size * sizeof(float));
         gpt_dump_host_unit(m, w, prefix, u, host);
+        free(host);
+    }
+}
+
+void gpt_dump_units_of(const Gpt *m, DumpWriter *w, const char *prefix, void **units, GptPrecision p) {
+    if (p == GPT_FP32) {
+        gpt_dump_units(m, w, prefix, (float **)units);
+        return;
+    }
+    for (int u = 0; u < m->nunits; u++) {
+        const GptUnit *unit = &m->units[u];
+        bf16 *h = malloc(unit->size * sizeof *h);
+        float *host = malloc(unit->size * sizeof *host);
+        CHECK(h && host, "out of memory dumping %s", unit->name);
+        mem_to_host(h, units[u], unit->size * sizeof *h);
+        for (size_t i = 0; i < unit->size; i++) host[i] = bf16_to_float(h[i]);
+        gpt_dump_host_unit(m, w, prefix, u, host);
+        free(h);
         free(host);
     }
 }

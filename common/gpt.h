@@ -181,6 +181,10 @@ void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count
 // The same slice into host memory (`host` on the host, whatever the device).
 void gpt_init_slice_host(const Gpt *m, int u, float *host, size_t offset, size_t count);
 void gpt_init_units(const Gpt *m, float **params);   // every unit, whole
+// The same in the model's precision (bf16: rounded from those fp32 values,
+// to the nearest even, on the host).
+void gpt_init_run_slice(const Gpt *m, int u, void *out, size_t offset, size_t count);
+void gpt_init_run_units(const Gpt *m, void **params);
 
 // Activations for B rows (ACTS) of every unit, and the scratch; call once
 // before the first forward. The calls below without a set use these.
@@ -233,6 +237,8 @@ void gpt_backward(Gpt *m, void **params, void **grads);
 // Write every tensor of the units as "<prefix>/<unit>.<tensor>" (f32, its
 // shape), copied from the device. The units must be whole (canonical layout).
 void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
+// The same for units of precision p (bf16 widened to fp32, exactly).
+void gpt_dump_units_of(const Gpt *m, DumpWriter *w, const char *prefix, void **units, GptPrecision p);
 // The same from whole units already on the host: all of them, or unit u.
 void gpt_dump_host_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
 void gpt_dump_host_unit(const Gpt *m, DumpWriter *w, const char *prefix, int u, const float *host);
