@@ -100,7 +100,7 @@ double gpt_bytes_needed(const GptConfig *cfg) {
         double unit = fmax(12 * C * C + 13 * C, fmax(V * C + T * C, C * V + 2 * C));
         acts += 6 * BTC + att + BT * V + BT * fmax(4 * C, V) / 2 + 2 * unit;
     }
-    return 16 * psi + 4 * acts;
+    return (cfg->grads_fp32 ? 18 : 16) * psi + 4 * acts;
 }
 
 void gpt_free(Gpt *m) {
@@ -138,6 +138,14 @@ GptHeadView gpt_head_view(const Gpt *m, float *unit) {
 
 size_t gpt_elem_size(const Gpt *m) { return m->cfg.precision == GPT_BF16 ? sizeof(bf16) : sizeof(float); }
 
+GptPrecision gpt_grad_precision(const Gpt *m) { return m->cfg.grads_fp32 ? GPT_FP32 : m->cfg.precision; }
+
+size_t gpt_grad_elem_size(const Gpt *m) { return gpt_grad_precision(m) == GPT_BF16 ? sizeof(bf16) : sizeof(float); }
+
+bool gpt_grads_fp32_parse(GptPrecision p, const char *grad_reduce) {
+    return p == GPT_BF16 && grad_reduce && strcmp(grad_reduce, "fp32") == 0;
+}
+
 const char *gpt_precision_name(GptPrecision p) { return p == GPT_BF16 ? "bf16" : "fp32"; }
 
 GptPrecision gpt_precision_parse(const char *name) {
@@ -163,6 +171,10 @@ float **gpt_alloc_units(const Gpt *m, MemCategory cat, const char *what) {
 
 void **gpt_alloc_run_units(const Gpt *m, MemCategory cat, const char *what) {
     return alloc_units(m, gpt_elem_size(m), cat, what);
+}
+
+void **gpt_alloc_grad_units(const Gpt *m, MemCategory cat, const char *what) {
+    return alloc_units(m, gpt_grad_elem_size(m), cat, what);
 }
 
 void gpt_free_units(const Gpt *m, void *units) {
@@ -426,16 +438,17 @@ static const bf16 *weight16(const Gpt *m, const float *w) {
     return m->run16 + (w - m->s_unit);
 }
 
-// Where the unit's backward adds its parameter gradients: grads (fp32), or
-// a zeroed fp32 unit (bf16) that unit_grads_done then adds into grads.
+// Where the unit's backward adds its parameter gradients: grads (fp32, or
+// bf16's under grads_fp32), or a zeroed fp32 unit (bf16) that
+// unit_grads_done then adds into grads.
 static float *unit_grads(Gpt *m, int u, void *grads) {
-    if (!in_bf16(m)) return grads;
+    if (gpt_grad_precision(m) == GPT_FP32) return grads;
     ops_fill(m->s_gunit, 0, m->units[u].size);
     return m->s_gunit;
 }
 
 static void unit_grads_done(Gpt *m, int u, void *grads) {
-    if (in_bf16(m)) ops_accumulate_bf16(grads, m->s_gunit, m->units[u].size);
+    if (gpt_grad_precision(m) == GPT_BF16) ops_accumulate_bf16(grads, m->s_gunit, m->units[u].size);
 }
 
 // out (M, N) = inp (M, K) @ w (K, N) + bias: inp a kept tensor, w a view of the unit running.

@@ -40,6 +40,9 @@ static const RunSpec LAB02_RUNS[] = {
     {"np2-bucketed-bf16", 2, "--steps 3 --strategy bucketed --bucket-kb 128 --precision bf16", true, false},
     {"np3-flat-accum2-bf16", 3, "--steps 3 --batch 6 --strategy flat --accum 2 --precision bf16", false, false},
     {"np4-naive-bf16", 4, "--steps 3 --strategy naive --precision bf16", false, false},
+    // The gradients kept, accumulated and all-reduced in fp32 (4 bytes an element).
+    {"np4-bucketed-accum2-bf16-gradfp32", 4,
+     "--steps 3 --strategy bucketed --accum 2 --bucket-kb 256 --precision bf16 --grad-reduce fp32", false, false},
 };
 
 static const char *lab02_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
@@ -217,13 +220,14 @@ static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
     // initialisation makes one on the host) and 1 MiB of bookkeeping.
     // bf16: 2 bytes a parameter and a gradient, 12 of optimizer state (the
     // fp32 master copy and the two moments): the harness's, as in fp32.
-    const bool bf16 = config_is(d, "precision", "bf16");
-    const double P = bf16 ? 2 : 4, G = P, K = bf16 ? 12 : 8;
+    // --grad-reduce fp32 keeps 4-byte gradients.
+    const bool bf16 = config_is(d, "precision", "bf16"), grads_fp32 = config_is(d, "grad_reduce", "fp32");
+    const double P = bf16 ? 2 : 4, G = grads_fp32 ? 4 : P, K = bf16 ? 12 : 8;
     double psi = count_params(d), unit = 4 * largest_unit_floats(d), acts = dump_scalar(d, "mem/acts_expected", 0);
     const char *not_freed = "a buffer is kept that should not be, or one is allocated again every step";
     char pw[64], gw[96], kw[96];
     snprintf(pw, sizeof pw, "%g psi%s", P, bf16 ? " (bf16)" : "");
-    snprintf(gw, sizeof gw, "%g psi (grad_flat%s: the buckets are views of it)", G, bf16 ? ", bf16" : "");
+    snprintf(gw, sizeof gw, "%g psi (grad_flat%s: the buckets are views of it)", G, G == 2 ? ", bf16" : "");
     snprintf(kw, sizeof kw, "%g psi (%sAdamW's two moments)", K, bf16 ? "the fp32 master copy and " : "");
     check_peak(g, run, MEM_PARAMS, "PARAMS", P * psi, pw, not_freed);
     check_peak(g, run, MEM_GRADS, "GRADS", G * psi, gw, not_freed);
@@ -260,7 +264,7 @@ static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
     double bytes = N > 1 ? steps * 2.0 * (N - 1) / N * G * psi + P * psi : 0;
     char formula[128];
     snprintf(formula, sizeof formula, "steps x 2(N-1)/N x %g psi + %g psi (the first broadcast)%s", G, P,
-             bf16 ? " (bf16)" : "");
+             !bf16 ? "" : G == 4 ? " (bf16, fp32 gradients)" : " (bf16)");
     check_comm_volume(g, run, bytes, bytes, formula,
                       strstr(run->spec->flags, "--accum")
                           ? "with --accum it communicates at every micro-batch: wait for the last one"

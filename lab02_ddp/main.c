@@ -1,6 +1,7 @@
 // main.c: lab02's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab02 --strategy naive|flat|bucketed [--bucket-kb K] [--accum K] [--precision bf16]
+//   mpirun -np 4 build/lab02 --strategy naive|flat|bucketed [--bucket-kb K] [--accum K]
+//                            [--precision bf16 [--grad-reduce fp32]]
 //
 // Trains the course's GPT data-parallel: the global batch of the reference
 // is split into one block of rows per rank, each rank runs its rows through
@@ -9,7 +10,8 @@
 // split into compute, communication and the communication left exposed.
 // With --precision bf16 the replicas hold bf16 parameters and gradients and
 // an fp32 master copy with the moments (the harness's optimizer), and the
-// gradients travel in bf16.
+// gradients travel in bf16; --grad-reduce fp32 keeps the gradients in fp32,
+// accumulated and all-reduced in fp32 (twice the bytes, no bits lost).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +54,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
+    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_GRAD_REDUCE, NULL);
     args_parse(&a, argc, argv,
                "lab02: data parallelism (naive, flat, bucketed and overlapped), checked against "
                "single-device training.",
@@ -82,6 +84,7 @@ int main(int argc, char **argv) {
     GptConfig cfg = {.B = micro_rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers,
                      .V = a.vocab, .dropout = (float)a.dropout, .seed = a.seed,
                      .precision = gpt_precision_parse(a.precision)};
+    cfg.grads_fp32 = gpt_grads_fp32_parse(cfg.precision, a.grad_reduce);
     Gpt *model = gpt_create(&cfg);
     const bool bf16 = cfg.precision == GPT_BF16;
     gpt_alloc_acts(model);
@@ -92,7 +95,8 @@ int main(int argc, char **argv) {
     char desc[96], b1[32];
     print0("[lab02] %d rank%s · %s · %s · %s · %s · %s · batch %d = %d ranks x %d rows%s\n", N,
            N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc),
-           bf16 ? "bf16 (fp32 master weights)" : "fp32", strategy, a.batch, N, rows,
+           !bf16 ? "fp32" : cfg.grads_fp32 ? "bf16 (fp32 master weights, fp32 gradients)" : "bf16 (fp32 master weights)",
+           strategy, a.batch, N, rows,
            accum > 1 ? ", in micro-batches" : "");
     if (strat == DDP_BUCKETED) print0("buckets of %d KiB, all-reduced while the backward pass goes on\n", bucket_kb);
 
@@ -100,7 +104,7 @@ int main(int argc, char **argv) {
     // reference's), so a replica that was never synchronised shows.
     const CommType type = bf16 ? COMM_BF16 : COMM_F32;
     Ddp d = {.comm = c, .model = model, .nunits = model->nunits, .nparams = model->nparams, .param_type = type,
-             .grad_type = type, .strategy = strat};
+             .grad_type = gpt_grad_precision(model) == GPT_BF16 ? COMM_BF16 : COMM_F32, .strategy = strat};
     d.bucket_elems = (size_t)bucket_kb * 1024 / comm_type_size(d.grad_type);
     d.params = gpt_alloc_run_units(model, MEM_PARAMS, "params");
     GptConfig own = cfg;
@@ -176,12 +180,16 @@ int main(int argc, char **argv) {
             }
             ddp_backward_done(&d, last);
         }
-        if (s == 0 && r == 0) gpt_dump_units_of(model, dw, "grad/first", d.grads, cfg.precision);   // the averaged first gradient
+        if (s == 0 && r == 0) gpt_dump_units_of(model, dw, "grad/first", d.grads, gpt_grad_precision(model));   // the averaged first gradient
         end.inflight_at_optim[s] = comm_inflight();
         trace_begin("optimizer", "compute");
-        for (int u = 0; u < model->nunits; u++)
-            optim_step(&optim, s + 1, bf16, d.params[u], d.grads[u], master ? master[u] : NULL, m[u], v[u],
-                       model->units[u].size);
+        for (int u = 0; u < model->nunits; u++) {
+            size_t n = model->units[u].size;
+            if (bf16 && cfg.grads_fp32)
+                optim_step_fp32_grads(&optim, s + 1, d.params[u], d.grads[u], master[u], m[u], v[u], n);
+            else
+                optim_step(&optim, s + 1, bf16, d.params[u], d.grads[u], master ? master[u] : NULL, m[u], v[u], n);
+        }
         trace_end();
         end.live_after_step[s] = (double)mem_live_total();
         // The loss of the step is the mean over the global batch: the average
