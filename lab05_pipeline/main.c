@@ -152,7 +152,7 @@ int main(int argc, char **argv) {
 
     // The end: each stage's time and memory, the bubble, the schedule drawn.
     MemReport mem = mem_report();
-    Lab05End end = {.pp = &pp, .gpipe = gpipe, .figure = figure};
+    Lab05End end = {.pp = &pp, .gpipe = gpipe, .bf16 = bf16, .figure = figure};
     harness_print_mean_step(&hr, false);
     lab05_report(&end, &hr, &mem);
     harness_print_memory(c, &mem);
