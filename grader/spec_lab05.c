@@ -463,8 +463,10 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     snprintf(diag, sizeof diag, "rank %d moved %s where its stage's messages make %s: %s", worst_rank,
              core_fmt_bytes(worst_sent, b1, sizeof b1), core_fmt_bytes(worst_want, b2, sizeof b2),
              worst_ratio > 1 ? "a micro-batch's activations or gradients are sent more than once, or to stages that "
-                               "are not neighbours"
-                             : "some micro-batches' activations or gradients were never sent");
+                               "are not neighbours, or moved as elements of the other precision (the check of the "
+                               "messages' precision says which)"
+                             : "some micro-batches' activations or gradients were never sent, or moved as elements "
+                               "of the other precision (the check of the messages' precision says which)");
     grade_check(g, run, "bytes communicated per rank", have_bus && fabs(worst_ratio - 1) <= 0.005, fig,
                 bf16 ? "steps x (m micro-batches x (B/m) T C bf16 elements (2 bytes), each way, per neighbour, sent "
                        "and received + the data-parallel all-reduce at 2 bytes), each rank within 0.5%"
