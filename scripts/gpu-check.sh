@@ -513,6 +513,8 @@ step "every op: GPU against CPU (a process per group)" bins,gpu 180 plain build/
 step "build/ref: GPU against CPU, both devices' rounding" bins,gpu 150 plain build/gpu_check --training
 step "build/ref in bf16: GPU against CPU (cuBLAS's bf16 products)" bins,gpu 150 plain build/gpu_check --training -- --steps 8 --precision bf16
 step "lab03 np=1 --comm nccl stage 3 in bf16 (NCCL's bf16 reductions)" bins,gpu,mpi,nccl 60 plain "${MPIRUN[@]}" -np 1 build/lab03_solution --comm nccl --steps 3 --stage 3 --precision bf16
+step "lab02 np=1 --comm nccl in bf16 (ncclBfloat16 buckets)" bins,gpu,mpi,nccl 60 plain "${MPIRUN[@]}" -np 1 build/lab02_solution --comm nccl --steps 3 --precision bf16
+step "lab02 np=2 --comm mpi in bf16, fp32 gradients (--grad-reduce fp32)" bins,gpu,mpi 60 plain "${MPIRUN[@]}" -np 2 build/lab02_solution --comm mpi --steps 3 --precision bf16 --grad-reduce fp32
 step "comm.h on GPU buffers: NCCL, one rank" bins,gpu,mpi,nccl 90 plain "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu
 step "comm.h on GPU buffers: MPI, one rank" bins,gpu,mpi 90 plain "${MPIRUN[@]}" -np 1 build/tests/test_comm_gpu --comm mpi
 step "comm.h on GPU buffers: 2 ranks share it (MPI)" bins,gpu,mpi 90 plain "${MPIRUN[@]}" -np 2 build/tests/test_comm_gpu
