@@ -41,7 +41,7 @@ Args args_defaults(void) {
 
 // The shared flags, described by the same table as a program's extras. The
 // value pointers are filled in by bind_common for the Args being parsed.
-enum { NCOMMON = 19 };
+enum { NCOMMON = 20 };
 
 static void bind_common(Args *a, ArgExtra *t) {
     // In the order of the ARGS_ bits (args.h).
@@ -66,6 +66,9 @@ static void bind_common(Args *a, ArgExtra *t) {
         {"tf32", ARG_FLAG, &a->tf32, "TF32 matrix units for the matrix products on a GPU: faster, never in graded runs", 0, 0, NULL, NULL},
         {"precision", ARG_CHOICE, &a->precision, "fp32, or bf16: bf16 weights, gradients and activations with fp32 "
          "master weights and moments", 1, 0, "fp32|bf16", NULL},
+        {"grad-reduce", ARG_CHOICE, &a->grad_reduce, "with --precision bf16: the gradients' type, accumulated and "
+         "all-reduced in it: bf16 (the default, half the bytes) or fp32 (no bits lost in the sums)", 1, 0,
+         "bf16|fp32", NULL},
     };
     memcpy(t, common, sizeof common);
 }
@@ -263,6 +266,9 @@ static void check_combinations(const Args *a) {
         core_usage_error("%d heads do not divide %d channels; pick --heads among the divisors "
                          "of --dim (e.g. --heads %d)",
                          a->heads, a->dim, a->dim % 4 == 0 ? 4 : 1);
+    if (a->grad_reduce && strcmp(a->precision, "bf16") != 0)
+        core_usage_error("--grad-reduce is the type of bf16 training's gradients; fp32 training's are fp32: add "
+                         "--precision bf16, or drop --grad-reduce");
     if (a->data && a->vocab != 256) {
         if (args_given("vocab"))
             core_usage_error("--data reads bytes, so the vocabulary is 256; drop --vocab or set "

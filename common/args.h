@@ -21,6 +21,7 @@ typedef struct Args {
     const char *comm;     // "auto", "mpi" or "nccl": the library that moves the buffers (comm.h)
     bool tf32;            // TF32 matrix units for the matrix products on a GPU (never in graded runs)
     const char *precision;   // "fp32" or "bf16" (bf16 weights, gradients and activations, fp32 master weights)
+    const char *grad_reduce; // "fp32", "bf16", or NULL: the gradients' type, as the precision's (bf16 in bf16)
     // model: B batch, T sequence, C channels, NH heads, L layers, V vocabulary
     int batch;            // B, rows of the global batch
     int seq;              // T, tokens per row
@@ -65,6 +66,8 @@ enum {
     ARGS_ALL = (1 << 18) - 1,
     // --precision, taken by the programs that train in bf16 too (ARGS_ALL | ARGS_PRECISION).
     ARGS_PRECISION = 1 << 18,
+    // --grad-reduce, taken by those that keep whole gradients (build/ref, lab02).
+    ARGS_GRAD_REDUCE = 1 << 19,
 };
 
 // Before args_parse: the shared flags this program takes (ARGS_ALL unless

@@ -800,6 +800,14 @@ static void check_buf(const void *p, size_t count, CommType t, const char *op, c
           "wrapped around (%lld): an end before its start? check the offsets it is computed from",
           op, count, comm_elements_word(t), which, (long long)count);
     CHECK(p || count == 0, "%s: the %s buffer is NULL but count is %zu", op, which, count);
+    // Past the end of its block: the count, or the element type (a bf16
+    // buffer given as COMM_F32 is read twice as far), is wrong.
+    MemCategory cat = MEM_OTHER;
+    size_t left = count ? mem_bytes_after(p, &cat) : SIZE_MAX, bytes = count * comm_type_size(t);
+    CHECK(left == SIZE_MAX || bytes <= left, "%s: %zu %s (%zu bytes) for the %s buffer, which has %zu bytes left "
+          "(%zu %s) in its block (%s): the count or the element type is wrong (a bf16 buffer given as COMM_F32 is "
+          "read twice as far)", op, count, comm_elements_word(t), bytes, which, left, left / comm_type_size(t),
+          comm_elements_word(t), mem_category_name(cat));
     CHECK(g_backend != BACKEND_NCCL || count == 0 || nccl_on_device(p),
           "%s: the %s buffer is not in the GPU's memory, which is all NCCL moves; give a buffer "
           "from mem_alloc", op, which);

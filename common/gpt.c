@@ -100,7 +100,7 @@ double gpt_bytes_needed(const GptConfig *cfg) {
         double unit = fmax(12 * C * C + 13 * C, fmax(V * C + T * C, C * V + 2 * C));
         acts += 6 * BTC + att + BT * V + BT * fmax(4 * C, V) / 2 + 2 * unit;
     }
-    return 16 * psi + 4 * acts;
+    return (cfg->grads_fp32 ? 18 : 16) * psi + 4 * acts;
 }
 
 void gpt_free(Gpt *m) {
@@ -138,6 +138,14 @@ GptHeadView gpt_head_view(const Gpt *m, float *unit) {
 
 size_t gpt_elem_size(const Gpt *m) { return m->cfg.precision == GPT_BF16 ? sizeof(bf16) : sizeof(float); }
 
+GptPrecision gpt_grad_precision(const Gpt *m) { return m->cfg.grads_fp32 ? GPT_FP32 : m->cfg.precision; }
+
+size_t gpt_grad_elem_size(const Gpt *m) { return gpt_grad_precision(m) == GPT_BF16 ? sizeof(bf16) : sizeof(float); }
+
+bool gpt_grads_fp32_parse(GptPrecision p, const char *grad_reduce) {
+    return p == GPT_BF16 && grad_reduce && strcmp(grad_reduce, "fp32") == 0;
+}
+
 const char *gpt_precision_name(GptPrecision p) { return p == GPT_BF16 ? "bf16" : "fp32"; }
 
 GptPrecision gpt_precision_parse(const char *name) {
@@ -163,6 +171,10 @@ float **gpt_alloc_units(const Gpt *m, MemCategory cat, const char *what) {
 
 void **gpt_alloc_run_units(const Gpt *m, MemCategory cat, const char *what) {
     return alloc_units(m, gpt_elem_size(m), cat, what);
+}
+
+void **gpt_alloc_grad_units(const Gpt *m, MemCategory cat, const char *what) {
+    return alloc_units(m, gpt_grad_elem_size(m), cat, what);
 }
 
 void gpt_free_units(const Gpt *m, void *units) {
@@ -204,6 +216,26 @@ void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count
 
 void gpt_init_units(const Gpt *m, float **params) {
     for (int u = 0; u < m->nunits; u++) gpt_init_slice(m, u, params[u], 0, m->units[u].size);
+}
+
+void gpt_init_run_slice(const Gpt *m, int u, void *out, size_t offset, size_t count) {
+    if (m->cfg.precision == GPT_FP32) {
+        gpt_init_slice(m, u, out, offset, count);
+        return;
+    }
+    // bf16: made in fp32 on the host and rounded there, then copied.
+    float *f = malloc((count ? count : 1) * sizeof *f);
+    bf16 *h = malloc((count ? count : 1) * sizeof *h);
+    CHECK(f && h, "out of memory initialising %s", m->units[u].name);
+    gpt_init_slice_host(m, u, f, offset, count);
+    for (size_t i = 0; i < count; i++) h[i] = bf16_from_float(f[i]);
+    mem_from_host(out, h, count * sizeof *h);
+    free(f);
+    free(h);
+}
+
+void gpt_init_run_units(const Gpt *m, void **params) {
+    for (int u = 0; u < m->nunits; u++) gpt_init_run_slice(m, u, params[u], 0, m->units[u].size);
 }
 
 // ---- activations -----------------------------------------------------------
@@ -406,16 +438,17 @@ static const bf16 *weight16(const Gpt *m, const float *w) {
     return m->run16 + (w - m->s_unit);
 }
 
-// Where the unit's backward adds its parameter gradients: grads (fp32), or
-// a zeroed fp32 unit (bf16) that unit_grads_done then adds into grads.
+// Where the unit's backward adds its parameter gradients: grads (fp32, or
+// bf16's under grads_fp32), or a zeroed fp32 unit (bf16) that
+// unit_grads_done then adds into grads.
 static float *unit_grads(Gpt *m, int u, void *grads) {
-    if (!in_bf16(m)) return grads;
+    if (gpt_grad_precision(m) == GPT_FP32) return grads;
     ops_fill(m->s_gunit, 0, m->units[u].size);
     return m->s_gunit;
 }
 
 static void unit_grads_done(Gpt *m, int u, void *grads) {
-    if (in_bf16(m)) ops_accumulate_bf16(grads, m->s_gunit, m->units[u].size);
+    if (gpt_grad_precision(m) == GPT_BF16) ops_accumulate_bf16(grads, m->s_gunit, m->units[u].size);
 }
 
 // out (M, N) = inp (M, K) @ w (K, N) + bias: inp a kept tensor, w a view of the unit running.
@@ -691,6 +724,24 @@ void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **uni
         CHECK(host, "out of memory dumping %s", unit->name);
         mem_to_host(host, units[u], unit->size * sizeof(float));
         gpt_dump_host_unit(m, w, prefix, u, host);
+        free(host);
+    }
+}
+
+void gpt_dump_units_of(const Gpt *m, DumpWriter *w, const char *prefix, void **units, GptPrecision p) {
+    if (p == GPT_FP32) {
+        gpt_dump_units(m, w, prefix, (float **)units);
+        return;
+    }
+    for (int u = 0; u < m->nunits; u++) {
+        const GptUnit *unit = &m->units[u];
+        bf16 *h = malloc(unit->size * sizeof *h);
+        float *host = malloc(unit->size * sizeof *host);
+        CHECK(h && host, "out of memory dumping %s", unit->name);
+        mem_to_host(h, units[u], unit->size * sizeof *h);
+        for (size_t i = 0; i < unit->size; i++) host[i] = bf16_to_float(h[i]);
+        gpt_dump_host_unit(m, w, prefix, u, host);
+        free(h);
         free(host);
     }
 }

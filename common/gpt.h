@@ -39,6 +39,10 @@ typedef struct {
     float dropout;  // probability (0: no dropout)
     uint64_t seed;  // of initialisation and dropout
     GptPrecision precision;   // GPT_FP32 (0, the default) or GPT_BF16
+    // Under GPT_BF16: the parameter gradients in fp32 (4 bytes an element),
+    // which the backward pass adds into in fp32 with no rounding, as
+    // Megatron's fp32 gradient accumulation (--grad-reduce fp32).
+    bool grads_fp32;
 } GptConfig;
 
 enum { GPT_MAX_TENSORS = 16 };
@@ -171,6 +175,12 @@ void **gpt_alloc_run_units(const Gpt *m, MemCategory cat, const char *what);
 void gpt_free_units(const Gpt *m, void *units);
 // Bytes of one element of the model's precision (4 or 2), and its name ("fp32", "bf16").
 size_t gpt_elem_size(const Gpt *m);
+// The same of the parameter gradients (4 under grads_fp32), and units of them.
+size_t gpt_grad_elem_size(const Gpt *m);
+GptPrecision gpt_grad_precision(const Gpt *m);
+void **gpt_alloc_grad_units(const Gpt *m, MemCategory cat, const char *what);
+// grads_fp32 from --grad-reduce (NULL: the precision's own type).
+bool gpt_grads_fp32_parse(GptPrecision p, const char *grad_reduce);
 const char *gpt_precision_name(GptPrecision p);
 GptPrecision gpt_precision_parse(const char *name);   // "fp32" (or NULL) or "bf16", as --precision takes it
 
@@ -181,6 +191,10 @@ void gpt_init_slice(const Gpt *m, int u, float *out, size_t offset, size_t count
 // The same slice into host memory (`host` on the host, whatever the device).
 void gpt_init_slice_host(const Gpt *m, int u, float *host, size_t offset, size_t count);
 void gpt_init_units(const Gpt *m, float **params);   // every unit, whole
+// The same in the model's precision (bf16: rounded from those fp32 values,
+// to the nearest even, on the host).
+void gpt_init_run_slice(const Gpt *m, int u, void *out, size_t offset, size_t count);
+void gpt_init_run_units(const Gpt *m, void **params);
 
 // Activations for B rows (ACTS) of every unit, and the scratch; call once
 // before the first forward. The calls below without a set use these.
@@ -198,8 +212,9 @@ void gpt_set_batch(Gpt *m, const int *x, const int *y, int step, int row0, float
 void gpt_unit_forward(Gpt *m, int u, const void *params);
 // Run unit u backward: reads dstream[u + 1] (the head starts from the loss),
 // writes dstream[u], and ADDS its parameter gradients into grads (the
-// model's precision; under GPT_BF16 the unit's gradient is made in fp32
-// and added into grads with one rounding an element: ops_accumulate_bf16).
+// gradients' precision, gpt_grad_precision; under GPT_BF16 the unit's
+// gradient is made in fp32 and added into bf16 grads with one rounding an
+// element, ops_accumulate_bf16, or into fp32 ones as fp32 training adds).
 void gpt_unit_backward(Gpt *m, int u, const void *params, void *grads);
 
 // The mean loss over this batch's B T tokens (after the head's forward).
@@ -233,6 +248,8 @@ void gpt_backward(Gpt *m, void **params, void **grads);
 // Write every tensor of the units as "<prefix>/<unit>.<tensor>" (f32, its
 // shape), copied from the device. The units must be whole (canonical layout).
 void gpt_dump_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
+// The same for units of precision p (bf16 widened to fp32, exactly).
+void gpt_dump_units_of(const Gpt *m, DumpWriter *w, const char *prefix, void **units, GptPrecision p);
 // The same from whole units already on the host: all of them, or unit u.
 void gpt_dump_host_units(const Gpt *m, DumpWriter *w, const char *prefix, float **units);
 void gpt_dump_host_unit(const Gpt *m, DumpWriter *w, const char *prefix, int u, const float *host);

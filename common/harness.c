@@ -181,9 +181,10 @@ double harness_param_error(const Reference *r, const Gpt *m, float **units, char
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
-void harness_sumsq_per_rank(Comm *c, const Gpt *m, float **units, double *out) {
+void harness_sumsq_per_rank(Comm *c, const Gpt *m, void **units, CommType t, double *out) {
     double mine = 0;
-    for (int u = 0; u < m->nunits; u++) mine += ops_sumsq(units[u], m->units[u].size);
+    for (int u = 0; u < m->nunits; u++)
+        mine += t == COMM_BF16 ? ops_sumsq_bf16(units[u], m->units[u].size) : ops_sumsq(units[u], m->units[u].size);
     comm_all_gather_host(c, &mine, sizeof mine, out);
 }
 

@@ -69,7 +69,7 @@ double harness_param_error(const Reference *r, const Gpt *m, float **units, char
 
 // Sum of squares of all parameters, per rank, gathered: (N) on every rank
 // (whether the replicas agree). units: this rank's whole units.
-void harness_sumsq_per_rank(Comm *c, const Gpt *m, float **units, double *out);
+void harness_sumsq_per_rank(Comm *c, const Gpt *m, void **units, CommType t, double *out);
 
 // The student's hooks: a lab names them once; its lab_todo() passes the
 // name of an unfinished one to harness_todo(). At the end, each unfinished

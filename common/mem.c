@@ -332,6 +332,22 @@ static const char *(*g_free_check)(const void *ptr, size_t bytes);
 
 void mem_set_free_check(const char *(*busy)(const void *ptr, size_t bytes)) { g_free_check = busy; }
 
+size_t mem_bytes_after(const void *p, MemCategory *cat) {
+    uintptr_t q = (uintptr_t)p;
+    size_t left = SIZE_MAX;
+    pthread_mutex_lock(&g_lock);
+    for (size_t i = 0; i < g_blocks.cap; i++) {
+        uintptr_t k = g_blocks.keys[i];
+        size_t bytes = (size_t)(g_blocks.vals[i] >> 8);
+        if (!k || q < k || q >= k + bytes) continue;
+        left = bytes - (size_t)(q - k);
+        if (cat) *cat = (MemCategory)(g_blocks.vals[i] & 0xff);
+        break;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return left;
+}
+
 void mem_free(void *ptr) {
     if (!ptr) return;
     uint64_t v;

@@ -53,6 +53,11 @@ float *mem_alloc_floats(size_t count, MemCategory cat, const char *name);
 // count bf16 elements (bf16.h), 2 bytes each, tracked at 2 bytes each.
 uint16_t *mem_alloc_bf16(size_t count, MemCategory cat, const char *name);
 void mem_free(void *ptr);   // NULL is ignored; a pointer mem_alloc did not return is an error
+// The bytes from p to the end of the mem_alloc block that holds it, and the
+// block's category (in *cat when not NULL); SIZE_MAX when no live block
+// holds p (host memory, or a buffer of the libraries'). A scan of the live
+// blocks: for argument checks, not for inner loops.
+size_t mem_bytes_after(const void *p, MemCategory *cat);
 // Asked by mem_free before a block goes: what still uses it (a sentence), or
 // NULL. comm sets it, so that freeing a buffer an asynchronous operation
 // still reads or writes fails at once with its name instead of corrupting

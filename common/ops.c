@@ -1287,6 +1287,19 @@ double ops_sumsq(const float *x, size_t n) {
     return (s0 + s1) + (s2 + s3);
 }
 
+double ops_sumsq_bf16(const bf16 *x, size_t n) {
+    if (on_gpu()) return ops_cuda_sumsq_bf16(x, n);
+    double s0 = 0.0, s1 = 0.0;
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+        double a = bf16_to_float(x[i]), b = bf16_to_float(x[i + 1]);
+        s0 += a * a;
+        s1 += b * b;
+    }
+    for (; i < n; i++) s0 += (double)bf16_to_float(x[i]) * bf16_to_float(x[i]);
+    return s0 + s1;
+}
+
 // ---- optimizers --------------------------------------------------------------
 
 // One element of AdamW's step (ops_rules.h's scalars): the moments, then p.

@@ -193,6 +193,7 @@ void ops_dropout_backward(float *dx, const float *dout, float p, DropoutKey key,
 // ---- reductions to the host ----
 double ops_sum(const float *x, size_t n);       // sum in double, returned on the host
 double ops_sumsq(const float *x, size_t n);     // sum of squares in double
+double ops_sumsq_bf16(const bf16 *x, size_t n); // the same of bf16 elements (widened exactly)
 
 // ---- optimizers (any contiguous slice of a unit) ----
 // AdamW, step t >= 1 (bias correction 1 - beta^t), decoupled weight decay:

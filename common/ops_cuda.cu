@@ -933,12 +933,13 @@ extern "C" void ops_cuda_dropout_backward(float *dx, const float *dout, float p,
 // block b takes elements b * THREADS + j, then every SUM_BLOCKS * THREADS
 // further; the block then adds its threads' sums by halves in shared memory.
 // A fixed grid and a fixed tree: the same bits every time.
-__global__ void sum_kernel(double *partials, const float *x, size_t n, int squares) {
+template <typename T>
+__global__ void sum_kernel(double *partials, const T *x, size_t n, int squares) {
     __shared__ double s[THREADS];
     double acc = 0.0;
     for (size_t i = (size_t)blockIdx.x * THREADS + threadIdx.x; i < n;
          i += (size_t)SUM_BLOCKS * THREADS) {
-        double xi = x[i];
+        double xi = widen(x[i]);
         acc += squares ? xi * xi : xi;
     }
     s[threadIdx.x] = acc;
@@ -951,7 +952,8 @@ __global__ void sum_kernel(double *partials, const float *x, size_t n, int squar
 }
 
 // The block sums come to the host and are added there, in block order.
-static double sum_on_device(const float *x, size_t n, int squares) {
+template <typename T>
+static double sum_on_device(const T *x, size_t n, int squares) {
     if (n == 0) return 0.0;
     sum_kernel<<<SUM_BLOCKS, THREADS>>>(g_partials, x, n, squares);
     LAUNCHED();
@@ -964,6 +966,7 @@ static double sum_on_device(const float *x, size_t n, int squares) {
 
 extern "C" double ops_cuda_sum(const float *x, size_t n) { return sum_on_device(x, n, 0); }
 extern "C" double ops_cuda_sumsq(const float *x, size_t n) { return sum_on_device(x, n, 1); }
+extern "C" double ops_cuda_sumsq_bf16(const bf16 *x, size_t n) { return sum_on_device(x, n, 1); }
 
 // ---- optimizers: one thread per element --------------------------------------------------
 

@@ -98,6 +98,7 @@ void ops_cuda_dropout_backward(float *dx, const float *dout, float p, DropoutKey
 // ---- reductions to the host ----
 double ops_cuda_sum(const float *x, size_t n);
 double ops_cuda_sumsq(const float *x, size_t n);
+double ops_cuda_sumsq_bf16(const uint16_t *x, size_t n);
 
 // ---- optimizers ----
 void ops_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
@@ -202,6 +203,7 @@ static inline void ops_cuda_dropout_backward(float *dx, const float *dout, float
 
 static inline double ops_cuda_sum(const float *x, size_t n) { abort(); }
 static inline double ops_cuda_sumsq(const float *x, size_t n) { abort(); }
+static inline double ops_cuda_sumsq_bf16(const uint16_t *x, size_t n) { abort(); }
 
 static inline void ops_cuda_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
                                   float beta1, float beta2, float eps, float wd, int t) { abort(); }

@@ -44,6 +44,14 @@ void optim_step(const OptimConfig *o, int t, bool bf16, void *w, const void *g, 
     else optim_update(o, t, w, g, m, v, n);
 }
 
+void optim_step_fp32_grads(const OptimConfig *o, int t, uint16_t *w, const float *g, float *master, float *m,
+                           float *v, size_t n) {
+    CHECK(master || n == 0, "a bf16 update of %zu parameters without their fp32 master copy (NULL)", n);
+    CHECK(o->kind == OPTIM_ADAMW, "bf16 training updates with AdamW only");
+    optim_update(o, t, master, g, m, v, n);
+    ops_to_bf16(w, master, n);
+}
+
 const char *optim_describe(const OptimConfig *o, char *buf, size_t len) {
     if (o->kind == OPTIM_ADAMW)
         snprintf(buf, len, "AdamW lr %g betas (%g, %g) eps %g wd %g", o->lr, o->beta1, o->beta2,

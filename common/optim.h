@@ -45,6 +45,12 @@ void optim_update_mixed(const OptimConfig *o, int t, float *p, uint16_t *w, cons
 void optim_step(const OptimConfig *o, int t, bool bf16, void *w, const void *g, float *master, float *m, float *v,
                 size_t n);
 
+// bf16 weights w with fp32 gradients g (--grad-reduce fp32): the fp32
+// master updated from g as fp32 training updates its weights, then w
+// written from it (the numbers of optim_step with g widened from bf16).
+void optim_step_fp32_grads(const OptimConfig *o, int t, uint16_t *w, const float *g, float *master, float *m,
+                           float *v, size_t n);
+
 // "AdamW lr 0.001 betas (0.9, 0.95) eps 1e-08 wd 0.1", and the same as
 // "key value" lines for a dump's meta/config.
 const char *optim_describe(const OptimConfig *o, char *buf, size_t len);

@@ -22,6 +22,7 @@ Trainer *train_create(const Args *a, int micro) {
     GptConfig cfg = {.B = a->batch / micro, .T = a->seq, .C = a->dim, .NH = a->heads,
                      .L = a->layers, .V = a->vocab, .dropout = (float)a->dropout, .seed = a->seed,
                      .precision = gpt_precision_parse(a->precision)};
+    cfg.grads_fp32 = gpt_grads_fp32_parse(cfg.precision, a->grad_reduce);
     t->model = gpt_create(&cfg);
     t->master = true;
     if (cfg.precision == GPT_BF16) {
@@ -31,7 +32,7 @@ Trainer *train_create(const Args *a, int micro) {
         t->params = gpt_alloc_units(t->model, MEM_PARAMS, "params");
         t->w = (void **)t->params;
     }
-    t->grads = gpt_alloc_run_units(t->model, MEM_GRADS, "grads");
+    t->grads = gpt_alloc_grad_units(t->model, MEM_GRADS, "grads");
     t->m = gpt_alloc_units(t->model, MEM_OPTIM, "adam m");
     t->v = gpt_alloc_units(t->model, MEM_OPTIM, "adam v");
     gpt_init_units(t->model, t->params);
@@ -59,11 +60,11 @@ void train_free(Trainer *t) {
     free(t);
 }
 
-// grads[u] *= s, in the model's precision (bf16: in fp32, in `f`, a unit's
-// scratch, rounded once).
+// grads[u] *= s, in the gradients' precision (bf16: in fp32, in `f`, a
+// unit's scratch, rounded once).
 static void scale_units(Trainer *t, int u, float s, float *f) {
     size_t n = t->model->units[u].size;
-    if (t->model->cfg.precision == GPT_FP32) {
+    if (gpt_grad_precision(t->model) == GPT_FP32) {
         ops_scale(t->grads[u], s, n);
         return;
     }
@@ -86,7 +87,7 @@ double train_grads(Trainer *t) {
     const int rows = model->cfg.B, T = t->args.seq;
     data_batch(&t->data, t->step, t->x, t->y);
     for (int u = 0; u < model->nunits; u++)
-        mem_zero(t->grads[u], model->units[u].size * gpt_elem_size(model));
+        mem_zero(t->grads[u], model->units[u].size * gpt_grad_elem_size(model));
     // Each micro-batch's loss gradient is scaled by 1 / (tokens in the whole
     // batch), so the micro-batches' gradients add up to the full batch's;
     // or (micro_mean) by its own tokens, and the K averaged at the end.
@@ -95,8 +96,9 @@ double train_grads(Trainer *t) {
     // each micro-batch's gradient is made whole in bf16, as a rank's is,
     // then added into the sum in bf16, as a reduction of the ranks' bf16
     // gradients adds them: two roundings a micro-batch, where accumulating
-    // in place rounds once (gpt_unit_backward).
-    const bool apart = t->micro_mean && model->cfg.precision == GPT_BF16 && t->micro > 1;
+    // in place rounds once (gpt_unit_backward). fp32 gradients
+    // (--grad-reduce fp32) add up as fp32 training's do.
+    const bool apart = t->micro_mean && gpt_grad_precision(model) == GPT_BF16 && t->micro > 1;
     void **own = apart ? gpt_alloc_run_units(model, MEM_OTHER, "micro-batch gradient") : t->grads;
     size_t largest = 0;   // a unit's fp32 scratch for the bf16 sums and scaling below
     for (int u = 0; u < model->nunits; u++) largest = model->units[u].size > largest ? model->units[u].size : largest;
@@ -123,7 +125,11 @@ void train_update(Trainer *t) {
     const bool bf16 = t->model->cfg.precision == GPT_BF16;
     for (int u = 0; u < t->model->nunits; u++) {
         size_t n = t->model->units[u].size;
-        optim_step(&t->optim, t->step, bf16, t->w[u], t->grads[u], bf16 ? t->params[u] : NULL, t->m[u], t->v[u], n);
+        if (bf16 && t->model->cfg.grads_fp32)
+            optim_step_fp32_grads(&t->optim, t->step, t->w[u], t->grads[u], t->params[u], t->m[u], t->v[u], n);
+        else
+            optim_step(&t->optim, t->step, bf16, t->w[u], t->grads[u], bf16 ? t->params[u] : NULL, t->m[u], t->v[u],
+                       n);
         // Without a master copy, what the next step starts from is the bf16 weights alone.
         if (bf16 && !t->master) ops_from_bf16(t->params[u], t->w[u], n);
     }
@@ -186,7 +192,7 @@ void train_history_init(TrainHistory *h, const Trainer *t, bool tensors) {
 double train_step_recorded(Trainer *t, TrainHistory *h) {
     const Args *a = &t->args;
     double loss = train_grads(t);
-    if (h->steps == 0 && h->tensors) h->first_grads = snapshot(t, t->grads, t->model->cfg.precision);
+    if (h->steps == 0 && h->tensors) h->first_grads = snapshot(t, t->grads, gpt_grad_precision(t->model));
     train_update(t);
     CHECK(isfinite(loss), "the loss became %g at step %d; try a smaller --lr", loss, h->steps + 1);
     size_t BT = (size_t)a->batch * a->seq, s = (size_t)h->steps;

@@ -148,7 +148,10 @@ void measure_rounding(DumpFile *const *runs, int nruns, Measured *m) {
             snprintf(name, sizeof name, "param/final/%s", m->names[t]);
             if (tensor_error(runs[k], runs[0], name, &e)) m->param_bulk[t] = fmax(m->param_bulk[t], e.bulk);
             snprintf(name, sizeof name, "grad/first/%s", m->names[t]);
-            if (tensor_error(runs[k], runs[0], name, &e)) m->grad_rel[t] = fmax(m->grad_rel[t], e.rel);
+            if (tensor_error(runs[k], runs[0], name, &e)) {
+                m->grad_rel[t] = fmax(m->grad_rel[t], e.rel);
+                m->grad_abs[t] = fmax(m->grad_abs[t], e.abs_);
+            }
             snprintf(name, sizeof name, "optim/m/%s", m->names[t]);
             if (tensor_error(runs[k], runs[0], name, &e)) m->m_bulk[t] = fmax(m->m_bulk[t], e.bulk);
             snprintf(name, sizeof name, "optim/v/%s", m->names[t]);
@@ -163,10 +166,11 @@ void measured_alloc(Measured *m, int ntensors) {
     size_t n = (size_t)ntensors + 1;
     m->names = calloc(n, sizeof *m->names);
     m->grad_rel = calloc(n, sizeof(double));
+    m->grad_abs = calloc(n, sizeof(double));
     m->param_bulk = calloc(n, sizeof(double));
     m->m_bulk = calloc(n, sizeof(double));
     m->v_bulk = calloc(n, sizeof(double));
-    CHECK(m->names && m->grad_rel && m->param_bulk && m->m_bulk && m->v_bulk, "out of memory");
+    CHECK(m->names && m->grad_rel && m->grad_abs && m->param_bulk && m->m_bulk && m->v_bulk, "out of memory");
 }
 
 void measured_medians(Measured *m) {
@@ -179,6 +183,7 @@ void measured_medians(Measured *m) {
 void measured_free(Measured *m) {
     free(m->names);
     free(m->grad_rel);
+    free(m->grad_abs);
     free(m->param_bulk);
     free(m->m_bulk);
     free(m->v_bulk);

@@ -31,6 +31,7 @@ typedef struct Measured {
     int ntensors;
     char (*names)[96];        // tensor names (without the "param/final/" prefix)
     double *grad_rel;         // per tensor: relative error of the first gradient
+    double *grad_abs;         // per tensor: the largest element difference of the first gradient
     double *param_bulk;       // per tensor: bulk relative error of the final parameters
     double *m_bulk, *v_bulk;  // per tensor: the same for AdamW's final moments
     double grad_rel_median, param_bulk_median, m_bulk_median, v_bulk_median;

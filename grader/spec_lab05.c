@@ -9,6 +9,7 @@
 #include "core.h"
 #include "lab.h"
 #include "mem.h"
+#include "pp_budget.h"
 #include "pp_schedule.h"
 #include "reading.h"
 #include "results.h"
@@ -22,7 +23,10 @@
 // np2-dp2-pp1 are grids. The quick subset holds a run of each kind of bug:
 // p = 2 (scaling, accumulation), p = 3 (a deadlock needs three stages;
 // 1F1B's memory bound; GPipe's order and overlap), p = 4 with m = 8, m
-// below p - 1, more stages than blocks, and the grid.
+// below p - 1, more stages than blocks, and the grid. In bf16 mixed
+// precision (bf16 weights, gradients and messages, an fp32 master copy and
+// moments), against build/ref in bf16: p = 2, p = 3 cutting 4 blocks
+// unevenly, and the grid, whose data-parallel all-reduce is bf16 too.
 static const RunSpec LAB05_RUNS[] = {
     {"np1-gpipe-m2", 1, "--steps 3 --schedule gpipe --micro 2", false, false},
     {"np2-1f1b-m4", 2, "--steps 3 --schedule 1f1b --micro 4", true, false},
@@ -37,6 +41,9 @@ static const RunSpec LAB05_RUNS[] = {
     {"np3-layers1-gpipe", 3, "--steps 3 --layers 1 --schedule gpipe --micro 2", false, false},
     {"np4-dp2-pp2", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2", true, false},
     {"np2-dp2-pp1", 2, "--steps 3 --schedule gpipe --micro 2 --pp 1", false, false},
+    {"np2-1f1b-m4-bf16", 2, "--steps 3 --schedule 1f1b --micro 4 --precision bf16", true, false},
+    {"np3-gpipe-m4-bf16", 3, "--steps 3 --schedule gpipe --micro 4 --precision bf16", false, false},
+    {"np4-dp2-pp2-bf16", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2 --precision bf16", true, false},
 };
 
 static const char *lab05_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
@@ -150,6 +157,7 @@ typedef struct {
     const RankStage *per;
     int p, m, dp, nunits;
     double message;   // bytes of one micro-batch's activations
+    double elem;      // bytes of an element: 4, or 2 in bf16
 } Lab05Step;
 
 static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx) {
@@ -167,7 +175,7 @@ static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
         w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_SEND, bytes, k->m, "each micro-batch's input gradient, once"};
     }
     if (k->dp > 1)
-        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, 4 * params, u1 - u0,
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, k->elem * params, u1 - u0,
                               "the data-parallel all-reduce of the stage's units, one each"};
     return n;
 }
@@ -247,6 +255,56 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
     free(ev);
 }
 
+// The element of every message between the stages: each send and receive
+// of the ledger (comm/ledger: op, group size, group, bytes a call, calls)
+// moves one micro-batch's (B/m) T C elements, `elems`, of the run's
+// precision: 4 bytes each in fp32, 2 in bf16. A message of the other
+// precision's size is a type given wrong at one end; the bytes check
+// cannot tell which end, nor a message of the other size from one sent
+// twice, and this can.
+static void check_message_elements(Grader *g, const Run *run, int N, double elems, bool bf16) {
+    const DumpArray *led = dump_find(run->dump, "comm/ledger");
+    const char *check = "messages in the run's precision";
+    double E = bf16 ? 2 : 4;
+    char fig[200], bound[120], diag[900];
+    snprintf(bound, sizeof bound, "(B/m) T C elements of %d bytes (%s), every send and receive", (int)E,
+             bf16 ? "bf16" : "fp32");
+    if (!led || led->ndim != 3 || (int)led->shape[0] != N || led->shape[2] != 5 || elems <= 0) return;
+    for (int r = 0; r < N; r++)
+        for (uint64_t i = 0; i < led->shape[1]; i++) {
+            uint64_t at = ((uint64_t)r * led->shape[1] + i) * 5;
+            int op = (int)dump_get(led, at);
+            if (op != COMM_OP_SEND && op != COMM_OP_RECV) continue;
+            double e = dump_get(led, at + 3) / elems;
+            if (fabs(e - E) < 1e-9) continue;
+            bool send = op == COMM_OP_SEND;
+            snprintf(fig, sizeof fig, "rank %d: %ss of %.4g bytes an element", r, send ? "send" : "receive", e);
+            if (bf16 && fabs(e - 4) < 1e-9)
+                snprintf(diag, sizeof diag, "rank %d's %ss move a micro-batch's (B/m) T C elements at 4 bytes each "
+                         "in a bf16 run: %s", r, send ? "send" : "receive", send
+                         ? "the messages were sent as fp32 (comm_send_async, or COMM_F32), twice the message's "
+                           "bytes read from a buffer that holds half of them: send pp_message_count(pp) elements "
+                           "of pp->type (comm_send_async_typed)"
+                         : "the messages were received as fp32 (comm_recv, or COMM_F32) where the stages send "
+                           "bf16. Over MPI the message fits and the numbers come out right, but the receive "
+                           "expects twice the bytes sent, and NCCL, which matches sizes exactly, would wait for the "
+                           "rest: receive pp_message_count(pp) elements of pp->type (comm_recv_typed)");
+            else if (!bf16 && fabs(e - 2) < 1e-9)
+                snprintf(diag, sizeof diag, "rank %d's %ss move a micro-batch's (B/m) T C elements at 2 bytes each "
+                         "in an fp32 run: COMM_BF16 written where pp->type belongs, so only the first half of each "
+                         "message's bytes moved and the rest of the receiver's buffer kept what it held; move "
+                         "pp_message_count(pp) elements of pp->type, whatever the run's precision", r,
+                         send ? "send" : "receive");
+            else
+                snprintf(diag, sizeof diag, "rank %d's %ss move %.4g bytes a call where a micro-batch's message is "
+                         "%.0f elements of %d bytes (pp_message_count(pp) elements of pp->type)", r,
+                         send ? "send" : "receive", dump_get(led, at + 3), elems, (int)E);
+            grade_check(g, run, check, false, fig, bound, diag);
+            return;
+        }
+    grade_check(g, run, check, true, bf16 ? "2 bytes an element, every one" : "4 bytes an element, every one", bound, NULL);
+}
+
 // The factors a pipeline's gradients can be off by, and why.
 static int lab05_ratio_causes(const Run *run, RatioCause *out) {
     int m = (int)dump_scalar(run->dump, "pp/m", 1), n = 0;
@@ -268,7 +326,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     const DumpFile *d = run->dump;
     int N = (int)dump_scalar(d, "meta/world_size", 0), p = (int)dump_scalar(d, "pp/p", 1);
     int m = (int)dump_scalar(d, "pp/m", 1), dp = (int)dump_scalar(d, "pp/dp", 1);
-    bool gpipe = dump_scalar(d, "pp/gpipe", 0) != 0;
+    bool gpipe = dump_scalar(d, "pp/gpipe", 0) != 0, bf16 = config_is(d, "precision", "bf16");
     RankStage per;
     char fig[200], bound[200], diag[800], missing[64];
     if (!rank_stage_read(d, N, &per, missing, sizeof missing)) {
@@ -294,6 +352,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                 "so pp_partition must share the blocks as evenly as it can");
 
     check_equivalence(g, run, N);
+    check_master_kept(g, run);
     check_work(g, run, 1, 1, false,
                "a stage computed units that are not its own, or a micro-batch more than once: each stage runs its own units, once forward and once backward per micro-batch",
                "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once");
@@ -351,47 +410,51 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     }
     grade_check(g, run, "micro-batches alive per stage", worst_q < 0, fig,
                 gpipe ? "m (GPipe)" : "min(m, p - s) (1F1B)", diag);
+    // The stages' memory: pp_budget's formulas, for each rank's own stage
+    // (its parameters from the dump's tensors, its activations' scratch and
+    // set as the harness measured them before any of the student's code).
+    double *psi = calloc((size_t)N, sizeof *psi), stage_max = 0, stage_min = INFINITY, acts_bound = 0;
+    PpBudget *bud = calloc((size_t)N, sizeof *bud);
+    for (int q = 0; q < N; q++) {
+        int s = (int)rank_field(per.stage, q), u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q);
+        for (int u = u0; u < u1; u++) psi[q] += unit_floats(d, u, nunits);
+        bud[q] = pp_budget(gpipe, p, m, s, psi[q], rank_field(per.acts_scratch, q), rank_field(per.acts_set, q), bf16);
+        stage_max = fmax(stage_max, psi[q]), stage_min = fmin(stage_min, psi[q]);
+        acts_bound = fmax(acts_bound, bud[q].acts);
+    }
     const DumpArray *peak = dump_find(d, "mem/peak");
     if (peak && peak->ndim == 2 && (int)peak->shape[0] == N) {
         int at = -1;
         double over = 0, acts_at = 0, bound_at = 0;
         for (int q = 0; q < N; q++) {
-            int s = (int)rank_field(per.stage, q);
-            int k = gpipe ? m : (p - s < m ? p - s : m);
-            double bound = rank_field(per.acts_scratch, q) + k * rank_field(per.acts_set, q) + 65536;
+            double bound = bud[q].acts + 65536;
             double acts = dump_get(peak, (uint64_t)q * peak->shape[1] + MEM_ACTS);
             if (acts - bound > over || at < 0) over = acts - bound, at = q, acts_at = acts, bound_at = bound;
         }
         char b1[32], b2[32];
         snprintf(fig, sizeof fig, "%s (rank %d)", core_fmt_bytes(acts_at, b1, sizeof b1), at);
-        snprintf(bound, sizeof bound, "<= %s: scratch + %s x one micro-batch's activations of its units + 64 KiB",
-                 core_fmt_bytes(bound_at, b2, sizeof b2), gpipe ? "m" : "min(m, p - s)");
+        snprintf(bound, sizeof bound, "<= %s: %s + 64 KiB", core_fmt_bytes(bound_at, b2, sizeof b2), bud[at].acts_why);
         snprintf(diag, sizeof diag, "rank %d's peak ACTS is %s, above %s: more micro-batches' activations were alive "
                  "at once than the schedule needs, or activations allocated outside pp_begin_micro", at,
                  core_fmt_bytes(acts_at, b1, sizeof b1), core_fmt_bytes(bound_at, b2, sizeof b2));
         grade_check(g, run, "memory ACTS per rank", over <= 0, fig, bound, diag);
     }
-    // Parameters: a stage holds its units whole, nothing else.
-    // Parameters: a stage holds its units whole, nothing else. Bytes: per
-    // micro-batch, its activations to the next stage and their gradients
-    // back, each counted where it is sent and where it is received, and the
-    // data-parallel all-reduce of the stage's gradients; rank by rank.
+    // Bytes: per micro-batch, its activations to the next stage and their
+    // gradients back, each counted where it is sent and where it is
+    // received, and the data-parallel all-reduce of the stage's gradients;
+    // rank by rank. Elements of the run's precision: bf16 moves 2 bytes an
+    // element, half of fp32's.
     const DumpArray *bus = dump_find(d, "comm/bus_bytes");
     const DumpArray *loss = dump_find(d, "loss");
-    double steps = loss ? (double)loss->count : 0;
-    double message = config_value(d, "batch", 0) / dp / m * config_value(d, "seq", 0) * config_value(d, "dim", 0) * 4;
-    double stage_max = 0, acts_bound = 0, worst_ratio = 1, worst_sent = 0, worst_want = 0;
+    double steps = loss ? (double)loss->count : 0, E = bf16 ? 2 : 4;
+    double elems = config_value(d, "batch", 0) / dp / m * config_value(d, "seq", 0) * config_value(d, "dim", 0);
+    double message = elems * E, worst_ratio = 1, worst_sent = 0, worst_want = 0;
+    bool have_bus = bus && bus->ndim == 2 && (int)bus->shape[0] == N && bus->shape[1] == COMM_NOPS;
     int worst_rank = 0;
     for (int q = 0; q < N; q++) {
-        int s = (int)rank_field(per.stage, q), u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q),
-            k = gpipe ? m : (p - s < m ? p - s : m);
-        double params = 0;
-        for (int u = u0; u < u1; u++) params += unit_floats(d, u, nunits);
-        stage_max = fmax(stage_max, params);
-        acts_bound = fmax(acts_bound, rank_field(per.acts_scratch, q) + k * rank_field(per.acts_set, q));
-        double want = steps * (m * message * 2 * ((s > 0) + (s < p - 1)) + 2.0 * (dp - 1) / dp * 4 * params), sent = 0;
-        for (uint64_t j = 0; bus && bus->ndim == 2 && (int)bus->shape[0] == N && j < bus->shape[1]; j++)
-            sent += dump_get(bus, (uint64_t)q * bus->shape[1] + j);
+        int s = (int)rank_field(per.stage, q);
+        double want = steps * (m * message * 2 * ((s > 0) + (s < p - 1)) + 2.0 * (dp - 1) / dp * E * psi[q]), sent = 0;
+        for (uint64_t j = 0; have_bus && j < bus->shape[1]; j++) sent += dump_get(bus, (uint64_t)q * bus->shape[1] + j);
         double ratio = want > 0 ? sent / want : (sent > 0 ? INFINITY : 1);
         if (q == 0 || fabs(ratio - 1) > fabs(worst_ratio - 1)) worst_ratio = ratio, worst_rank = q, worst_sent = sent, worst_want = want;
     }
@@ -400,26 +463,51 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     snprintf(diag, sizeof diag, "rank %d moved %s where its stage's messages make %s: %s", worst_rank,
              core_fmt_bytes(worst_sent, b1, sizeof b1), core_fmt_bytes(worst_want, b2, sizeof b2),
              worst_ratio > 1 ? "a micro-batch's activations or gradients are sent more than once, or to stages that "
-                               "are not neighbours"
-                             : "some micro-batches' activations or gradients were never sent");
-    grade_check(g, run, "bytes communicated per rank", bus && fabs(worst_ratio - 1) <= 0.005, fig,
-                "steps x (m micro-batches x (B/m) T C floats, each way, per neighbour, sent and received + the "
-                "data-parallel all-reduce), each rank within 0.5%", diag);
-    Lab05Step k = {&per, p, m, dp, nunits, message};
+                               "are not neighbours, or moved as elements of the other precision (the check of the "
+                               "messages' precision says which)"
+                             : "some micro-batches' activations or gradients were never sent, or moved as elements "
+                               "of the other precision (the check of the messages' precision says which)");
+    grade_check(g, run, "bytes communicated per rank", have_bus && fabs(worst_ratio - 1) <= 0.005, fig,
+                bf16 ? "steps x (m micro-batches x (B/m) T C bf16 elements (2 bytes), each way, per neighbour, sent "
+                       "and received + the data-parallel all-reduce at 2 bytes), each rank within 0.5%"
+                     : "steps x (m micro-batches x (B/m) T C floats, each way, per neighbour, sent and received + the "
+                       "data-parallel all-reduce), each rank within 0.5%",
+                diag);
+    check_message_elements(g, run, N, elems, bf16);
+    Lab05Step k = {&per, p, m, dp, nunits, message, E};
     static const char *const names[] = {"its pipeline", "its data-parallel group"};
     check_ledger(g, run, p, names, lab05_wants, &k);
-    check_peak(g, run, MEM_PARAMS, "PARAMS", 4 * stage_max, "4 bytes per parameter of the largest stage's units",
-               "a stage holds parameters beyond its own units");
-    check_peak(g, run, PEAK_TOTAL, "total (tracked)", 16 * stage_max + acts_bound + 65536,
-               "16 bytes per parameter of the largest stage + the schedule's activations + 64 KiB",
-               "memory tracked beyond a stage's parameters, gradients and moments and the schedule's activations: "
-               "a buffer kept that should not be (a copy of a message), or one allocated again every step");
+    // The state: a stage holds its units whole, nothing else; in bf16 the
+    // fp32 master copy beside the moments (OPTIM held from below too).
+    PpBudget b = pp_budget(gpipe, p, m, 0, stage_max, 0, 0, bf16);
+    const char *beyond = "a stage holds parameters, gradients or optimizer state beyond its own units";
+    check_peak(g, run, MEM_PARAMS, "PARAMS", b.params, b.params_why, beyond);
+    check_peak(g, run, MEM_GRADS, "GRADS", b.grads, b.grads_why, beyond);
+    check_peak(g, run, MEM_OPTIM, "OPTIM", b.optim, b.optim_why, beyond);
+    if (bf16) {
+        PpBudget least = pp_budget(gpipe, p, m, 0, stage_min, 0, 0, bf16);
+        check_peak_at_least(g, run, MEM_OPTIM, "OPTIM", least.optim,
+                            "12 bytes per parameter of the smallest stage (the fp32 master copy and the two moments)",
+                            "the optimizer's state is smaller than the fp32 master copy and the two moments of the "
+                            "stage's units: without the master, AdamW updates the bf16 weights themselves and every "
+                            "update below half a bf16 step (2^-9 of the weight) rounds away");
+    }
+    double state = b.params + b.grads + b.optim;
+    char why[200];
+    snprintf(why, sizeof why, "%s bytes per parameter of the largest stage + the schedule's activations + 64 KiB",
+             bf16 ? "2 + 2 + 12" : "16");
+    check_peak(g, run, PEAK_TOTAL, "total (tracked)", state + acts_bound + 65536, why,
+               "memory tracked beyond a stage's parameters, gradients and optimizer state and the schedule's "
+               "activations: a buffer kept that should not be (a copy of a message), or one allocated again every "
+               "step");
+    snprintf(why, sizeof why, "%s bytes per parameter of a stage + the schedule's activations + one unit (gathered "
+             "for the dump) + 1 MiB", bf16 ? "2 + 2 + 12" : "16");
     check_peak(g, run, PEAK_HEAP, "heap (independent measure)",
-               16 * stage_max + acts_bound + 65536 + 4 * largest_unit_floats(d) + (1 << 20),
-               "16 bytes per parameter of a stage + the schedule's activations + one unit (gathered for the dump) "
-               "+ 1 MiB",
+               state + acts_bound + 65536 + 4 * largest_unit_floats(d) + (1 << 20), why,
                "memory allocated around mem_alloc (malloc, calloc) shows here and nowhere else: allocate through "
                "mem_alloc, and free what you allocate");
+    free(psi);
+    free(bud);
 
     // The bubble: the schedule's order of events replayed with equal stages
     // must leave exactly (p - 1) / (m + p - 1) idle.
@@ -442,3 +530,18 @@ const LabSpec LAB05 = {
     .solution = "lab05_solution", .runs = LAB05_RUNS, .nruns = sizeof LAB05_RUNS / sizeof LAB05_RUNS[0],
     .ref_flags = lab05_ref_flags, .check = lab05_check, .ratio_causes = lab05_ratio_causes,
 };
+
+// ---- the formulas (pp_budget.h) -------------------------------------------
+
+PpBudget pp_budget(bool gpipe, int p, int m, int s, double psi_s, double acts_scratch, double acts_set, bool bf16) {
+    // P bytes a parameter, G a gradient, K of optimizer state.
+    const double P = bf16 ? 2 : 4, G = P, K = bf16 ? 12 : 8;
+    int k = gpipe ? m : (p - s < m ? p - s : m);
+    return (PpBudget){k, P * psi_s, G * psi_s, K * psi_s, acts_scratch + k * acts_set,
+                      bf16 ? "2 bytes per parameter of the stage's units (bf16)" : "4 bytes per parameter of the stage's units",
+                      bf16 ? "2 bytes per parameter of the stage's units (bf16)" : "4 bytes per parameter of the stage's units",
+                      bf16 ? "12 bytes per parameter of the stage's units (the fp32 master copy and the two moments)"
+                           : "8 bytes per parameter of the stage's units (the two moments)",
+                      gpipe ? "scratch + m x one micro-batch's activations of its units"
+                            : "scratch + min(m, p - s) x one micro-batch's activations of its units"};
+}

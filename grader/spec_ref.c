@@ -51,7 +51,10 @@ static void ref_check(Grader *g, const LabSpec *lab, const Run *run) {
                                     "allocated again every step)";
     if (config_is(run->dump, "precision", "bf16")) {
         check_peak(g, run, MEM_PARAMS, "PARAMS", 2 * psi, "bf16: 2 bytes per parameter (2 psi)", kept);
-        check_peak(g, run, MEM_GRADS, "GRADS", 2 * psi, "bf16: 2 psi", kept);
+        if (config_is(run->dump, "grad_reduce", "fp32"))
+            check_peak(g, run, MEM_GRADS, "GRADS", 4 * psi, "bf16 with fp32 gradients (--grad-reduce fp32): 4 psi", kept);
+        else
+            check_peak(g, run, MEM_GRADS, "GRADS", 2 * psi, "bf16: 2 psi", kept);
         check_peak(g, run, MEM_OPTIM, "OPTIM", 12 * psi, "12 psi (the fp32 master copy and AdamW's two moments)",
                    kept);
     } else {

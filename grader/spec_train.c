@@ -121,6 +121,29 @@ void check_master_kept(Grader *g, const Run *run) {
              before >= after ? "read back from" : "overwritten from");
     grade_check(g, run, "the master weights are kept between steps", worst <= 0.01, fig,
                 "<= 1% (a kept master: about 0.05%)", diag);
+
+    // The moments, the same way: fp32 moments of bf16 gradients lie anywhere
+    // (m mixes gradients times 0.1, v their squares times 0.05); moments
+    // stored in bf16 lie on its grid. Zeros (untouched elements) aside.
+    double on = 0, nonzero = 0;
+    for (int i = 0; i < d->count; i++) {
+        const DumpArray *a = &d->arrays[i];
+        if (strncmp(a->name, "optim/m/", 8) != 0 && strncmp(a->name, "optim/v/", 8) != 0) continue;
+        for (uint64_t e = 0; e < a->count; e++) {
+            float x = (float)dump_get(a, e);
+            if (x == 0) continue;
+            on += on_bf16_grid(x);
+            nonzero++;
+        }
+    }
+    if (nonzero == 0) return;
+    snprintf(fig, sizeof fig, "%.2f%% of AdamW's moments on bf16's grid", 100 * on / nonzero);
+    snprintf(diag, sizeof diag, "%.0f%% of AdamW's moments are bf16 values (moments kept in fp32: about 0.05%%): "
+             "they are stored in bf16, or rounded through it between steps; m and v stay fp32 in mixed precision "
+             "(12 bytes a parameter with the master), since v's small squared gradients and each step's (1 - beta) "
+             "of a new gradient round away at 2^-8", 100 * on / nonzero);
+    grade_check(g, run, "AdamW's moments kept in fp32", on <= 0.01 * nonzero, fig, "<= 1% (fp32 moments: about 0.05%)",
+                diag);
 }
 
 void check_peak(Grader *g, const Run *run, int source, const char *what, double bound, const char *why,

@@ -37,7 +37,8 @@ void check_peak_at_least(Grader *g, const Run *run, int source, const char *what
 // one overwritten from them after it). Over the matrices' elements, a kept
 // master has about 0.05% on the grid (within 16 fp32 units of the last
 // place, by chance); either mistake puts nearly all of them there. Nothing
-// for fp32 runs.
+// for fp32 runs. The same of AdamW's moments (optim/m, optim/v): fp32 ones
+// lie anywhere, bf16 ones on the grid.
 void check_master_kept(Grader *g, const Run *run);
 
 // The tracked category of the largest excess over `expected` (bytes per

@@ -22,12 +22,19 @@ typedef struct {
     const Gpt *model;       // the units and their tensors (model->units[u].tensors[k]: offset, count)
     int nunits;
     size_t nparams;         // Ψ
-    float **params;         // (nunits) unit u's parameters, on the device
-    float *grad_flat;       // (Ψ) every gradient, unit 0 first, unit after unit
-    float **grads;          // (nunits) unit u's gradients: grad_flat + unit_offset[u]
+    // The elements' types: COMM_F32 (4 bytes), or under --precision bf16
+    // COMM_BF16 (2 bytes). The parameters are of param_type, the gradients
+    // of grad_type: bf16 both, unless --grad-reduce fp32 keeps the gradients
+    // in fp32 (their sums then lose no bits: README). Pass the type to the
+    // _typed collectives (comm.h), and find element i of a buffer with
+    // comm_at(buf, i, type). Offsets and counts are in elements.
+    CommType param_type, grad_type;
+    void **params;          // (nunits) unit u's parameters, on the device
+    void *grad_flat;        // (Ψ) every gradient, unit 0 first, unit after unit
+    void **grads;           // (nunits) unit u's gradients: grad_flat from element unit_offset[u]
     size_t *unit_offset;    // (nunits) where unit u starts in grad_flat (and in a flat parameter vector)
     DdpStrategy strategy;
-    size_t bucket_floats;   // --bucket-kb, in floats: the size a bucket reaches before it is sent
+    size_t bucket_elems;    // --bucket-kb, in gradient elements: the size a bucket reaches before it is sent
     // State of the bucketed strategy, for the student's code: all-reduces in
     // flight, and the end of the gradients not yet sent (the backward runs
     // from the last unit to the first, so the finished units are the tail

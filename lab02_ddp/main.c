@@ -1,12 +1,17 @@
 // main.c: lab02's harness. Students do not edit it.
 //
 //   mpirun -np 4 build/lab02 --strategy naive|flat|bucketed [--bucket-kb K] [--accum K]
+//                            [--precision bf16 [--grad-reduce fp32]]
 //
 // Trains the course's GPT data-parallel: the global batch of the reference
 // is split into one block of rows per rank, each rank runs its rows through
 // its own replica, and the student's hooks (ddp.c) keep the replicas equal.
 // Every step prints the loss beside single-device training's, and the time
 // split into compute, communication and the communication left exposed.
+// With --precision bf16 the replicas hold bf16 parameters and gradients and
+// an fp32 master copy with the moments (the harness's optimizer), and the
+// gradients travel in bf16; --grad-reduce fp32 keeps the gradients in fp32,
+// accumulated and all-reduced in fp32 (twice the bytes, no bits lost).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +54,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_GRAD_REDUCE, NULL);
     args_parse(&a, argc, argv,
                "lab02: data parallelism (naive, flat, bucketed and overlapped), checked against "
                "single-device training.",
@@ -76,38 +82,50 @@ int main(int argc, char **argv) {
 
     // This rank's replica: activations for one micro-batch of its rows.
     GptConfig cfg = {.B = micro_rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers,
-                     .V = a.vocab, .dropout = (float)a.dropout, .seed = a.seed};
+                     .V = a.vocab, .dropout = (float)a.dropout, .seed = a.seed,
+                     .precision = gpt_precision_parse(a.precision)};
+    cfg.grads_fp32 = gpt_grads_fp32_parse(cfg.precision, a.grad_reduce);
     Gpt *model = gpt_create(&cfg);
+    const bool bf16 = cfg.precision == GPT_BF16;
     gpt_alloc_acts(model);
     // What the model's shape needs for activations, measured before any of
     // the student's code runs: the grader bounds the total by the formula
     // plus this, not by whatever ends up tracked as ACTS.
     double acts_expected = (double)mem_live(MEM_ACTS);
     char desc[96], b1[32];
-    print0("[lab02] %d rank%s · %s · %s · %s · %s · batch %d = %d ranks x %d rows%s\n", N,
+    print0("[lab02] %d rank%s · %s · %s · %s · %s · %s · batch %d = %d ranks x %d rows%s\n", N,
            N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc),
-           strategy, a.batch, N, rows, accum > 1 ? ", in micro-batches" : "");
+           !bf16 ? "fp32" : cfg.grads_fp32 ? "bf16 (fp32 master weights, fp32 gradients)" : "bf16 (fp32 master weights)",
+           strategy, a.batch, N, rows,
+           accum > 1 ? ", in micro-batches" : "");
     if (strat == DDP_BUCKETED) print0("buckets of %d KiB, all-reduced while the backward pass goes on\n", bucket_kb);
 
     // Parameters: each rank starts from its own seed (rank 0's is the
     // reference's), so a replica that was never synchronised shows.
-    Ddp d = {.comm = c, .model = model, .nunits = model->nunits, .nparams = model->nparams,
-             .strategy = strat, .bucket_floats = (size_t)bucket_kb * 1024 / sizeof(float)};
-    d.params = gpt_alloc_units(model, MEM_PARAMS, "params");
+    const CommType type = bf16 ? COMM_BF16 : COMM_F32;
+    Ddp d = {.comm = c, .model = model, .nunits = model->nunits, .nparams = model->nparams, .param_type = type,
+             .grad_type = gpt_grad_precision(model) == GPT_BF16 ? COMM_BF16 : COMM_F32, .strategy = strat};
+    d.bucket_elems = (size_t)bucket_kb * 1024 / comm_type_size(d.grad_type);
+    d.params = gpt_alloc_run_units(model, MEM_PARAMS, "params");
     GptConfig own = cfg;
     own.seed = a.seed + 1000003ull * (uint64_t)r;
     Gpt *init = gpt_create(&own);
-    gpt_init_units(init, d.params);
+    gpt_init_run_units(init, d.params);
     gpt_free(init);
-    d.grad_flat = mem_alloc_floats(model->nparams, MEM_GRADS, "gradients");
+    d.grad_flat = mem_alloc(model->nparams * comm_type_size(d.grad_type), MEM_GRADS, "gradients");
     d.grads = calloc((size_t)model->nunits, sizeof *d.grads);
     d.unit_offset = calloc((size_t)model->nunits, sizeof *d.unit_offset);
     for (int u = 0, off = 0; u < model->nunits; off += (int)model->units[u].size, u++) {
         d.unit_offset[u] = (size_t)off;
-        d.grads[u] = d.grad_flat + off;
+        d.grads[u] = comm_at(d.grad_flat, (size_t)off, d.grad_type);
     }
     d.bucket_end = model->nparams;
     float **m = gpt_alloc_units(model, MEM_OPTIM, "adam m"), **v = gpt_alloc_units(model, MEM_OPTIM, "adam v");
+    // bf16: AdamW's fp32 master copy, the harness's as the moments are: on
+    // every rank rank 0's initial values, whose bf16 rounding the student's
+    // ddp_sync_params gives every replica.
+    float **master = bf16 ? gpt_alloc_units(model, MEM_OPTIM, "master") : NULL;
+    if (master) gpt_init_units(model, master);
     OptimConfig optim = optim_from_args(&a);
     Data data;
     data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
@@ -115,7 +133,7 @@ int main(int argc, char **argv) {
 
     ddp_sync_params(&d);
     double *init_sumsq = malloc((size_t)N * sizeof *init_sumsq);
-    harness_sumsq_per_rank(c, model, d.params, init_sumsq);
+    harness_sumsq_per_rank(c, model, d.params, d.param_type, init_sumsq);
 
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[160];
@@ -139,7 +157,7 @@ int main(int argc, char **argv) {
 
     for (int s = 0; s < a.steps; s++) {
         harness_step_begin(&run);
-        mem_zero(d.grad_flat, model->nparams * sizeof(float));
+        mem_zero(d.grad_flat, model->nparams * comm_type_size(d.grad_type));
         double loss = 0;
         for (int k = 0; k < accum; k++) {
             bool last = k == accum - 1;
@@ -147,7 +165,7 @@ int main(int argc, char **argv) {
             data_slice(&data, s, r0, micro_rows, 0, a.seq, x, y);
             gpt_set_batch(model, x, y, s, r0, scale);
             trace_begin("forward", "compute");
-            loss += gpt_forward(model, (void **)d.params) / accum;
+            loss += gpt_forward(model, d.params) / accum;
             trace_end();
             for (int u = model->nunits - 1; u >= 0; u--) {
                 if (last && comm_inflight() > 0) {
@@ -162,11 +180,16 @@ int main(int argc, char **argv) {
             }
             ddp_backward_done(&d, last);
         }
-        if (s == 0 && r == 0) gpt_dump_units(model, dw, "grad/first", d.grads);   // the averaged first gradient
+        if (s == 0 && r == 0) gpt_dump_units_of(model, dw, "grad/first", d.grads, gpt_grad_precision(model));   // the averaged first gradient
         end.inflight_at_optim[s] = comm_inflight();
         trace_begin("optimizer", "compute");
-        for (int u = 0; u < model->nunits; u++)
-            optim_update(&optim, s + 1, d.params[u], d.grads[u], m[u], v[u], model->units[u].size);
+        for (int u = 0; u < model->nunits; u++) {
+            size_t n = model->units[u].size;
+            if (bf16 && cfg.grads_fp32)
+                optim_step_fp32_grads(&optim, s + 1, d.params[u], d.grads[u], master[u], m[u], v[u], n);
+            else
+                optim_step(&optim, s + 1, bf16, d.params[u], d.grads[u], master ? master[u] : NULL, m[u], v[u], n);
+        }
         trace_end();
         end.live_after_step[s] = (double)mem_live_total();
         // The loss of the step is the mean over the global batch: the average
@@ -178,15 +201,19 @@ int main(int argc, char **argv) {
     // not the lab's.
     MemReport mem = mem_report();
     end.sumsq = malloc((size_t)N * sizeof *end.sumsq);
-    harness_sumsq_per_rank(c, model, d.params, end.sumsq);
+    harness_sumsq_per_rank(c, model, d.params, d.param_type, end.sumsq);
     CommStats st = comm_stats();
     double psi = (double)model->nparams;
     harness_print_mean_step(&run, true);
-    print0("each rank sent %s in all (bus bytes; the ring model: 2(N-1)/N x 4 psi = %s per step%s)\n",
-           core_fmt_bytes((double)comm_stats_total_bus_bytes(&st), b1, sizeof b1),
-           core_fmt_bytes(2.0 * (N - 1) / N * 4 * psi, desc, sizeof desc),
-           N > 1 ? ", plus 4 psi for the first broadcast" : "");
+    double G = (double)comm_type_size(d.grad_type), P = (double)comm_type_size(d.param_type);
+    char bcast[48] = "";
+    if (N > 1) snprintf(bcast, sizeof bcast, ", plus %g psi for the first broadcast", P);
+    print0("each rank sent %s in all (bus bytes; the ring model: 2(N-1)/N x %g psi = %s per step%s)\n",
+           core_fmt_bytes((double)comm_stats_total_bus_bytes(&st), b1, sizeof b1), G,
+           core_fmt_bytes(2.0 * (N - 1) / N * G * psi, desc, sizeof desc), bcast);
     harness_print_memory(c, &mem);
-    harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = r == 0 ? d.params : NULL,
+    // The parameters the optimizer holds: fp32 ones, or bf16's master copy.
+    float **held = master ? master : (float **)d.params;
+    harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = r == 0 ? held : NULL,
                                        .print_more = lab02_print_more, .dump_more = lab02_dump_more, .ctx = &end});
 }

@@ -31,8 +31,8 @@ void lab02_dump_more(DumpWriter *dw, void *ctx) {
         e->live_after_step[s] = comm_max_double(c, e->live_after_step[s]);
     }
     dump_scalar_i64(dw, "ddp/strategy", e->d->strategy);
-    dump_scalar_i64(dw, "ddp/bucket_floats", (int64_t)e->d->bucket_floats);
-    dump_scalar_i64(dw, "ddp/unit0_floats", (int64_t)e->d->model->units[0].size);
+    dump_scalar_i64(dw, "ddp/bucket_elems", (int64_t)e->d->bucket_elems);
+    dump_scalar_i64(dw, "ddp/unit0_elems", (int64_t)e->d->model->units[0].size);
     dump_i64(dw, "ddp/overlap_units", e->overlap_units, 1, &steps);
     dump_i64(dw, "ddp/overlap_unit0", e->overlap_unit0, 1, &steps);
     dump_i64(dw, "ddp/inflight_at_optimizer", e->inflight_at_optim, 1, &steps);

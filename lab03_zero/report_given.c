@@ -59,22 +59,9 @@ void lab03_init_params(const Setup *s, Zero *z) {
         size_t size = model->units[u].size, off;
         void *w = z->params[u] ? z->params[u] : z->param_shard[u];   // stage 3: this rank's shard
         size_t n = own_part(size, N, r, !z->params[u], &off);
-        if (z->type == COMM_F32) {
-            gpt_init_slice(model, u, w, off, n);
-            continue;
-        }
-        // bf16: the whole (or the shard) made in fp32 on the host and
-        // rounded into the weights (as gpt_init_slice makes it on the host:
-        // nothing tracked); the master keeps the fp32 values of its extent
-        // (whole at stage 0, the shard from stage 1 on).
-        float *f = malloc((n ? n : 1) * sizeof *f);
-        bf16 *h = malloc((n ? n : 1) * sizeof *h);
-        CHECK(f && h, "out of memory initialising %s", model->units[u].name);
-        gpt_init_slice_host(model, u, f, off, n);
-        for (size_t i = 0; i < n; i++) h[i] = bf16_from_float(f[i]);
-        mem_from_host(w, h, n * sizeof *h);
-        free(f);
-        free(h);
+        // bf16: rounded from the fp32 values, which the master keeps (whole
+        // at stage 0, the shard from stage 1 on).
+        gpt_init_run_slice(model, u, w, off, n);
         if (!z->master[u]) continue;
         n = own_part(size, N, r, z->stage > 0, &off);
         gpt_init_slice(model, u, z->master[u], off, n);

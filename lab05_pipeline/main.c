@@ -1,10 +1,12 @@
 // main.c: lab05's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab05 --schedule gpipe|1f1b --micro m [--pp p] [--figure FILE.svg]
+//   mpirun -np 4 build/lab05 --schedule gpipe|1f1b --micro m [--pp p] [--precision bf16] [--figure FILE.svg]
 //
 // Trains the course's GPT cut by depth over p stages (the student's
 // pipeline.c orders the work and moves the data), on a grid of N / p
-// data-parallel pipelines when p < N. Every step prints the loss beside
+// data-parallel pipelines when p < N, in fp32 or in bf16 mixed precision
+// (bf16 weights, gradients and messages between the stages, an fp32 master
+// copy and moments). Every step prints the loss beside
 // single-device training's; at the end, each stage's units, busy and idle
 // time, activation memory beside the schedule's bound, the bubble measured
 // two ways beside (p - 1) / (m + p - 1), and the schedule drawn. The
@@ -56,6 +58,7 @@ int main(int argc, char **argv) {
         {"figure", ARG_OUTPUT, &figure, "draw the schedule, replayed, as SVG", 1, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
     args_parse(&a, argc, argv,
                "lab05: pipeline parallelism (GPipe and 1F1B over micro-batches), the bubble measured and drawn, "
                "checked against single-device training.",
@@ -87,24 +90,27 @@ int main(int argc, char **argv) {
     // same stage and average its gradients.
     Comm *ppc = comm_split(c, dp_rank, r % p), *dpc = comm_split(c, r % p, dp_rank);
     GptConfig cfg = {.B = rows / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
-                     .dropout = (float)a.dropout, .seed = a.seed};
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = gpt_precision_parse(a.precision)};
     Gpt *model = gpt_create(&cfg);
+    const bool bf16 = cfg.precision == GPT_BF16;
     int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
     CHECK(x && y, "out of memory");
     PpRun run;
     pprun_init(&run, model, row0, x, y);
     Pp pp = {.group = ppc, .p = p, .s = r % p, .m = micro, .rows = rows, .micro_rows = rows / micro, .T = a.seq,
-             .C = a.dim, .run = &run};
+             .C = a.dim, .type = bf16 ? COMM_BF16 : COMM_F32, .run = &run};
+    pp.elem = comm_type_size(pp.type);
 
     // The stages' units: the student's partition, checked over the pipeline;
     // then the activations' scratch, measured, and this stage's parameters,
-    // gradients and moments, its units whole.
+    // gradients and moments (and bf16's master copy), its units whole.
     pp_partition(nunits, p, pp.s, &pp.u0, &pp.u1);
     pprun_check_partition(&pp, nunits);
     pprun_alloc_stage(&pp);
     char desc[96];
-    print0("[lab05] %d rank%s · %s · %s · %s · %s, %d micro-batch%s of %d row%s · %d stages x %d data-parallel\n",
-           N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc),
+    print0("[lab05] %d rank%s · %s · %s · %s · %s · %s, %d micro-batch%s of %d row%s · %d stages x %d "
+           "data-parallel\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
+           gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
            gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", pp.micro_rows, pp.micro_rows == 1 ? "" : "s", p,
            dp);
 
@@ -127,13 +133,18 @@ int main(int argc, char **argv) {
         (gpipe ? pp_gpipe : pp_1f1b)(&pp);
         pprun_step_end(&pp);   // what the schedule left behind: counted for the grader, then tidied
         // Data parallelism across pipelines, once a step after the last
-        // backward pass: the same stage on ranks p apart.
-        for (int u = pp.u0; dp > 1 && u < pp.u1; u++) comm_all_reduce_avg(dpc, run.grads[u], model->units[u].size);
+        // backward pass: the same stage on ranks p apart, in the gradients'
+        // precision (bf16: half the bytes).
+        for (int u = pp.u0; dp > 1 && u < pp.u1; u++)
+            comm_all_reduce_typed(dpc, run.grads[u], model->units[u].size, pp.type, COMM_AVG);
         // The first gradient, whole, for the grader.
-        if (s == 0) pprun_dump_units(&pp, dw, "grad/first", run.grads);
+        if (s == 0) pprun_dump_units(&pp, dw, "grad/first", run.grads, pp.type);
+        // AdamW: in place in fp32; in bf16 on the fp32 master, the bf16
+        // weights written from it.
         trace_begin("optimizer", "compute");
         for (int u = pp.u0; u < pp.u1; u++)
-            optim_update(&optim, s + 1, run.params[u], run.grads[u], run.m[u], run.v[u], model->units[u].size);
+            optim_step(&optim, s + 1, bf16, run.params[u], run.grads[u], run.master[u], run.m[u], run.v[u],
+                       model->units[u].size);
         trace_end();
         // The loss is the last stage's; the mean over pipelines.
         harness_step_end(&hr, s, pp.s == p - 1 ? run.loss : 0, dp);
@@ -141,14 +152,17 @@ int main(int argc, char **argv) {
 
     // The end: each stage's time and memory, the bubble, the schedule drawn.
     MemReport mem = mem_report();
-    Lab05End end = {.pp = &pp, .gpipe = gpipe, .figure = figure};
+    Lab05End end = {.pp = &pp, .gpipe = gpipe, .bf16 = bf16, .figure = figure};
     harness_print_mean_step(&hr, false);
     lab05_report(&end, &hr, &mem);
     harness_print_memory(c, &mem);
 
-    // Afterwards, not measured: the whole model gathered on rank 0.
-    float **whole = pprun_gather_units(&pp, run.params), **whole_m = pprun_gather_units(&pp, run.m),
-          **whole_v = pprun_gather_units(&pp, run.v);
+    // Afterwards, not measured: the whole model gathered on rank 0 (in bf16
+    // the master copy, the parameters the optimizer holds).
+    float **whole = bf16 ? pprun_gather_units(&pp, (void *const *)run.master, COMM_F32)
+                         : pprun_gather_units(&pp, run.params, COMM_F32),
+          **whole_m = pprun_gather_units(&pp, (void *const *)run.m, COMM_F32),
+          **whole_v = pprun_gather_units(&pp, (void *const *)run.v, COMM_F32);
     harness_finish(&hr, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
                                       .v = whole_v, .host = true, .dump_more = lab05_dump_more, .ctx = &end,
                                       .groups = {ppc, dpc}});

@@ -9,11 +9,13 @@
 // learns nothing). Do the TODOs in order; delete a function's
 // lab_todo(...) line once it is done.
 //
-// Tools: comm_send_async(c, buf, n, peer) (keep the handle: pp->send_act[mb]
-// or pp->send_grad[mb]), comm_recv(c, buf, n, peer), comm_wait(handle); the
-// buffers pp_act_in/out(pp, mb), pp_grad_in/out(pp, mb), pp_message_floats(pp)
-// floats each. The harness's work: pp_zero_grads, pp_begin_micro,
-// pp_forward_compute, pp_backward_compute, pp_end_micro (pipeline.h).
+// Tools: comm_send_async_typed(c, buf, n, pp->type, peer) (keep the handle:
+// pp->send_act[mb] or pp->send_grad[mb]), comm_recv_typed(c, buf, n, pp->type,
+// peer), comm_wait(handle); the buffers pp_act_in/out(pp, mb),
+// pp_grad_in/out(pp, mb), pp_message_count(pp) elements of pp->type each
+// (fp32, or bf16 with --precision bf16: the typed calls move either). The
+// harness's work: pp_zero_grads, pp_begin_micro, pp_forward_compute,
+// pp_backward_compute, pp_end_micro (pipeline.h).
 #include "pipeline.h"
 
 #include "comm.h"
@@ -39,13 +41,15 @@ void pp_partition(int nunits, int p, int s, int *u0, int *u1) {
 void pp_send_activations(Pp *pp, int mb) {
     lab_todo(__func__);
     // TODO(lab05): send pp_act_out(pp, mb) to stage s + 1 without waiting for
-    // it to arrive (comm_send_async; keep the handle in pp->send_act[mb]).
+    // it to arrive (comm_send_async_typed, pp_message_count(pp) elements of
+    // pp->type; keep the handle in pp->send_act[mb]).
     (void)pp, (void)mb;
 }
 
 void pp_recv_activations(Pp *pp, int mb) {
     lab_todo(__func__);
-    // TODO(lab05): receive pp_act_in(pp, mb) from stage s - 1.
+    // TODO(lab05): receive pp_act_in(pp, mb) from stage s - 1 (comm_recv_typed,
+    // the same count and type as the send).
     (void)pp, (void)mb;
 }
 

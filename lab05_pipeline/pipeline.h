@@ -10,6 +10,11 @@
 // work (the schedule) and moves the data; the harness computes a
 // micro-batch's pass over the stage's units when asked, and records every
 // event for the bubble and the picture.
+//
+// With --precision bf16 the stage's weights and gradients are bf16, and so
+// is what moves between the stages: the activations and their gradients
+// are the model's precision (pp->type), 2 bytes an element where fp32 takes
+// 4, so every message is half the bytes.
 #pragma once
 
 #include <stdbool.h>
@@ -28,6 +33,12 @@ typedef struct {
     int micro_rows;     // rows per micro-batch: rows / m
     int T, C;           // tokens per row, channels
     int u0, u1;         // this stage's units [u0, u1), from pp_partition
+    // The elements of the messages (activations and their gradients):
+    // COMM_F32 (floats) or, with --precision bf16, COMM_BF16 (2 bytes each);
+    // elem = comm_type_size(type) bytes. The buffers are void *: comm.h's
+    // _typed calls move them (comm_send_async_typed(c, buf, n, pp->type, peer)).
+    CommType type;
+    size_t elem;
     // Asynchronous sends of micro-batch mb in flight, for the student's code
     // to start and wait on: its activations to the next stage, its
     // gradients to the previous one. A micro-batch's buffers cannot be
@@ -51,15 +62,16 @@ void pp_forward_compute(Pp *pp, int mb);
 void pp_backward_compute(Pp *pp, int mb);
 // mb's activations are freed (its sends must have finished).
 void pp_end_micro(Pp *pp, int mb);
-// The buffers of mb to move, (micro_rows, T, C) each, pp_message_floats(pp)
-// floats: the input this stage receives from stage s - 1 and the output it
-// sends to s + 1; the gradient of its output, received from s + 1, and of
-// its input, sent to s - 1. NULL where there is no such neighbour.
-float *pp_act_in(Pp *pp, int mb);
-float *pp_act_out(Pp *pp, int mb);
-float *pp_grad_in(Pp *pp, int mb);
-float *pp_grad_out(Pp *pp, int mb);
-size_t pp_message_floats(const Pp *pp);
+// The buffers of mb to move, (micro_rows, T, C) each, pp_message_count(pp)
+// elements of pp->type: the input this stage receives from stage s - 1 and
+// the output it sends to s + 1; the gradient of its output, received from
+// s + 1, and of its input, sent to s - 1. NULL where there is no such
+// neighbour.
+void *pp_act_in(Pp *pp, int mb);
+void *pp_act_out(Pp *pp, int mb);
+void *pp_grad_in(Pp *pp, int mb);
+void *pp_grad_out(Pp *pp, int mb);
+size_t pp_message_count(const Pp *pp);
 
 // ---- the student's functions (pipeline.c), in the order of the TODOs ---------
 
@@ -72,7 +84,8 @@ void pp_partition(int nunits, int p, int s, int *u0, int *u1);
 // 2. Move micro-batch mb's data between neighbouring stages (pp->group):
 //    activations forward to stage s + 1, their gradients back to s - 1.
 //    A receive returns when the data is here; a send may return at once
-//    (comm_send_async into pp->send_act[mb] or send_grad[mb]).
+//    (comm_send_async_typed into pp->send_act[mb] or send_grad[mb]). Both
+//    ends move pp_message_count(pp) elements of pp->type.
 void pp_send_activations(Pp *pp, int mb);
 void pp_recv_activations(Pp *pp, int mb);
 void pp_send_gradients(Pp *pp, int mb);

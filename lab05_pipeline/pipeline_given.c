@@ -27,7 +27,7 @@ static void record(Pp *pp, int kind, int mb, double t0) {
 
 void pp_zero_grads(Pp *pp) {
     PpRun *run = pp->run;
-    for (int u = pp->u0; u < pp->u1; u++) mem_zero(run->grads[u], run->model->units[u].size * sizeof(float));
+    for (int u = pp->u0; u < pp->u1; u++) mem_zero(run->grads[u], run->model->units[u].size * pp->elem);
 }
 
 void pp_begin_micro(Pp *pp, int mb, float loss_scale) {
@@ -62,6 +62,23 @@ void pp_forward_compute(Pp *pp, int mb) {
     record(pp, 0, mb, t0);
 }
 
+// Every gradient of this stage zero. bf16's are widened a unit at a time
+// into the model's fp32 scratch of a unit's gradient (free between passes).
+static bool grads_zero(const Pp *pp) {
+    const PpRun *run = pp->run;
+    double sum = 0;
+    for (int u = pp->u0; u < pp->u1; u++) {
+        size_t n = run->model->units[u].size;
+        if (pp->type == COMM_F32) {
+            sum += ops_sumsq(run->grads[u], n);
+        } else {
+            ops_from_bf16(run->model->s_gunit, run->grads[u], n);
+            sum += ops_sumsq(run->model->s_gunit, n);
+        }
+    }
+    return sum == 0;
+}
+
 void pp_backward_compute(Pp *pp, int mb) {
     PpRun *run = pp->run;
     check_mb(pp, mb, "pp_backward_compute");
@@ -72,11 +89,7 @@ void pp_backward_compute(Pp *pp, int mb) {
           "forward pass", mb, pp->s);
     // Gradients zeroed after an earlier micro-batch's backward pass: the
     // micro-batches overwrite each other instead of adding up.
-    if (run->backwards > 0) {
-        double sum = 0;
-        for (int u = pp->u0; u < pp->u1; u++) sum += ops_sumsq(run->grads[u], run->model->units[u].size);
-        if (sum == 0) run->zeroed_between++;
-    }
+    if (run->backwards > 0 && grads_zero(pp)) run->zeroed_between++;
     comm_events_mark(1, mb);
     double t0 = core_now();
     for (int u = pp->u1 - 1; u >= pp->u0; u--) {
@@ -118,11 +131,12 @@ static GptActs *alive(Pp *pp, int mb, const char *fn) {
     return pp->run->acts[mb];
 }
 
-float *pp_act_in(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_act_in")->stream[pp->u0] : NULL; }
-float *pp_act_out(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_act_out")->stream[pp->u1] : NULL; }
-float *pp_grad_in(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_grad_in")->dstream[pp->u1] : NULL; }
-float *pp_grad_out(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_grad_out")->dstream[pp->u0] : NULL; }
-size_t pp_message_floats(const Pp *pp) { return (size_t)pp->micro_rows * pp->T * pp->C; }
+// The residual stream and its gradient: the model's precision, pp->type.
+void *pp_act_in(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_act_in")->stream[pp->u0] : NULL; }
+void *pp_act_out(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_act_out")->stream[pp->u1] : NULL; }
+void *pp_grad_in(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_grad_in")->dstream[pp->u1] : NULL; }
+void *pp_grad_out(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_grad_out")->dstream[pp->u0] : NULL; }
+size_t pp_message_count(const Pp *pp) { return (size_t)pp->micro_rows * pp->T * pp->C; }
 
 // ---- the stage, set up -------------------------------------------------------
 
@@ -152,6 +166,28 @@ void pprun_check_partition(Pp *pp, int nunits) {
     pp->run->most = most, pp->run->least = least;
 }
 
+// Unit u's parameters initialised: fp32 in place; bf16 made in fp32 on the
+// host and rounded into the weights (nothing tracked), the master keeping
+// the fp32 values.
+static void init_unit(const Pp *pp, int u) {
+    const PpRun *run = pp->run;
+    const Gpt *model = run->model;
+    size_t n = model->units[u].size;
+    if (pp->type == COMM_F32) {
+        gpt_init_slice(model, u, run->params[u], 0, n);
+        return;
+    }
+    float *f = malloc(n * sizeof *f);
+    bf16 *h = malloc(n * sizeof *h);
+    CHECK(f && h, "out of memory initialising %s", model->units[u].name);
+    gpt_init_slice_host(model, u, f, 0, n);
+    for (size_t i = 0; i < n; i++) h[i] = bf16_from_float(f[i]);
+    mem_from_host(run->params[u], h, n * sizeof *h);
+    free(f);
+    free(h);
+    gpt_init_slice(model, u, run->master[u], 0, n);
+}
+
 void pprun_alloc_stage(Pp *pp) {
     PpRun *run = pp->run;
     Gpt *model = run->model;
@@ -162,19 +198,28 @@ void pprun_alloc_stage(Pp *pp) {
     gpt_alloc_scratch(model);
     run->acts_scratch = (double)(mem_live(MEM_ACTS) - before);
     run->acts_set = gpt_acts_bytes(model, pp->u0, pp->u1);
-    // This stage's parameters, gradients and moments: its units whole.
+    // This stage's parameters, gradients and moments: its units whole; in
+    // bf16, bf16 parameters and gradients (2 bytes) and the fp32 master copy
+    // beside the moments (OPTIM: 12 bytes a parameter).
     run->params = calloc((size_t)nunits, sizeof *run->params);
     run->grads = calloc((size_t)nunits, sizeof *run->grads);
+    run->master = calloc((size_t)nunits, sizeof *run->master);
     run->m = calloc((size_t)nunits, sizeof *run->m), run->v = calloc((size_t)nunits, sizeof *run->v);
-    CHECK(run->params && run->grads && run->m && run->v, "out of memory");
+    CHECK(run->params && run->grads && run->master && run->m && run->v, "out of memory");
     run->stage_params = 0;
     for (int u = pp->u0; u < pp->u1; u++) {
         size_t n = model->units[u].size;
-        run->params[u] = mem_alloc_floats(n, MEM_PARAMS, model->units[u].name);
-        run->grads[u] = mem_alloc_floats(n, MEM_GRADS, model->units[u].name);
+        if (pp->type == COMM_F32) {
+            run->params[u] = mem_alloc_floats(n, MEM_PARAMS, model->units[u].name);
+            run->grads[u] = mem_alloc_floats(n, MEM_GRADS, model->units[u].name);
+        } else {
+            run->params[u] = mem_alloc_bf16(n, MEM_PARAMS, model->units[u].name);
+            run->grads[u] = mem_alloc_bf16(n, MEM_GRADS, model->units[u].name);
+            run->master[u] = mem_alloc_floats(n, MEM_OPTIM, "master");
+        }
         run->m[u] = mem_alloc_floats(n, MEM_OPTIM, "adam m");
         run->v[u] = mem_alloc_floats(n, MEM_OPTIM, "adam v");
-        gpt_init_slice(model, u, run->params[u], 0, n);
+        init_unit(pp, u);
         run->stage_params += (double)n;
     }
 }
@@ -206,34 +251,42 @@ void pprun_step_end(Pp *pp) {
 // ---- units, whole on the pipeline's first rank ---------------------------------
 
 // Unit u, whole, on the pipeline's first rank (NULL elsewhere), from the
-// stage that holds it.
-static float *gather_unit(const Pp *pp, float **units, int u) {
+// stage that holds it, in fp32 (bf16 widened).
+static float *gather_unit(const Pp *pp, void *const *units, CommType t, int u) {
     const Gpt *m = pp->run->model;
     size_t n = u >= pp->u0 && u < pp->u1 ? m->units[u].size : 0;
     float *mine = malloc((n ? n : 1) * sizeof(float));
     CHECK(mine, "out of memory");
-    if (n) mem_to_host(mine, units[u], n * sizeof(float));
+    if (n && t == COMM_F32) {
+        mem_to_host(mine, units[u], n * sizeof(float));
+    } else if (n) {
+        bf16 *h = malloc(n * sizeof *h);
+        CHECK(h, "out of memory");
+        mem_to_host(h, units[u], n * sizeof *h);
+        for (size_t i = 0; i < n; i++) mine[i] = bf16_to_float(h[i]);
+        free(h);
+    }
     size_t lens[64];
     float *all = comm_gather_host(pp->group, mine, n * sizeof(float), 0, lens);
     free(mine);
     return all;   // on rank 0 only the owner sent anything: the unit itself
 }
 
-float **pprun_gather_units(const Pp *pp, float **units) {
+float **pprun_gather_units(const Pp *pp, void *const *units, CommType t) {
     const Gpt *m = pp->run->model;
     float **out = pp->s == 0 ? calloc((size_t)m->nunits, sizeof *out) : NULL;
     for (int u = 0; u < m->nunits; u++) {
-        float *whole = gather_unit(pp, units, u);
+        float *whole = gather_unit(pp, units, t, u);
         if (out) out[u] = whole;
         else free(whole);
     }
     return out;
 }
 
-void pprun_dump_units(const Pp *pp, DumpWriter *dw, const char *prefix, float **units) {
+void pprun_dump_units(const Pp *pp, DumpWriter *dw, const char *prefix, void *const *units, CommType t) {
     const Gpt *m = pp->run->model;
     for (int u = 0; u < m->nunits; u++) {
-        float *g = gather_unit(pp, units, u);
+        float *g = gather_unit(pp, units, t, u);
         if (comm_rank(comm_world()) == 0) gpt_dump_host_unit(m, dw, prefix, u, g);
         free(g);
     }

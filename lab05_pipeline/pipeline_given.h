@@ -17,9 +17,12 @@ enum { PPRUN_MAX_EVENTS = 2 * PP_MAX_MICRO, PPRUN_MAX_LOG = 8 * PPRUN_MAX_EVENTS
 
 typedef struct PpRun {
     Gpt *model;                  // the whole model's shapes; B = micro_rows
-    // This stage's units only (NULL elsewhere), (nunits) each: parameters,
-    // gradients, Adam's moments.
-    float **params, **grads, **m, **v;
+    // This stage's units only (NULL elsewhere), (nunits) each: parameters
+    // and gradients of the model's precision (pp->type: fp32, or bf16), and
+    // the optimizer's fp32 state: Adam's moments and, in bf16 only, the
+    // master copy of the parameters that AdamW updates (NULL in fp32).
+    void **params, **grads;
+    float **master, **m, **v;
     double stage_params;         // parameters this stage holds
     int most, least;             // units of the largest and the smallest stage (the partition)
     // Activation bytes, measured before any of the student's code runs: the
@@ -52,7 +55,8 @@ void pprun_init(PpRun *run, Gpt *model, int row0, const int *x, const int *y);
 // the last one ended, none empty. Sets run->most and run->least.
 void pprun_check_partition(Pp *pp, int nunits);
 // The activations' scratch allocated (and measured with one micro-batch's
-// set), then this stage's parameters (initialised), gradients and moments.
+// set), then this stage's parameters (initialised), gradients, moments and,
+// in bf16, master copy (initialised: the parameters are its rounding).
 void pprun_alloc_stage(Pp *pp);
 
 // Around the student's schedule, each step: the state reset and the log
@@ -62,9 +66,10 @@ void pprun_alloc_stage(Pp *pp);
 void pprun_step_begin(Pp *pp, int step);
 void pprun_step_end(Pp *pp);
 
-// Units whole on the pipeline's first rank (NULL elsewhere), from the stages
-// that hold them (bookkeeping, not counted as communication): every unit of
-// `units` (this stage's, as run->params), or written into the dump under
+// Units whole on the pipeline's first rank (NULL elsewhere), in fp32 on the
+// host (bf16 widened, exactly), from the stages that hold them
+// (bookkeeping, not counted as communication): every unit of `units` (this
+// stage's, as run->params, of type t), or written into the dump under
 // `prefix` a unit at a time (one whole unit on the host at once).
-float **pprun_gather_units(const Pp *pp, float **units);
-void pprun_dump_units(const Pp *pp, DumpWriter *dw, const char *prefix, float **units);
+float **pprun_gather_units(const Pp *pp, void *const *units, CommType t);
+void pprun_dump_units(const Pp *pp, DumpWriter *dw, const char *prefix, void *const *units, CommType t);

@@ -10,10 +10,6 @@
 #include "core.h"
 #include "schedule_given.h"
 
-// The micro-batches whose activations the schedule keeps at most on stage
-// s: all m (GPipe), or min(m, p - s) (1F1B).
-static int bound_k(bool gpipe, int p, int m, int s) { return gpipe ? m : (p - s < m ? p - s : m); }
-
 // The last step's events, every stage's, gathered over the pipeline and
 // replayed: with equal stages (the schedule's own bubble) and with the
 // measured durations.
@@ -52,9 +48,11 @@ static void gather_stages(Lab05End *e, const HarnessRun *h, const MemReport *mem
     int steps = h->a->steps, N = comm_size(h->c);
     double idle = h->seconds - run->busy_total;   // over steps 2..
     Lab05Stage mine = {pp->u0, pp->u1, run->max_live_ever, steps > 1 ? idle / (steps - 1) : 0,
-                       steps > 1 ? (h->seconds - idle) / (steps - 1) : 0, mem->peak[MEM_ACTS],
-                       run->acts_scratch + bound_k(e->gpipe, pp->p, pp->m, pp->s) * run->acts_set, run->acts_set,
-                       run->acts_scratch};
+                       steps > 1 ? (h->seconds - idle) / (steps - 1) : 0, mem->peak[MEM_ACTS], run->acts_set,
+                       run->acts_scratch, run->stage_params,
+                       {mem->peak[MEM_PARAMS], mem->peak[MEM_GRADS], mem->peak[MEM_OPTIM], mem->peak[MEM_ACTS]},
+                       pp_budget(e->gpipe, pp->p, pp->m, pp->s, run->stage_params, run->acts_scratch, run->acts_set,
+                                 e->bf16)};
     e->stages = malloc((size_t)N * sizeof *e->stages);
     CHECK(e->stages, "out of memory");
     comm_all_gather_host(h->c, &mine, sizeof mine, e->stages);
@@ -78,8 +76,8 @@ static void print_stages(const Lab05End *e) {
         char units[48];
         snprintf(units, sizeof units, "%s..%s", model->units[l->u0].name, model->units[l->u1 - 1].name);
         print0("  %-6d %-14s %7.1f ms %6.1f ms %10s %10s   scratch %s + %d x %s (at most %d alive)\n", q, units,
-               l->busy * 1e3, l->idle * 1e3, core_fmt_bytes(l->acts_peak, b1, 32), core_fmt_bytes(l->acts_bound, b2, 32),
-               core_fmt_bytes(l->acts_scratch, b3, 32), bound_k(e->gpipe, p, m, q),
+               l->busy * 1e3, l->idle * 1e3, core_fmt_bytes(l->acts_peak, b1, 32), core_fmt_bytes(l->budget.acts, b2, 32),
+               core_fmt_bytes(l->acts_scratch, b3, 32), l->budget.k,
                core_fmt_bytes(l->acts_set, b4, 32), l->max_live);
     }
 }
@@ -119,12 +117,31 @@ static void draw(Lab05End *e) {
     }
 }
 
+// Per stage: its memory by category, measured beside pp_budget's formulas.
+static void print_memory(const Lab05End *e) {
+    const Pp *pp = e->pp;
+    print0("\nmemory per stage (pipeline 0), measured (formula), %s:\n",
+           e->bf16 ? "bf16 with fp32 master weights: 2 + 2 + 12 bytes a parameter of the stage"
+                   : "fp32 AdamW: 4 + 4 + 8 bytes a parameter of the stage");
+    print0("  %-6s %10s   %-21s %-21s %-21s %-21s\n", "stage", "parameters", "PARAMS", "GRADS", "OPTIM", "ACTS");
+    for (int q = 0; q < pp->p; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        const double want[4] = {l->budget.params, l->budget.grads, l->budget.optim, l->budget.acts};
+        char cell[4][48], b1[32], b2[32];
+        for (int c = 0; c < 4; c++)
+            snprintf(cell[c], sizeof cell[c], "%s (%s)", core_fmt_bytes(l->peak[c], b1, 32),
+                     core_fmt_bytes(want[c], b2, 32));
+        print0("  %-6d %9.3fM   %-21s %-21s %-21s %-21s\n", q, l->psi / 1e6, cell[0], cell[1], cell[2], cell[3]);
+    }
+}
+
 void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
     replay_events(e);
     gather_stages(e, h, mem);
     print_stages(e);
     print_bubble(e);
     draw(e);
+    print_memory(e);
 }
 
 // ---- the dump ------------------------------------------------------------------

@@ -11,19 +11,23 @@
 #include "harness.h"
 #include "mem.h"
 #include "pipeline_given.h"
+#include "pp_budget.h"
 #include "pp_schedule.h"
 
 // One rank's stage, as the end gathers it from every rank.
 typedef struct {
     int u0, u1, max_live;        // its units [u0, u1), the most micro-batches alive at once
     double idle, busy;           // seconds a step (the mean over steps 2..)
-    double acts_peak, acts_bound, acts_set, acts_scratch;   // bytes
+    double acts_peak, acts_set, acts_scratch;   // bytes
+    double psi;                  // its parameters
+    double peak[4];              // PARAMS, GRADS, OPTIM, ACTS peaks (bytes)
+    PpBudget budget;             // and what pp_budget says they hold
 } Lab05Stage;
 
 // What the end needs: main fills the first fields, lab05_report the rest.
 typedef struct {
     Pp *pp;
-    bool gpipe;
+    bool gpipe, bf16;
     const char *figure;          // --figure, or NULL
     Lab05Stage *stages;          // (N) every rank's, in world order
     // The last step's events of this rank's pipeline, every stage's (p rows
@@ -37,7 +41,8 @@ typedef struct {
 
 // After the loop: the events gathered over the pipeline and replayed, the
 // stages gathered over the world, then rank 0 prints the table per stage,
-// the bubble four ways, the schedule drawn and, with --figure, the SVG.
+// the bubble four ways, the schedule drawn and, with --figure, the SVG; then
+// each stage's memory by category beside pp_budget's formulas.
 // Collective. mem: mem_report() right after the loop.
 void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem);
 

@@ -1083,6 +1083,7 @@ static void measured_combine(Measured *m, const Measured *a, const Measured *b, 
     for (int t = 0; t < a->ntensors; t++) {
         memcpy(m->names[t], a->names[t], sizeof m->names[t]);
         m->grad_rel[t] = a->grad_rel[t];
+        m->grad_abs[t] = a->grad_abs[t];
         m->param_bulk[t] = a->param_bulk[t];
         m->m_bulk[t] = a->m_bulk[t];
         m->v_bulk[t] = a->v_bulk[t];
@@ -1090,6 +1091,7 @@ static void measured_combine(Measured *m, const Measured *a, const Measured *b, 
             if (strcmp(b->names[u], a->names[t]) != 0) continue;
             *larger += b->grad_rel[u] > a->grad_rel[t];
             m->grad_rel[t] = fmax(m->grad_rel[t], b->grad_rel[u]);
+            m->grad_abs[t] = fmax(m->grad_abs[t], b->grad_abs[u]);
             m->param_bulk[t] = fmax(m->param_bulk[t], b->param_bulk[u]);
             m->m_bulk[t] = fmax(m->m_bulk[t], b->m_bulk[u]);
             m->v_bulk[t] = fmax(m->v_bulk[t], b->v_bulk[u]);

@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
          "from the bf16 weights: small updates round away; a control, not a way to train)", 0, 0, "on|off", NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes((ARGS_ALL | ARGS_PRECISION) & ~ARGS_TRACE, "it writes no trace");
+    args_takes((ARGS_ALL | ARGS_PRECISION | ARGS_GRAD_REDUCE) & ~ARGS_TRACE, "it writes no trace");
     args_parse(&a, argc, argv,
                "The single-device reference: trains the course's small GPT with AdamW on one device.",
                extras);
@@ -53,9 +53,10 @@ int main(int argc, char **argv) {
     t->master = strcmp(master, "on") == 0;
     const bool bf16 = t->model->cfg.precision == GPT_BF16;
     char model[96], optim[128], data[160];
-    print0("[ref] 1 rank · %s · %s · %s%s · %s · %s\n", mem_device_name(),
+    print0("[ref] 1 rank · %s · %s · %s%s%s · %s · %s\n", mem_device_name(),
            gpt_describe(t->model, model, sizeof model), gpt_precision_name(t->model->cfg.precision),
            bf16 ? (t->master ? " (fp32 master weights)" : " (no master weights: --master off)") : "",
+           t->model->cfg.grads_fp32 ? ", fp32 gradients" : "",
            optim_describe(&t->optim, optim, sizeof optim), data_describe(&t->data, data, sizeof data));
     const char *how = ops_rounding() == OPS_ROUNDING_ALT ? ", the other rounding (--rounding alt)" : "";
     if (micro > 1)
@@ -88,13 +89,15 @@ int main(int argc, char **argv) {
     // Memory: 16 bytes per parameter with AdamW, plus activations: in fp32
     // 4 parameters, 4 gradients, 8 moments; in bf16 (the ZeRO paper's
     // 2 + 2 + K, K = 12) 2 parameters, 2 gradients, and 12 of optimizer
-    // state: the fp32 master weights and the two fp32 moments.
+    // state: the fp32 master weights and the two fp32 moments; fp32
+    // gradients (--grad-reduce fp32) 4.
     double psi = (double)t->model->nparams;
+    const int G = (int)gpt_grad_elem_size(t->model);
     char b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
     print0("memory: PARAMS %s (%dΨ = %s)  GRADS %s (%dΨ)  OPTIM %s (%s)  ACTS %s  measured heap peak %s\n",
            core_fmt_bytes((double)mem_peak(MEM_PARAMS), b1, sizeof b1), bf16 ? 2 : 4,
            core_fmt_bytes((bf16 ? 2 : 4) * psi, b2, sizeof b2),
-           core_fmt_bytes((double)mem_peak(MEM_GRADS), b3, sizeof b3), bf16 ? 2 : 4,
+           core_fmt_bytes((double)mem_peak(MEM_GRADS), b3, sizeof b3), G,
            core_fmt_bytes((double)mem_peak(MEM_OPTIM), b4, sizeof b4),
            bf16 ? "12Ψ: master 4Ψ + moments 8Ψ" : "8Ψ",
            core_fmt_bytes((double)mem_peak(MEM_ACTS), b5, sizeof b5),

@@ -443,6 +443,42 @@ START_TEST(bf16_model_is_the_fp32_model_rounded) {
 }
 END_TEST
 
+// --grad-reduce fp32: the bf16 model's gradients kept in fp32, 4 psi of
+// GRADS. Over one batch, rounded to bf16 they are the bf16 gradients to
+// the bit: each element is the same fp32 sum, which bf16 gradients round
+// once (ops_accumulate_bf16 into zeros).
+START_TEST(bf16_with_fp32_gradients) {
+    Args a = args_defaults();
+    a.layers = 2;
+    a.precision = "bf16";
+    Trainer *h = train_create(&a, 1);
+    a.grad_reduce = "fp32";
+    size_t grads0 = mem_live(MEM_GRADS);
+    Trainer *f = train_create(&a, 1);
+    Gpt *m = f->model;
+    double psi = (double)m->nparams;
+    ck_assert_msg(mem_live(MEM_GRADS) - grads0 == 4 * psi, "GRADS %zu, 4 psi = %g", mem_live(MEM_GRADS) - grads0,
+                  4 * psi);
+    ck_assert(gpt_grad_precision(m) == GPT_FP32 && gpt_grad_elem_size(m) == 4);
+    double lh = train_grads(h), lf = train_grads(f);
+    ck_assert(lh == lf);   // the same forward pass
+    size_t differ = 0;
+    for (int u = 0; u < m->nunits; u++) {
+        size_t k = m->units[u].size;
+        bf16 *b = malloc(k * sizeof *b), *r = malloc(k * sizeof *r);
+        float *g = malloc(k * sizeof *g);
+        mem_to_host(b, h->grads[u], k * sizeof *b);
+        mem_to_host(g, f->grads[u], k * sizeof *g);
+        for (size_t i = 0; i < k; i++) r[i] = bf16_from_float(g[i]);
+        differ += (size_t)(memcmp(b, r, k * sizeof *b) != 0);
+        free(b), free(r), free(g);
+    }
+    ck_assert_msg(differ == 0, "%zu units' rounded fp32 gradients differ from the bf16 ones", differ);
+    train_free(h);
+    train_free(f);
+}
+END_TEST
+
 static Suite *gpt_suite(void) {
     Suite *s = suite_create("gpt");
     TCase *tc = tcase_create("gpt");
@@ -458,6 +494,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, bf16_stage_sets_equal_the_whole_model);
     tcase_add_test(tc, bf16_memory_is_the_papers);
     tcase_add_test(tc, bf16_model_is_the_fp32_model_rounded);
+    tcase_add_test(tc, bf16_with_fp32_gradients);
     suite_add_tcase(s, tc);
     return s;
 }

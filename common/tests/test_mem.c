@@ -136,6 +136,25 @@ START_TEST(many_blocks_in_random_order) {
 }
 END_TEST
 
+START_TEST(bytes_after_a_pointer) {
+    // The bytes left in the block holding a pointer, from its start, its
+    // middle and its last byte; none past its end or in untracked memory.
+    char *a = mem_alloc(1000, MEM_GRADS, "a"), *b = mem_alloc(24, MEM_COMM, "b");
+    static char host[8];
+    MemCategory cat = MEM_OTHER;
+    ck_assert_uint_eq(mem_bytes_after(a, &cat), 1000);
+    ck_assert_int_eq(cat, MEM_GRADS);
+    ck_assert_uint_eq(mem_bytes_after(a + 600, NULL), 400);
+    ck_assert_uint_eq(mem_bytes_after(a + 999, NULL), 1);
+    ck_assert_uint_eq(mem_bytes_after(b + 8, &cat), 16);
+    ck_assert_int_eq(cat, MEM_COMM);
+    ck_assert_uint_eq(mem_bytes_after(host, NULL), SIZE_MAX);
+    mem_free(a);
+    ck_assert_uint_eq(mem_bytes_after(a + 600, NULL), SIZE_MAX);
+    mem_free(b);
+}
+END_TEST
+
 START_TEST(free_of_unknown_pointer_fails) {
     static float not_mine[4];
     mem_free(not_mine);   // must end the process with a clear message
@@ -153,6 +172,7 @@ static Suite *mem_suite(void) {
     tcase_add_test(tc, measure_sees_allocations_that_bypass_mem);
     tcase_add_test(tc, measure_covers_mem_alloc);
     tcase_add_test(tc, many_blocks_in_random_order);
+    tcase_add_test(tc, bytes_after_a_pointer);
     tcase_add_exit_test(tc, free_of_unknown_pointer_fails, 3);
     tcase_add_exit_test(tc, unknown_device_is_a_usage_error, 2);
     suite_add_tcase(s, tc);

@@ -1422,6 +1422,13 @@ START_TEST(elementwise_and_reductions) {
     for (int i = 1; i < NS; i++) s[i] = 1.0f;
     ck_assert(ops_sum(s, NS) == 16777216.0 + (NS - 1));
     ck_assert(ops_sumsq(s, NS) == 16777216.0 * 16777216.0 + (NS - 1));
+    // The same of bf16 elements (2^24 and 1 are bf16 values), widened exactly.
+    bf16 *s16 = malloc(NS * sizeof *s16);
+    for (int i = 0; i < NS; i++) s16[i] = bf16_from_float(s[i]);
+    ck_assert(ops_sumsq_bf16(s16, NS) == 16777216.0 * 16777216.0 + (NS - 1));
+    s16[NS - 1] = bf16_from_float(-1.5f);   // an odd count, a negative and a fraction
+    ck_assert(ops_sumsq_bf16(s16, NS) == 16777216.0 * 16777216.0 + (NS - 2) + 2.25);
+    free(s16);
     free(a), free(b), free(y), free(s);
 }
 END_TEST

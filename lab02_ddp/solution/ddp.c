@@ -8,7 +8,7 @@
 // 1. Rank 0's parameters to everyone, one unit at a time.
 void ddp_sync_params(Ddp *d) {
     for (int u = 0; u < d->nunits; u++)
-        comm_broadcast(d->comm, d->params[u], d->model->units[u].size, 0);
+        comm_broadcast_typed(d->comm, d->params[u], d->model->units[u].size, d->param_type, 0);
 }
 
 // 2. Naive: one all-reduce per tensor, after the whole backward pass. The
@@ -18,20 +18,21 @@ static void reduce_naive(Ddp *d) {
     for (int u = 0; u < d->nunits; u++) {
         const GptUnit *unit = &d->model->units[u];
         for (int k = 0; k < unit->ntensors; k++)
-            comm_all_reduce_avg(d->comm, d->grads[u] + unit->tensors[k].offset, unit->tensors[k].count);
+            comm_all_reduce_typed(d->comm, comm_at(d->grads[u], unit->tensors[k].offset, d->grad_type),
+                                  unit->tensors[k].count, d->grad_type, COMM_AVG);
     }
 }
 
 // 3. Flat: the gradients already lie in one buffer, so one all-reduce does
 // them all: one latency instead of one per tensor.
-static void reduce_flat(Ddp *d) { comm_all_reduce_avg(d->comm, d->grad_flat, d->nparams); }
+static void reduce_flat(Ddp *d) { comm_all_reduce_typed(d->comm, d->grad_flat, d->nparams, d->grad_type, COMM_AVG); }
 
 // 4. Bucketed: grad_flat[lo, bucket_end) is final; send it now, without waiting.
 static void send_bucket(Ddp *d, size_t lo) {
     CHECK(d->nhandles < DDP_MAX_HANDLES, "more than %d buckets in flight; raise --bucket-kb",
           DDP_MAX_HANDLES);
-    d->handles[d->nhandles++] =
-        comm_all_reduce_async(d->comm, d->grad_flat + lo, d->bucket_end - lo, COMM_AVG);
+    d->handles[d->nhandles++] = comm_all_reduce_async_typed(d->comm, comm_at(d->grad_flat, lo, d->grad_type),
+                                                            d->bucket_end - lo, d->grad_type, COMM_AVG);
     d->bucket_end = lo;
 }
 
@@ -41,7 +42,7 @@ void ddp_unit_done(Ddp *d, int u, bool last) {
     // Unit u is final, so everything from its start to the end of the
     // bucket is: send once the bucket is big enough, and always at unit 0.
     size_t lo = d->unit_offset[u];
-    if (d->bucket_end - lo >= d->bucket_floats || u == 0) send_bucket(d, lo);
+    if (d->bucket_end - lo >= d->bucket_elems || u == 0) send_bucket(d, lo);
 }
 
 void ddp_backward_done(Ddp *d, bool last) {

@@ -26,21 +26,22 @@ void pp_partition(int nunits, int p, int s, int *u0, int *u1) {
 // Sends return at once: the stage goes on computing while the message
 // travels, and a receive on the other side can come in any order with
 // this stage's own receives (two blocking sends towards each other would
-// wait forever).
+// wait forever). Both ends move elements of the run's precision, pp->type
+// (bf16: half the bytes of fp32).
 void pp_send_activations(Pp *pp, int mb) {
-    pp->send_act[mb] = comm_send_async(pp->group, pp_act_out(pp, mb), pp_message_floats(pp), pp->s + 1);
+    pp->send_act[mb] = comm_send_async_typed(pp->group, pp_act_out(pp, mb), pp_message_count(pp), pp->type, pp->s + 1);
 }
 
 void pp_recv_activations(Pp *pp, int mb) {
-    comm_recv(pp->group, pp_act_in(pp, mb), pp_message_floats(pp), pp->s - 1);
+    comm_recv_typed(pp->group, pp_act_in(pp, mb), pp_message_count(pp), pp->type, pp->s - 1);
 }
 
 void pp_send_gradients(Pp *pp, int mb) {
-    pp->send_grad[mb] = comm_send_async(pp->group, pp_grad_out(pp, mb), pp_message_floats(pp), pp->s - 1);
+    pp->send_grad[mb] = comm_send_async_typed(pp->group, pp_grad_out(pp, mb), pp_message_count(pp), pp->type, pp->s - 1);
 }
 
 void pp_recv_gradients(Pp *pp, int mb) {
-    comm_recv(pp->group, pp_grad_in(pp, mb), pp_message_floats(pp), pp->s + 1);
+    comm_recv_typed(pp->group, pp_grad_in(pp, mb), pp_message_count(pp), pp->type, pp->s + 1);
 }
 
 // ---- one micro-batch through this stage ---------------------------------------------

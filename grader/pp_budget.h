@@ -1,0 +1,27 @@
+// pp_budget.h: what a pipeline stage holds per rank, in bytes: the one set
+// of formulas that lab05's program prints, the grader holds every run to,
+// and lab05's README states.
+//
+// A stage keeps its units whole, psi_s parameters: fp32 AdamW 4 bytes of
+// parameters, 4 of gradients and 8 of moments a parameter (16 psi_s); bf16
+// with fp32 master weights (the ZeRO paper's mixed precision) 2, 2 and 12
+// (the master copy and the two moments: 16 psi_s again, a quarter of it
+// working weights and gradients). Its activations: the scratch every
+// micro-batch shares plus k micro-batches' sets of its units, k = m for
+// GPipe and min(m, p - s) for 1F1B; both measured from the model's shapes
+// before any of the student's code runs, in the model's precision (bf16's
+// kept tensors at 2 bytes an element, its LayerNorm statistics and its
+// scratch's widened copies at 4).
+#pragma once
+
+#include <stdbool.h>
+
+typedef struct {
+    int k;                                   // micro-batches whose activations the schedule keeps at most
+    double params, grads, optim, acts;       // each category's peak
+    const char *params_why, *grads_why, *optim_why, *acts_why;   // the formulas, in words
+} PpBudget;
+
+// Stage s of p, m micro-batches, GPipe or 1F1B; psi_s parameters; the
+// activations' scratch and one micro-batch's set, in bytes (measured).
+PpBudget pp_budget(bool gpipe, int p, int m, int s, double psi_s, double acts_scratch, double acts_set, bool bf16);
