@@ -250,9 +250,22 @@ float **tp_layout_gather(const TpLayout *L, float **units) {
     return out;
 }
 
+// Unit u of units as fp32 on the device: itself, or widened into scratch (bf16).
+static const float *widen_unit(const TpLayout *L, void *const *units, int u, CommType t, float *scratch) {
+    if (t == COMM_F32) return units[u];
+    CHECK(scratch, "a bf16 unit widened without scratch");
+    ops_from_bf16(scratch, units[u], L->size[u]);
+    return scratch;
+}
+
 void tp_layout_dump(const TpLayout *L, float **units, DumpWriter *w, const char *prefix) {
+    tp_layout_dump_typed(L, (void *const *)units, COMM_F32, NULL, w, prefix);
+}
+
+void tp_layout_dump_typed(const TpLayout *L, void *const *units, CommType t, float *scratch, DumpWriter *w,
+                          const char *prefix) {
     for (int u = 0; u < L->nunits; u++) {
-        float *whole = tp_layout_gather_unit(L, u, units[u]);
+        float *whole = tp_layout_gather_unit(L, u, widen_unit(L, units, u, t, scratch));
         if (whole) gpt_dump_host_unit(L->m, w, prefix, u, whole);
         free(whole);
     }
@@ -270,17 +283,24 @@ void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, doubl
 }
 
 int tp_layout_replicated_differs(const TpLayout *L, Comm *c, float **units, char *buf, size_t len) {
+    return tp_layout_replicated_differs_typed(L, c, (void *const *)units, COMM_F32, NULL, buf, len);
+}
+
+int tp_layout_replicated_differs_typed(const TpLayout *L, Comm *c, void *const *units, CommType t, float *scratch,
+                                       char *buf, size_t len) {
     int n = 0, N = comm_size(c), zero_on = -1;
     for (int u = 0; u < L->nunits; u++)
         for (int k = 0; k < L->m->units[u].ntensors; k++) n += L->part[u][k].split.kind == TP_REPLICATED;
     double *mine = malloc((size_t)(n ? n : 1) * sizeof *mine), *all = malloc((size_t)N * (n ? n : 1) * sizeof *all);
     CHECK(mine && all, "out of memory");
     int i = 0;
-    for (int u = 0; u < L->nunits; u++)
+    for (int u = 0; u < L->nunits; u++) {
+        const float *unit = widen_unit(L, units, u, t, scratch);
         for (int k = 0; k < L->m->units[u].ntensors; k++) {
             const TpPart *p = &L->part[u][k];
-            if (p->split.kind == TP_REPLICATED) mine[i++] = ops_sumsq(units[u] + p->offset, p->count);
+            if (p->split.kind == TP_REPLICATED) mine[i++] = ops_sumsq(unit + p->offset, p->count);
         }
+    }
     comm_all_gather_host(c, mine, (size_t)n * sizeof *mine, all);
     buf[0] = 0;
     i = 0;
@@ -337,12 +357,17 @@ static double ar(double n, int k) { return 2.0 * (k - 1) / k * 4 * n; }
 static double ag(double n, int k) { return (double)(k - 1) / k * 4 * n; }
 
 TpBytes tp_bytes_per_step(bool naive, int t, int dp, double M, double C, int L, double psi_local) {
+    return tp_bytes_per_step_typed(naive, t, dp, M, C, L, psi_local, 4);
+}
+
+TpBytes tp_bytes_per_step_typed(bool naive, int t, int dp, double M, double C, int L, double psi_local, double elem) {
     TpBytes b;
+    const double e = elem / 4;   // the activations and the gradients in the run's type; the loss's parts fp32
     double attn = 2 * ar(M * C, t), mlp = naive ? ag(4 * M * C, t) + ag(M * C, t) + ag(4 * M * C, t) + ar(M * C, t)
                                                 : 2 * ar(M * C, t);
-    b.block = L * (attn + mlp);
-    b.embed_head = ar(M * C, t) + 3 * ar(M, t) + ar(M * C, t);
-    b.dp = ar(psi_local, dp);
+    b.block = e * L * (attn + mlp);
+    b.embed_head = e * (ar(M * C, t) + ar(M * C, t)) + 3 * ar(M, t);
+    b.dp = e * ar(psi_local, dp);
     b.total = b.block + b.embed_head + b.dp;
     return b;
 }

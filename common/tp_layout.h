@@ -87,6 +87,10 @@ float **tp_layout_gather(const TpLayout *L, float **units);
 // The same a unit at a time, each written to w (by the world's rank 0) as
 // "<prefix>/<unit>.<tensor>" and freed: one whole unit on the host at once.
 void tp_layout_dump(const TpLayout *L, float **units, DumpWriter *w, const char *prefix);
+// The same for units of type t (COMM_BF16: each widened into scratch, fp32
+// on the device, of the largest unit's part, before it is gathered).
+void tp_layout_dump_typed(const TpLayout *L, void *const *units, CommType t, float *scratch, DumpWriter *w,
+                          const char *prefix);
 // Sums of squares of this rank's replicated and split parameters.
 void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, double *split);
 // The replicated tensors of `units` compared over the ranks of c (the
@@ -95,6 +99,9 @@ void tp_layout_sumsq(const TpLayout *L, float **units, double *replicated, doubl
 // in buf ("" when all agree). Returns the first rank of c on which that
 // tensor is all zeros, or -1 (none, or none differs). Collective over c.
 int tp_layout_replicated_differs(const TpLayout *L, Comm *c, float **units, char *buf, size_t len);
+// The same for units of type t (COMM_BF16: widened into scratch, as above).
+int tp_layout_replicated_differs_typed(const TpLayout *L, Comm *c, void *const *units, CommType t, float *scratch,
+                                       char *buf, size_t len);
 
 // ---- shapes and bytes -------------------------------------------------------------
 
@@ -112,3 +119,7 @@ typedef struct {
     double block, embed_head, dp, total;
 } TpBytes;
 TpBytes tp_bytes_per_step(bool naive, int t, int dp, double M, double C, int L, double psi_local);
+// The same with the activations, their gradients and the data-parallel
+// gradients of `elem` bytes an element (2 in bf16; the cross-entropy's
+// three of M stay fp32).
+TpBytes tp_bytes_per_step_typed(bool naive, int t, int dp, double M, double C, int L, double psi_local, double elem);

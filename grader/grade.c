@@ -648,7 +648,7 @@ static RefCache *reference(const Options *o, const char *flags) {
 // communication no counter sees, a file or a system call (open, syscall,
 // prctl, dlsym) reaches past the harness.
 static const char *const ALLOWED_CALLS =
-    "^((ops|comm|mem|core|optim|pp|tp|tpg|sp|trace)_[a-z0-9_]*|lab_todo|print0|printr|_GLOBAL_OFFSET_TABLE_|"
+    "^((ops|comm|mem|core|optim|pp|prec|tp|tpg|sp|trace)_[a-z0-9_]*|lab_todo|print0|printr|_GLOBAL_OFFSET_TABLE_|"
     "__stack_chk_fail|__assert_fail|abort|exit|mem(cpy|move|set|cmp)|str(cmp|ncmp|len|nlen|chr|rchr|str|cpy|ncpy|"
     "cat|ncat|tol|toul|tod|tof)|ato[ifl]|(v?s?n?|f)printf|puts|fputs|putchar|fputc|putc|fflush|stdout|stderr|"
     "__(v?s?n?|f|vf)printf_chk|__(memcpy|memmove|memset|strcpy|strcat|strncpy)_chk|__ctype_(b|tolower|toupper)_loc|"

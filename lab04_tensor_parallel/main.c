@@ -1,6 +1,6 @@
 // main.c: lab04's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab04 [--tp t] [--mlp megatron|naive]
+//   mpirun -np 4 build/lab04 [--tp t] [--mlp megatron|naive] [--precision fp32|bf16]
 //
 // Trains the course's GPT with its layers cut by width over t ranks (the
 // student's tp.c), on a grid of N / t data-parallel groups when t < N: a
@@ -8,6 +8,11 @@
 // them, and each group of them takes its own rows of the batch. Every step
 // prints the loss beside single-device training's; at the end, each rank's
 // parameters, bytes and activations beside their formulas.
+//
+// --precision bf16: mixed precision (docs/model.md). Each rank's parts of
+// the parameters and their gradients are bf16 (2 bytes), with an fp32
+// master copy and fp32 moments for AdamW (2 + 2 + 12 bytes a parameter);
+// the activations the layers keep and the tensors f and g move are bf16.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +44,17 @@ static const char *const HOOKS[] = {"tp_split", "tp_naive_mlp_forward", "tp_naiv
 
 void lab_todo(const char *function) { harness_todo(function); }
 
+// This rank's parts of every unit in the run's type (elem bytes an element), zero-filled.
+static void **run_units(const TpLayout *L, size_t elem, MemCategory cat, const char *what) {
+    void **u = calloc((size_t)L->nunits, sizeof *u);
+    CHECK(u, "out of memory");
+    for (int i = 0; i < L->nunits; i++) {
+        u[i] = mem_alloc(L->size[i] * elem, cat, what);
+        mem_zero(u[i], L->size[i] * elem);
+    }
+    return u;
+}
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -59,6 +75,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
     args_parse(&a, argc, argv,
                "lab04: tensor parallelism (the lecture's naive split, Megatron's f and g, vocabulary-parallel "
                "cross-entropy), checked against single-device training.",
@@ -71,6 +88,10 @@ int main(int argc, char **argv) {
     int row0, rows;   // this data-parallel group's rows of the global batch
     data_rank_rows(a.batch, dp, dp_rank, &row0, &rows);
     bool naive = strcmp(mlp, "naive") == 0;
+    const bool bf16 = gpt_precision_parse(a.precision) == GPT_BF16;
+    if (bf16 && naive)
+        core_usage_error("the naive MLP runs in fp32 only (it is the lecture's picture of the gathers); run it "
+                         "without --precision bf16, or the Megatron MLP (--mlp megatron) in bf16");
 
     // Refused before any of it is allocated when it cannot fit (an upper
     // estimate: a whole replica per rank) and, first, the reference.
@@ -83,7 +104,7 @@ int main(int argc, char **argv) {
     // same part of it and average their gradients.
     Comm *tpc = comm_split(c, dp_rank, r % t), *dpc = comm_split(c, r % t, dp_rank);
     GptConfig cfg = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
-                     .dropout = (float)a.dropout, .seed = a.seed};
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = bf16 ? GPT_BF16 : GPT_FP32};
     Gpt *model = gpt_create(&cfg);   // the whole model's shapes; no memory for tensors
     Tp tp = {.group = tpc, .t = t, .r = r % t, .naive = naive, .B = rows, .T = a.seq, .C = a.dim,
              .NH = a.heads, .V = a.vocab};
@@ -91,19 +112,29 @@ int main(int argc, char **argv) {
     tpm_layout(&tm, model, &tp);
     tm.net.dropout = (float)a.dropout;
     mem_reset_peaks();
-    tpm_alloc_acts(&tm, rows, a.seq);
+    tpm_alloc_acts(&tm, rows, a.seq, bf16);
+    const CommType type = tm.prec.type;
+    const size_t elem = tm.prec.elem;
     // What the split model's activations and scratch take, allocated by the
     // harness before any of the student's code runs: the student's functions
     // allocate nothing, so ACTS stays at this (the grader's bound).
     double acts_expected = (double)mem_live(MEM_ACTS);
     char desc[96];
-    print0("[lab04] %d rank%s · %s · %s · %s · %s MLP · %d tensor-parallel x %d data-parallel · batch %d = %d "
+    print0("[lab04] %d rank%s · %s · %s · %s · %s · %s MLP · %d tensor-parallel x %d data-parallel · batch %d = %d "
            "groups x %d rows\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
-           gpt_describe(model, desc, sizeof desc), naive ? "naive" : "Megatron", t, dp, a.batch, dp, rows);
+           gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
+           naive ? "naive" : "Megatron", t, dp, a.batch, dp, rows);
 
-    float **params = tp_layout_alloc(&tm.L, MEM_PARAMS, "params"), **grads = tp_layout_alloc(&tm.L, MEM_GRADS, "grads");
+    // The parameters and gradients in the run's type; in bf16 AdamW's fp32
+    // master copy besides, initialised as fp32 is and rounded into them.
+    void **params = bf16 ? run_units(&tm.L, elem, MEM_PARAMS, "params")
+                         : (void **)tp_layout_alloc(&tm.L, MEM_PARAMS, "params");
+    void **grads = run_units(&tm.L, elem, MEM_GRADS, "grads");
+    float **master = bf16 ? tp_layout_alloc(&tm.L, MEM_OPTIM, "master weights") : NULL;
     float **mom_m = tp_layout_alloc(&tm.L, MEM_OPTIM, "adam m"), **mom_v = tp_layout_alloc(&tm.L, MEM_OPTIM, "adam v");
-    tp_layout_init(&tm.L, params);
+    tp_layout_init(&tm.L, bf16 ? master : (float **)params);
+    for (int u = 0; bf16 && u < tm.nunits; u++) ops_to_bf16(params[u], master[u], tm.L.size[u]);
+    float **held = bf16 ? master : (float **)params;   // the parameters the optimizer holds in fp32
 
     // The student's layers on their own first, for the diagnoses.
     TpProbe probe = tpm_probe(&tm);
@@ -120,6 +151,9 @@ int main(int argc, char **argv) {
     char extra[160];
     snprintf(extra, sizeof extra, "tp %d\ndp %d\nmlp %s\n", t, dp, mlp);
     dump_run_meta(dw, c, "lab04", &a, extra);
+    // (The bf16 reference's products grew ops.h's widening scratch on rank
+    // 0: let it go before the peaks start, not only when they are sealed.)
+    ops_release_scratch();
     mem_reset_peaks();
     comm_stats_reset();
     harness_seal_measures();
@@ -129,7 +163,7 @@ int main(int argc, char **argv) {
         harness_step_begin(&run);
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
         tpm_set_batch(&tm, x, y, s, row0, scale);
-        for (int u = 0; u < tm.nunits; u++) mem_zero(grads[u], tm.L.size[u] * sizeof(float));
+        for (int u = 0; u < tm.nunits; u++) mem_zero(grads[u], tm.L.size[u] * elem);
         for (int u = 0; u < tm.nunits; u++) {
             trace_begin(model->units[u].name, "forward");
             tp_net_unit_forward(&tm.net, u, params[u]);
@@ -144,16 +178,20 @@ int main(int argc, char **argv) {
         // Data parallelism across the groups: the same part of the model on
         // ranks t apart, summed (each group's gradient is already its share
         // of the global mean).
-        for (int u = 0; dp > 1 && u < tm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], tm.L.size[u]);
-        // The first gradient, whole, for the grader (a unit at a time).
+        for (int u = 0; dp > 1 && u < tm.nunits; u++) comm_all_reduce_typed(dpc, grads[u], tm.L.size[u], type, COMM_SUM);
+        // The first gradient, whole, for the grader (a unit at a time; bf16
+        // widened in the fp32 gradient scratch, free between steps).
         if (s == 0) {
-            tp_layout_dump(&tm.L, grads, dw, "grad/first");
+            tp_layout_dump_typed(&tm.L, grads, type, tm.net.gunit32, dw, "grad/first");
             // A replicated gradient that differs over the group, and a rank
             // where it is zero: computed on some ranks only.
-            end.grad_zero_on = tp_layout_replicated_differs(&tm.L, tpc, grads, end.grad_differs, sizeof end.grad_differs);
+            end.grad_zero_on = tp_layout_replicated_differs_typed(&tm.L, tpc, grads, type, tm.net.gunit32,
+                                                                  end.grad_differs, sizeof end.grad_differs);
         }
         trace_begin("optimizer", "compute");
-        for (int u = 0; u < tm.nunits; u++) optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], tm.L.size[u]);
+        for (int u = 0; u < tm.nunits; u++)
+            optim_step(&optim, s + 1, bf16, params[u], grads[u], bf16 ? master[u] : NULL, mom_m[u], mom_v[u],
+                       tm.L.size[u]);
         trace_end();
         // Every rank of a group has its group's loss: the mean over ranks is
         // the mean over groups.
@@ -173,17 +211,25 @@ int main(int argc, char **argv) {
     double M = (double)rows * a.seq;
     char b1[32], b2[32], b3[32], b4[32];
     harness_print_mean_step(&run, false);
-    print0("\nper rank (the largest), t = %d, psi = %.0f:\n", t, psi);
+    const double P = (double)elem, K = bf16 ? 12 : 8;   // bytes a parameter: weights and gradients; optimizer
+    print0("\nper rank (the largest), t = %d, psi = %.0f, %s:\n", t, psi, bf16 ? "bf16 with fp32 master weights" : "fp32");
     print0("  %-24s %10s %10s   %s\n", "", "measured", "formula", "");
-    print0("  %-24s %10s %10s   4 (psi_replicated + psi_split / t), psi_replicated = %.0f\n", "parameters (PARAMS)",
-           core_fmt_bytes(peak[MEM_PARAMS], b1, 32), core_fmt_bytes(4 * (rep + (psi - rep) / t), b2, 32), rep);
+    print0("  %-24s %10s %10s   %.0f (psi_replicated + psi_split / t), psi_replicated = %.0f\n", "parameters (PARAMS)",
+           core_fmt_bytes(peak[MEM_PARAMS], b1, 32), core_fmt_bytes(P * (rep + (psi - rep) / t), b2, 32), P, rep);
+    if (bf16) {
+        print0("  %-24s %10s %10s   2 (psi_replicated + psi_split / t)\n", "gradients (GRADS)",
+               core_fmt_bytes(peak[MEM_GRADS], b1, 32), core_fmt_bytes(P * (rep + (psi - rep) / t), b2, 32));
+        print0("  %-24s %10s %10s   12 (psi_replicated + psi_split / t): the fp32 master copy and two moments\n",
+               "optimizer (OPTIM)", core_fmt_bytes(peak[MEM_OPTIM], b1, 32),
+               core_fmt_bytes(K * (rep + (psi - rep) / t), b2, 32));
+    }
     print0("  %-24s %10s %10s   the formula's column: what the harness allocates for them, measured before "
            "training; split only inside attention and the MLP (lab06 splits the rest)\n",
            "activations (ACTS)", core_fmt_bytes(peak[MEM_ACTS], b1, 32), core_fmt_bytes(acts_expected, b2, 32));
     // Bytes: this rank's, per step, beside both variants' formulas.
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
-    TpBytes mega = tp_bytes_per_step(false, t, dp, M, a.dim, a.layers, local),
-            nv = tp_bytes_per_step(true, t, dp, M, a.dim, a.layers, local);
+    TpBytes mega = tp_bytes_per_step_typed(false, t, dp, M, a.dim, a.layers, local, P),
+            nv = tp_bytes_per_step_typed(true, t, dp, M, a.dim, a.layers, local, P);
     print0("  %-24s %10s %10s   %s MLP: blocks %s, embedding and cross-entropy %s, data-parallel %s\n",
            "bytes sent per step", core_fmt_bytes(sent, b1, 32), core_fmt_bytes((naive ? nv : mega).total, b2, 32),
            naive ? "naive" : "Megatron", core_fmt_bytes((naive ? nv : mega).block, b3, 32),
@@ -200,10 +246,10 @@ int main(int argc, char **argv) {
     // Afterwards, not measured: the whole model gathered, the replicas compared.
     double rep_sumsq, split_sumsq;
     end.rep_all = malloc((size_t)N * sizeof *end.rep_all);
-    tp_layout_sumsq(&tm.L, params, &rep_sumsq, &split_sumsq);
+    tp_layout_sumsq(&tm.L, held, &rep_sumsq, &split_sumsq);
     comm_all_gather_host(c, &rep_sumsq, sizeof rep_sumsq, end.rep_all);
-    tp_layout_replicated_differs(&tm.L, c, params, end.differs, sizeof end.differs);
-    float **whole = tp_layout_gather(&tm.L, params), **whole_m = tp_layout_gather(&tm.L, mom_m),
+    tp_layout_replicated_differs(&tm.L, c, held, end.differs, sizeof end.differs);
+    float **whole = tp_layout_gather(&tm.L, held), **whole_m = tp_layout_gather(&tm.L, mom_m),
           **whole_v = tp_layout_gather(&tm.L, mom_v);
     harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
                                        .v = whole_v, .host = true, .print_more = lab04_print_more,

@@ -45,27 +45,27 @@ void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp) {
 
 // ---- the student's layers, as the composition calls them (common/tp_net.h) -----------
 
-static void attention_forward(void *tp, void *a, const GptBlockView *p, const float *x, float *out) {
+static void attention_forward(void *tp, void *a, const GptBlockView *p, const void *x, void *out) {
     tp_attention_forward(tp, a, p, x, out);
 }
 
-static void attention_backward(void *tp, void *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                               const float *dout, float *dx) {
+static void attention_backward(void *tp, void *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                               const float *dout, void *dx) {
     tp_attention_backward(tp, a, p, g, x, dout, dx);
 }
 
-static void mlp_forward(void *ctx, void *a, const GptBlockView *p, const float *x, float *out) {
+static void mlp_forward(void *ctx, void *a, const GptBlockView *p, const void *x, void *out) {
     Tp *tp = ctx;
     (tp->naive ? tp_naive_mlp_forward : tp_mlp_forward)(tp, a, p, x, out);
 }
 
-static void mlp_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                         const float *dout, float *dx) {
+static void mlp_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                         const float *dout, void *dx) {
     Tp *tp = ctx;
     (tp->naive ? tp_naive_mlp_backward : tp_mlp_backward)(tp, a, p, g, x, dout, dx);
 }
 
-static void embed_forward(void *tp, const GptEmbedView *p, const int *tokens, float *out) {
+static void embed_forward(void *tp, const GptEmbedView *p, const int *tokens, void *out) {
     tp_embed_forward(tp, p, tokens, out);
 }
 
@@ -73,13 +73,13 @@ static void embed_backward(void *tp, GptEmbedView *g, const int *tokens, const f
     tp_embed_backward(tp, g, tokens, dout);
 }
 
-static void head_forward(void *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+static void head_forward(void *tp, TpHeadActs *a, const GptHeadView *p, const void *x, const int *targets,
                          float *losses) {
     tp_head_forward(tp, a, p, x, targets, losses);
 }
 
-static void head_backward(void *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x,
-                          float *dx) {
+static void head_backward(void *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const void *x,
+                          void *dx) {
     tp_head_backward(tp, a, p, g, x, dx);
 }
 
@@ -94,13 +94,23 @@ static const TpNetLayers student_layers = {
 
 static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_ACTS, name); }
 
-void tpm_alloc_acts(TpModel *tm, int B, int T) {
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
+
+void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16) {
     Tp *tp = tm->tp;
     TpNet *n = &tm->net;
     const int L = tm->m->cfg.L, C = tp->C;
     const size_t M = (size_t)B * T, MC = M * C;
+    CHECK(!(bf16 && tp->naive), "the naive MLP runs in fp32 only; run it without --precision bf16 (or with --mlp "
+          "megatron)");
     tp->B = B, tp->T = T;
-    n->layers = &student_layers, n->ctx = tp, n->m = tm->m, n->L = &tm->L;
+    // The run's precision: bf16's widening scratch holds the largest operand
+    // of a product (M rows of C, Ct or Ht) and one attention's probabilities.
+    const size_t att = (size_t)B * tp->NHt * T * T;
+    prec_init(&tm->prec, bf16, M * zmax(zmax((size_t)C, (size_t)tp->Ct), (size_t)tp->Ht), att);
+    const Prec *pr = &tm->prec;
+    tp->prec = pr, tp->type = pr->type;
+    n->layers = &student_layers, n->ctx = tp, n->m = tm->m, n->L = &tm->L, n->prec = pr;
     n->B = B, n->T = T, n->C = C, n->seed = tm->m->cfg.seed;
     n->tokens = mem_alloc(M * sizeof(int), MEM_ACTS, "tokens");
     n->targets = mem_alloc(M * sizeof(int), MEM_ACTS, "targets");
@@ -109,32 +119,34 @@ void tpm_alloc_acts(TpModel *tm, int B, int T) {
     n->blocks = calloc((size_t)(L ? L : 1), sizeof *n->blocks);
     tm->acts = calloc((size_t)(L ? L : 1), sizeof *tm->acts);
     for (int u = 1; u < tm->nunits; u++) {
-        n->stream[u] = acts(MC, "residual stream");
-        n->dstream[u] = acts(MC, "residual stream gradient");
+        n->stream[u] = prec_alloc(pr, MC, MEM_ACTS, "residual stream");
+        n->dstream[u] = prec_alloc(pr, MC, MEM_ACTS, "residual stream gradient");
     }
-    const size_t att = (size_t)B * tp->NHt * T * T;
     for (int l = 0; l < L; l++) {
-        tp_net_block_alloc(&n->blocks[l], M, C, MEM_ACTS);
+        tp_net_block_alloc(&n->blocks[l], M, C, MEM_ACTS, pr);
         TpBlockActs *a = &tm->acts[l];
         n->blocks[l].layers = a;
-        a->q = acts(M * tp->Ct, "q");
-        a->k = acts(M * tp->Ct, "k");
-        a->v = acts(M * tp->Ct, "v");
-        a->att = acts(att, "attention");
-        a->y = acts(M * tp->Ct, "attention out");
-        a->h = acts(M * tp->Ht, "mlp hidden");
-        a->hg = acts(M * tp->Ht, "mlp gelu");
+        a->q = prec_alloc(pr, M * tp->Ct, MEM_ACTS, "q");
+        a->k = prec_alloc(pr, M * tp->Ct, MEM_ACTS, "k");
+        a->v = prec_alloc(pr, M * tp->Ct, MEM_ACTS, "v");
+        a->att = prec_alloc(pr, att, MEM_ACTS, "attention");
+        a->y = prec_alloc(pr, M * tp->Ct, MEM_ACTS, "attention out");
+        a->h = prec_alloc(pr, M * tp->Ht, MEM_ACTS, "mlp hidden");
+        a->hg = prec_alloc(pr, M * tp->Ht, MEM_ACTS, "mlp gelu");
         a->hg_all = tp->naive ? acts(4 * MC, "mlp gelu, all-gathered") : NULL;
     }
-    n->lnf.out = acts(MC, "lnf");
+    n->lnf.out = prec_alloc(pr, MC, MEM_ACTS, "lnf");
     n->lnf.mean = acts(M, "lnf mean");
     n->lnf.rstd = acts(M, "lnf rstd");
     n->losses = acts(M, "losses");
     tp_net_head_alloc(&tm->head, M, tp->nlm, MEM_ACTS);
     n->head = &tm->head;
-    n->branch = acts(MC, "scratch");
+    n->branch = prec_alloc(pr, MC, MEM_ACTS, "scratch");
     n->branch2 = acts(MC, "scratch");
-    n->dln = acts(MC, "scratch");
+    n->dln = prec_alloc(pr, MC, MEM_ACTS, "scratch");
+    size_t unit = 0;
+    for (int u = 0; u < tm->nunits; u++) unit = zmax(unit, tm->L.size[u]);
+    tp_net_alloc_bf16(n, M, C, unit);
     TpScratch *s = &tp->s;
     for (int i = 0; i < 4; i++) s->ct[i] = acts(M * tp->Ct, "scratch");
     s->att = acts(att, "scratch");
@@ -166,6 +178,8 @@ void tpm_free(TpModel *tm) {
     free(n->dstream);
     free(n->blocks);
     free(tm->acts);
+    tp_net_free_bf16(n);
+    prec_free(&tm->prec);
     tp_layout_free(&tm->L);
 }
 
@@ -193,20 +207,43 @@ static float *random_host(size_t n, uint32_t which, float std) {
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
+// A host input as the layers take it: of the run's type on the device. In
+// bf16 the host values are rounded first, so that the sums the probe
+// compares against are of what the layers saw.
+static void *probe_input(const Prec *pr, float *host, size_t n) {
+    if (!pr->bf16) return tp_probe_on_device(host, n);
+    bf16 *h = malloc(n * sizeof *h);
+    CHECK(h, "out of memory");
+    for (size_t i = 0; i < n; i++) h[i] = bf16_from_float(host[i]), host[i] = bf16_to_float(h[i]);
+    bf16 *d = mem_alloc_bf16(n, MEM_OTHER, "probe");
+    mem_from_host(d, h, n * sizeof *h);
+    free(h);
+    return d;
+}
+
+// A buffer of the run's type copied into fp32 (f, on the device).
+static float *probe_f32(const Prec *pr, float *f, const void *t, size_t n) {
+    if (pr->bf16) ops_from_bf16(f, t, n);
+    else mem_copy(f, t, n * sizeof(float));
+    return f;
+}
+
 // One layer (attention or the MLP) of block unit 1 on random parameters:
 // its output's agreement over ranks and its shift with the bias after g,
 // and its input gradient's agreement.
-static void probe_layer(TpModel *tm, float *params, float *grads, const float *x, const float *dout, bool mlp,
-                        double *bias, double *out_agree, double *dx_agree) {
+static void probe_layer(TpModel *tm, float *params, float *grads, const void *x, const float *dout, bool mlp,
+                        float *f1, float *f2, double *bias, double *out_agree, double *dx_agree) {
     Tp *tp = tm->tp;
+    const Prec *pr = tp->prec;
     const size_t MC = (size_t)tp->B * tp->T * tp->C;
     TpBlockView p = tp_layout_block_view(&tm->L, 1, params), g = tp_layout_block_view(&tm->L, 1, grads);
     TpBlockActs *a = &tm->acts[0];
     TpLayerForward fwd = mlp ? student_layers.mlp_forward : student_layers.attention_forward;
     TpLayerBackward bwd = mlp ? student_layers.mlp_backward : student_layers.attention_backward;
-    float *out1 = tm->net.branch, *out2 = tm->net.branch2, *dx = tm->net.dln;
-    ops_fill(out1, 0, MC);
-    fwd(tp, a, &p, x, out1);
+    void *out = tm->net.branch, *dx = tm->net.dln;   // the run's type
+    mem_zero(out, MC * pr->elem);
+    fwd(tp, a, &p, x, out);
+    const float *out1 = probe_f32(pr, f1, out, MC);
     *out_agree = tp_probe_agree(tp->group, out1, MC);
     // The bias after g (replicated: b2 in the naive MLP is split, and its
     // shift is whole only when gathered, which the same measure sees).
@@ -216,18 +253,18 @@ static void probe_layer(TpModel *tm, float *params, float *grads, const float *x
     for (size_t i = 0; i < nb; i++) one[i] = 1.0f;
     float *d_one = tp_probe_on_device(one, nb);
     ops_accumulate(b, d_one, nb);
-    ops_fill(out2, 0, MC);
-    fwd(tp, a, &p, x, out2);
-    *bias = tp_probe_mean_shift(out1, out2, MC, 1.0);
+    mem_zero(out, MC * pr->elem);
+    fwd(tp, a, &p, x, out);
+    *bias = tp_probe_mean_shift(out1, probe_f32(pr, f2, out, MC), MC, 1.0);
     ops_scale(d_one, -1.0f, nb);
     ops_accumulate(b, d_one, nb);
     mem_free(d_one);
     free(one);
-    ops_fill(out1, 0, MC);
-    fwd(tp, a, &p, x, out1);   // the activations of the first parameters again
-    ops_fill(dx, 0, MC);
+    mem_zero(out, MC * pr->elem);
+    fwd(tp, a, &p, x, out);   // the activations of the first parameters again
+    mem_zero(dx, MC * pr->elem);
     bwd(tp, a, &p, &g, x, dout, dx);
-    *dx_agree = tp_probe_agree(tp->group, dx, MC);
+    *dx_agree = tp_probe_agree(tp->group, probe_f32(pr, f1, dx, MC), MC);
 }
 
 TpProbe tpm_probe(TpModel *tm) {
@@ -238,16 +275,20 @@ TpProbe tpm_probe(TpModel *tm) {
     const size_t MC = (size_t)M * C;
     TpProbe pr = {.attn_bias = 1, .mlp_bias = 1, .attn_out_agree = 1, .mlp_out_agree = 1, .attn_dx_agree = 1,
                   .mlp_dx_agree = 1, .head_dx_agree = 1};
+    const Prec *prec = tp->prec;
     float *hx = random_host(MC, 1, 1.0f), *hd = random_host(MC, 2, 1.0f);
-    float *x = tp_probe_on_device(hx, MC), *dout = tp_probe_on_device(hd, MC);
+    void *x = probe_input(prec, hx, MC);
+    float *dout = tp_probe_on_device(hd, MC);
+    // fp32 copies of what the layers leave in the run's type.
+    float *f1 = mem_alloc_floats(MC, MEM_OTHER, "probe"), *f2 = mem_alloc_floats(MC, MEM_OTHER, "probe");
     // Blocks: unit 1's parts of a random whole unit (every tensor non-zero).
     if (m->cfg.L > 0) {
         float *whole = random_host(m->units[1].size, 3, 0.3f);
         float *params = mem_alloc_floats(tm->L.size[1], MEM_OTHER, "probe params");
         float *grads = mem_alloc_floats(tm->L.size[1], MEM_OTHER, "probe grads");
         tp_layout_parts_from_whole(&tm->L, 1, params, whole);
-        probe_layer(tm, params, grads, x, dout, false, &pr.attn_bias, &pr.attn_out_agree, &pr.attn_dx_agree);
-        probe_layer(tm, params, grads, x, dout, true, &pr.mlp_bias, &pr.mlp_out_agree, &pr.mlp_dx_agree);
+        probe_layer(tm, params, grads, x, dout, false, f1, f2, &pr.attn_bias, &pr.attn_out_agree, &pr.attn_dx_agree);
+        probe_layer(tm, params, grads, x, dout, true, f1, f2, &pr.mlp_bias, &pr.mlp_out_agree, &pr.mlp_dx_agree);
         mem_free(params);
         mem_free(grads);
         free(whole);
@@ -319,23 +360,25 @@ TpProbe tpm_probe(TpModel *tm) {
     free(all_cols);
     pr.head_loss_err = worst;
     tp->loss_scale = 1.0f / (float)M;
-    ops_fill(n->dln, 0, MC);
+    mem_zero(n->dln, MC * prec->elem);
     tp_head_backward(tp, &tm->head, &p, &g, x, n->dln);
-    pr.head_dx_agree = tp_probe_agree(tp->group, n->dln, MC);
+    pr.head_dx_agree = tp_probe_agree(tp->group, probe_f32(prec, f1, n->dln, MC), MC);
     mem_free(params);
     mem_free(grads);
     free(whole);
     free(hl);
     // The embedding: exactly wte[token] + wpe[t] (one row of each is added).
     whole = random_host(m->units[0].size, 7, 1.0f);
+    // (bf16: the table's values bf16's, as the parameters a bf16 run widens are)
+    for (size_t i = 0; prec->bf16 && i < m->units[0].size; i++) whole[i] = bf16_to_float(bf16_from_float(whole[i]));
     params = mem_alloc_floats(tm->L.size[0], MEM_OTHER, "probe params");
     tp_layout_parts_from_whole(&tm->L, 0, params, whole);
     mem_from_host(n->tokens, ht, (size_t)M * sizeof(int));
     TpEmbedView e = tp_layout_embed_view(&tm->L, params);
-    ops_fill(n->branch, 0, MC);
+    mem_zero(n->branch, MC * prec->elem);
     tp_embed_forward(tp, &e, n->tokens, n->branch);
     float *got = malloc(MC * sizeof *got);
-    mem_to_host(got, n->branch, MC * sizeof(float));
+    mem_to_host(got, probe_f32(prec, f1, n->branch, MC), MC * sizeof(float));
     worst = 0;
     for (int i = 0; i < M; i++)
         for (int c = 0; c < C; c++) {
@@ -350,6 +393,8 @@ TpProbe tpm_probe(TpModel *tm) {
     free(ht);
     mem_free(x);
     mem_free(dout);
+    mem_free(f1);
+    mem_free(f2);
     free(hx);
     free(hd);
     // The group's worst.

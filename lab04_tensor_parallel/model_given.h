@@ -23,6 +23,7 @@ typedef struct {
     // LayerNorms, residual adds and dropout, its activations (net.dropout:
     // the probability).
     TpNet net;
+    Prec prec;             // the run's precision (tp->prec points here)
     // What the student's layers keep (tp.h).
     TpBlockActs *acts;     // (L)
     TpHeadActs head;
@@ -32,8 +33,9 @@ typedef struct {
 // tp_layout.h) and fill tp's sizes. Collective over tp->group. The parts
 // are then allocated, initialised and gathered with tp_layout_*(&tm->L).
 void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp);
-// Activations for B rows of T tokens (ACTS); free them and the layout.
-void tpm_alloc_acts(TpModel *tm, int B, int T);
+// Activations for B rows of T tokens (ACTS), kept in bf16 or fp32 (the
+// run's precision: tp->prec, tp->type); free them and the layout.
+void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16);
 void tpm_free(TpModel *tm);
 
 // The batch: x, y (B, T) host tokens; dropout keyed by step and row0.

@@ -55,7 +55,7 @@ static void free_on(SpBlockActs *a) {
 }
 
 static void alloc_off(const Sp *sp, TpNetBlock *k, TpLayerActs *layers) {
-    tp_net_block_alloc(k, (size_t)sp->tp.B * sp->tp.T, sp->tp.C, g_cat);
+    tp_net_block_alloc(k, (size_t)sp->tp.B * sp->tp.T, sp->tp.C, g_cat, NULL);
     k->layers = layers;
     alloc_layers(sp, layers);
 }
@@ -117,33 +117,33 @@ static void f_backward(TpShard *tp, float *dx) {
     comm_all_reduce_sum(tp->group, dx, (size_t)tp->B * tp->T * tp->C);
 }
 
-static void attention_fg(void *tp, void *a, const GptBlockView *p, const float *x, float *out) {
+static void attention_fg(void *tp, void *a, const GptBlockView *p, const void *x, void *out) {
     tpg_attention_forward(tp, a, p, x, out);
     g_forward(tp, out, p->bo);
 }
 
-static void attention_fg_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                                  const float *dout, float *dx) {
+static void attention_fg_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                                  const float *dout, void *dx) {
     TpShard *tp = ctx;
     ops_bias_backward(g->bo, dout, tp->B * tp->T, tp->C);   // the same on every rank
     tpg_attention_backward(tp, a, p, g, x, dout, dx);
     f_backward(tp, dx);
 }
 
-static void mlp_fg(void *tp, void *a, const GptBlockView *p, const float *x, float *out) {
+static void mlp_fg(void *tp, void *a, const GptBlockView *p, const void *x, void *out) {
     tpg_mlp_forward(tp, a, p, x, out);
     g_forward(tp, out, p->b2);
 }
 
-static void mlp_fg_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                            const float *dout, float *dx) {
+static void mlp_fg_backward(void *ctx, void *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                            const float *dout, void *dx) {
     TpShard *tp = ctx;
     ops_bias_backward(g->b2, dout, tp->B * tp->T, tp->C);
     tpg_mlp_backward(tp, a, p, g, x, dout, dx);
     f_backward(tp, dx);
 }
 
-static void embed_fg(void *ctx, const GptEmbedView *p, const int *tokens, float *out) {
+static void embed_fg(void *ctx, const GptEmbedView *p, const int *tokens, void *out) {
     TpShard *tp = ctx;
     tpg_embed_forward(tp, p, tokens, out);
     g_forward(tp, out, NULL);   // each token's row from the rank that holds it; no bias
@@ -156,13 +156,13 @@ static void embed_fg_backward(void *ctx, GptEmbedView *g, const int *tokens, con
     tpg_embed_backward(tp, g, tokens, dout);
 }
 
-static void head_fg(void *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+static void head_fg(void *tp, TpHeadActs *a, const GptHeadView *p, const void *x, const int *targets,
                     float *losses) {
     tpg_head_forward(tp, a, p, x, targets, losses);
 }
 
-static void head_fg_backward(void *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x,
-                             float *dx) {
+static void head_fg_backward(void *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const void *x,
+                             void *dx) {
     tpg_head_backward(tp, a, p, g, x, dx);
     f_backward(tp, dx);   // lm_head is column-parallel
 }
@@ -222,7 +222,7 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
     n->B = tp->B, n->T = tp->T, n->C = tp->C;
     if (!on) {
         n->tokens = sm->tokens, n->targets = sm->targets, n->losses = sm->losses;
-        n->stream = sm->stream, n->dstream = sm->dstream, n->blocks = sm->off;
+        n->stream = (void **)sm->stream, n->dstream = (void **)sm->dstream, n->blocks = sm->off;
         n->lnf = (TpNorm){h->lnf_all, h->lnf_mean, h->lnf_rstd};
         n->head = &h->ce;
     }

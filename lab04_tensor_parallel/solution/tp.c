@@ -7,6 +7,7 @@
 #include "comm.h"
 #include "core.h"
 #include "ops.h"
+#include "prec.h"
 
 // ---- 0. the split -------------------------------------------------------------
 
@@ -51,7 +52,7 @@ static void gather_columns(Tp *tp, const float *mine, float *whole, float *scrat
         ops_copy_2d(whole + (size_t)q * w, tp->t * w, scratch + (size_t)q * M * w, w, M, w);
 }
 
-void tp_naive_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out) {
+void tp_naive_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, H = 4 * C;
     ops_matmul_forward(a->h, x, p->w1, p->b1, M, C, tp->Ht);            // (M, Ht) my hidden columns
     ops_gelu_forward(a->hg, a->h, (size_t)M * tp->Ht);
@@ -61,7 +62,7 @@ void tp_naive_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const fl
 }
 
 void tp_naive_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g,
-                           const float *x, const float *dout, float *dx) {
+                           const void *x, const float *dout, void *dx) {
     const int M = tp->B * tp->T, C = tp->C, H = 4 * C, Ht = tp->Ht;
     // The all-gather's backward: my columns of dout, no communication.
     float *dmine = tp->s.c[0];   // (M, Cw)
@@ -87,77 +88,92 @@ void tp_naive_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlock
 
 // ---- 2. f and g -----------------------------------------------------------------
 
-void tp_f_backward(Tp *tp, float *dx, size_t n) { comm_all_reduce_sum(tp->group, dx, n); }
+// In the run's type: in bf16 the partial sums travel as bf16, half the bytes.
+void tp_f_backward(Tp *tp, void *dx, size_t n) { comm_all_reduce_typed(tp->group, dx, n, tp->type, COMM_SUM); }
 
-void tp_g_forward(Tp *tp, float *x, size_t n) { comm_all_reduce_sum(tp->group, x, n); }
+void tp_g_forward(Tp *tp, void *x, size_t n) { comm_all_reduce_typed(tp->group, x, n, tp->type, COMM_SUM); }
 
 // ---- 3. the Megatron MLP --------------------------------------------------------
 
-void tp_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out) {
+void tp_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, Ht = tp->Ht;
+    const Prec *pr = tp->prec;
     // f: the identity.
-    ops_matmul_forward(a->h, x, p->w1, p->b1, M, C, Ht);   // column-parallel: (M, Ht)
-    ops_gelu_forward(a->hg, a->h, (size_t)M * Ht);          // elementwise: stays local
-    ops_matmul_forward(out, a->hg, p->w2, NULL, M, Ht, C); // row-parallel: a partial sum (M, C)
+    prec_matmul_keep(pr, a->h, x, p->w1, p->b1, M, C, Ht);   // column-parallel: (M, Ht)
+    prec_gelu_keep(pr, a->hg, a->h, (size_t)M * Ht);         // elementwise: stays local
+    prec_matmul_keep(pr, out, a->hg, p->w2, NULL, M, Ht, C); // row-parallel: a partial sum (M, C)
     tp_g_forward(tp, out, (size_t)M * C);
-    ops_add_bias(out, p->b2, M, C);                         // once, after the sum
+    prec_add_bias(pr, out, p->b2, M, C);                     // once, after the sum
 }
 
-void tp_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g, const float *x,
-                     const float *dout, float *dx) {
+void tp_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g, const void *x,
+                     const float *dout, void *dx) {
     const int M = tp->B * tp->T, C = tp->C, Ht = tp->Ht;
+    const Prec *pr = tp->prec;
     // g's backward: the identity. b2's gradient is the same on every rank.
     ops_bias_backward(g->b2, dout, M, C);
     float *dhg = tp->s.ht[0], *dh = tp->s.ht[1];   // (M, Ht)
     ops_fill(dhg, 0, (size_t)M * Ht);
-    ops_matmul_backward(dhg, g->w2, NULL, dout, a->hg, p->w2, M, Ht, C);
+    prec_matmul_backward(pr, dhg, g->w2, NULL, dout, a->hg, p->w2, M, Ht, C);
     ops_fill(dh, 0, (size_t)M * Ht);
-    ops_gelu_backward(dh, dhg, a->h, (size_t)M * Ht);
-    ops_matmul_backward(dx, g->w1, g->b1, dh, x, p->w1, M, C, Ht);   // a partial sum
+    prec_gelu_backward(pr, dh, dhg, a->h, (size_t)M * Ht);
+    float *d = prec_open(pr, dx, (size_t)M * C, tp->s.c[0]);   // dx in fp32 (zeros)
+    prec_matmul_backward(pr, d, g->w1, g->b1, dh, x, p->w1, M, C, Ht);   // a partial sum
+    prec_keep(pr, dx, d, (size_t)M * C);
     tp_f_backward(tp, dx, (size_t)M * C);
 }
 
 // ---- 4. attention by heads ------------------------------------------------------
 
-void tp_attention_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out) {
+void tp_attention_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, Ct = tp->Ct;
+    const Prec *pr = tp->prec;
     // f: the identity. Then this rank's heads, whole: no communication inside.
-    ops_matmul_forward(a->q, x, p->wq, p->bq, M, C, Ct);
-    ops_matmul_forward(a->k, x, p->wk, p->bk, M, C, Ct);
-    ops_matmul_forward(a->v, x, p->wv, p->bv, M, C, Ct);
-    ops_attention_forward(a->y, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
-    ops_matmul_forward(out, a->y, p->wo, NULL, M, Ct, C);   // row-parallel: a partial sum
+    prec_matmul_keep(pr, a->q, x, p->wq, p->bq, M, C, Ct);
+    prec_matmul_keep(pr, a->k, x, p->wk, p->bk, M, C, Ct);
+    prec_matmul_keep(pr, a->v, x, p->wv, p->bv, M, C, Ct);
+    prec_attention_keep(pr, a->y, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    prec_matmul_keep(pr, out, a->y, p->wo, NULL, M, Ct, C);   // row-parallel: a partial sum
     tp_g_forward(tp, out, (size_t)M * C);
-    ops_add_bias(out, p->bo, M, C);
+    prec_add_bias(pr, out, p->bo, M, C);
 }
 
 void tp_attention_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g,
-                           const float *x, const float *dout, float *dx) {
+                           const void *x, const float *dout, void *dx) {
     const int M = tp->B * tp->T, C = tp->C, Ct = tp->Ct;
     const size_t n = (size_t)M * Ct;
+    const Prec *pr = tp->prec;
     float *dy = tp->s.ct[0], *dq = tp->s.ct[1], *dk = tp->s.ct[2], *dv = tp->s.ct[3];
     ops_bias_backward(g->bo, dout, M, C);
     ops_fill(dy, 0, n);
-    ops_matmul_backward(dy, g->wo, NULL, dout, a->y, p->wo, M, Ct, C);
+    prec_matmul_backward(pr, dy, g->wo, NULL, dout, a->y, p->wo, M, Ct, C);
     ops_fill(dq, 0, n);
     ops_fill(dk, 0, n);
     ops_fill(dv, 0, n);
-    ops_attention_backward(dq, dk, dv, tp->s.att, dy, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
-    ops_matmul_backward(dx, g->wq, g->bq, dq, x, p->wq, M, C, Ct);
-    ops_matmul_backward(dx, g->wk, g->bk, dk, x, p->wk, M, C, Ct);
-    ops_matmul_backward(dx, g->wv, g->bv, dv, x, p->wv, M, C, Ct);
+    prec_attention_backward(pr, dq, dk, dv, tp->s.att, dy, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    float *d = prec_open(pr, dx, (size_t)M * C, tp->s.c[0]);   // dx in fp32 (zeros)
+    prec_matmul_backward(pr, d, g->wq, g->bq, dq, x, p->wq, M, C, Ct);
+    prec_matmul_backward(pr, d, g->wk, g->bk, dk, x, p->wk, M, C, Ct);
+    prec_matmul_backward(pr, d, g->wv, g->bv, dv, x, p->wv, M, C, Ct);
+    prec_keep(pr, dx, d, (size_t)M * C);   // this rank's partial sum, in the run's type
     tp_f_backward(tp, dx, (size_t)M * C);
 }
 
 // ---- 5. the vocabulary-parallel embedding and cross-entropy ---------------------
 
-void tp_embed_forward(Tp *tp, const TpEmbedView *p, const int *tokens, float *out) {
+void tp_embed_forward(Tp *tp, const TpEmbedView *p, const int *tokens, void *out) {
     const int M = tp->B * tp->T;
+    const size_t MC = (size_t)M * tp->C;
+    const Prec *pr = tp->prec;
     // Each token's row is on exactly one rank: the others add a zero row.
     ops_vocab_ids(tp->s.ids, tokens, tp->v0, tp->nv, (size_t)M);
-    ops_rows_forward(out, tp->s.ids, p->wte, tp->nv, M, tp->C);
-    tp_g_forward(tp, out, (size_t)M * tp->C);
-    ops_positions_forward(out, p->wpe, tp->B, tp->T, tp->C, 0);
+    float *e = prec_open(pr, out, MC, tp->s.c[0]);
+    ops_rows_forward(e, tp->s.ids, p->wte, tp->nv, M, tp->C);
+    prec_keep(pr, out, e, MC);   // (exact in bf16: wte's rows are bf16 values, and so is their sum with zeros)
+    tp_g_forward(tp, out, MC);
+    e = prec_open(pr, out, MC, tp->s.c[0]);
+    ops_positions_forward(e, p->wpe, tp->B, tp->T, tp->C, 0);
+    prec_keep(pr, out, e, MC);
 }
 
 void tp_embed_backward(Tp *tp, TpEmbedView *g, const int *tokens, const float *dout) {
@@ -168,11 +184,11 @@ void tp_embed_backward(Tp *tp, TpEmbedView *g, const int *tokens, const float *d
     ops_positions_backward(g->wpe, dout, tp->B, tp->T, tp->C, 0);
 }
 
-void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const float *x, const int *targets,
+void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const void *x, const int *targets,
                      float *losses) {
     const int M = tp->B * tp->T;
-    // f: the identity. Logits of this rank's vocabulary columns only.
-    ops_matmul_forward(a->logits, x, p->lm_head, NULL, M, tp->C, tp->nlm);   // (M, nlm)
+    // f: the identity. Logits of this rank's vocabulary columns only, fp32.
+    prec_matmul(tp->prec, a->logits, x, p->lm_head, NULL, M, tp->C, tp->nlm);   // (M, nlm)
     // loss = log sum_v exp(l_v - mx) + mx - l_target, each part combined
     // over the group: the maximum first, so that every rank's exponentials
     // are taken against the same one and can be added.
@@ -186,13 +202,16 @@ void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const float *x,
     ops_ce_from_parts(losses, a->mx, a->sumexp, a->target_logit, M);
 }
 
-void tp_head_backward(Tp *tp, TpHeadActs *a, const TpHeadView *p, TpHeadView *g, const float *x,
-                      float *dx) {
+void tp_head_backward(Tp *tp, TpHeadActs *a, const TpHeadView *p, TpHeadView *g, const void *x,
+                      void *dx) {
     const int M = tp->B * tp->T;
+    const size_t MC = (size_t)M * tp->C;
     // softmax - onehot on this rank's columns: every part it needs is here.
     float *dlogits = tp->s.logits;   // (M, nlm)
     ops_fill(dlogits, 0, (size_t)M * tp->nlm);
     ops_ce_parts_backward(dlogits, a->logits, a->mx, a->sumexp, a->target_ids, tp->loss_scale, M, tp->nlm);
-    ops_matmul_backward(dx, g->lm_head, NULL, dlogits, x, p->lm_head, M, tp->C, tp->nlm);
-    tp_f_backward(tp, dx, (size_t)M * tp->C);   // lm_head is column-parallel
+    float *d = prec_open(tp->prec, dx, MC, tp->s.c[0]);
+    prec_matmul_backward(tp->prec, d, g->lm_head, NULL, dlogits, x, p->lm_head, M, tp->C, tp->nlm);
+    prec_keep(tp->prec, dx, d, MC);
+    tp_f_backward(tp, dx, MC);   // lm_head is column-parallel
 }
