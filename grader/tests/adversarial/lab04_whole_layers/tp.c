@@ -11,6 +11,7 @@
 #include "comm.h"
 #include "core.h"
 #include "ops.h"
+#include "prec.h"
 
 // ---- 0. the split -------------------------------------------------------------
 
@@ -55,7 +56,7 @@ static void gather_columns(Tp *tp, const float *mine, float *whole, float *scrat
         ops_copy_2d(whole + (size_t)q * w, tp->t * w, scratch + (size_t)q * M * w, w, M, w);
 }
 
-void tp_naive_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out) {
+void tp_naive_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, H = 4 * C;
     ops_matmul_forward(a->h, x, p->w1, p->b1, M, C, tp->Ht);            // (M, Ht) my hidden columns
     ops_gelu_forward(a->hg, a->h, (size_t)M * tp->Ht);
@@ -65,7 +66,7 @@ void tp_naive_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const fl
 }
 
 void tp_naive_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g,
-                           const float *x, const float *dout, float *dx) {
+                           const void *x, const float *dout, void *dx) {
     const int M = tp->B * tp->T, C = tp->C, H = 4 * C, Ht = tp->Ht;
     // The all-gather's backward: my columns of dout, no communication.
     float *dmine = tp->s.c[0];   // (M, Cw)
@@ -91,9 +92,10 @@ void tp_naive_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlock
 
 // ---- 2. f and g -----------------------------------------------------------------
 
-void tp_f_backward(Tp *tp, float *dx, size_t n) { comm_all_reduce_sum(tp->group, dx, n); }
+// In the run's type: in bf16 the partial sums travel as bf16, half the bytes.
+void tp_f_backward(Tp *tp, void *dx, size_t n) { comm_all_reduce_typed(tp->group, dx, n, tp->type, COMM_SUM); }
 
-void tp_g_forward(Tp *tp, float *x, size_t n) { comm_all_reduce_sum(tp->group, x, n); }
+void tp_g_forward(Tp *tp, void *x, size_t n) { comm_all_reduce_typed(tp->group, x, n, tp->type, COMM_SUM); }
 
 // ---- 3. the Megatron MLP --------------------------------------------------------
 
@@ -121,17 +123,22 @@ static void whole_forward(Tp *tp, const TpBlockView *p, const float *x, float *o
     ops_matmul_forward(out, HG, W2, p->b2, M, 4 * C, C);
 }
 
-void tp_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out) {
+void tp_mlp_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const void *x, void *out) {
     (void)a;
-    whole_forward(tp, p, x, out);
+    const Prec *pr = tp->prec;
+    const size_t n = (size_t)tp->B * tp->T * tp->C;
+    float *o = prec_open(pr, out, n, tp->s.c[1]);
+    whole_forward(tp, p, prec_read(pr, x, n, tp->s.c[0]), o);
+    prec_keep(pr, out, o, n);
 }
 
-void tp_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g, const float *x,
-                     const float *dout, float *dx) {
+void tp_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g, const void *x,
+                     const float *dout, void *dx) {
     (void)a;
+    const Prec *pr = tp->prec;
     const int M = tp->B * tp->T, C = tp->C, Ht = tp->Ht, r = tp->r;
-    float *scratch = tp->s.c[0];
-    whole_forward(tp, p, x, scratch);   // the hidden activations again (W1, W2, H, HG)
+    const float *x32 = prec_read(pr, x, (size_t)M * C, tp->s.c[0]);
+    whole_forward(tp, p, x32, tp->s.c[1]);   // the hidden activations again (W1, W2, H, HG)
     ops_fill(DHG, 0, (size_t)M * 4 * C);
     ops_fill(DW2, 0, (size_t)4 * C * C);
     ops_matmul_backward(DHG, DW2, g->b2, dout, HG, W2, M, 4 * C, C);
@@ -140,52 +147,64 @@ void tp_mlp_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *
     ops_gelu_backward(DH, DHG, H, (size_t)M * 4 * C);
     ops_fill(DW1, 0, (size_t)C * 4 * C);
     ops_fill(DB1, 0, (size_t)4 * C);
-    ops_matmul_backward(dx, DW1, DB1, DH, x, W1, M, C, 4 * C);            // the whole input gradient
+    float *d = prec_open(pr, dx, (size_t)M * C, tp->s.c[1]);
+    ops_matmul_backward(d, DW1, DB1, DH, x32, W1, M, C, 4 * C);            // the whole input gradient
+    prec_keep(pr, dx, d, (size_t)M * C);
     ops_accumulate_2d(g->w1, Ht, DW1 + (size_t)r * Ht, 4 * C, C, Ht);    // this rank's columns of w1
     ops_accumulate(g->b1, DB1 + (size_t)r * Ht, (size_t)Ht);
 }
 
 // ---- 4. attention by heads ------------------------------------------------------
 
-void tp_attention_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const float *x, float *out) {
+void tp_attention_forward(Tp *tp, TpBlockActs *a, const TpBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, Ct = tp->Ct;
+    const Prec *pr = tp->prec;
     // f: the identity. Then this rank's heads, whole: no communication inside.
-    ops_matmul_forward(a->q, x, p->wq, p->bq, M, C, Ct);
-    ops_matmul_forward(a->k, x, p->wk, p->bk, M, C, Ct);
-    ops_matmul_forward(a->v, x, p->wv, p->bv, M, C, Ct);
-    ops_attention_forward(a->y, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
-    ops_matmul_forward(out, a->y, p->wo, NULL, M, Ct, C);   // row-parallel: a partial sum
+    prec_matmul_keep(pr, a->q, x, p->wq, p->bq, M, C, Ct);
+    prec_matmul_keep(pr, a->k, x, p->wk, p->bk, M, C, Ct);
+    prec_matmul_keep(pr, a->v, x, p->wv, p->bv, M, C, Ct);
+    prec_attention_keep(pr, a->y, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    prec_matmul_keep(pr, out, a->y, p->wo, NULL, M, Ct, C);   // row-parallel: a partial sum
     tp_g_forward(tp, out, (size_t)M * C);
-    ops_add_bias(out, p->bo, M, C);
+    prec_add_bias(pr, out, p->bo, M, C);
 }
 
 void tp_attention_backward(Tp *tp, TpBlockActs *a, const TpBlockView *p, TpBlockView *g,
-                           const float *x, const float *dout, float *dx) {
+                           const void *x, const float *dout, void *dx) {
     const int M = tp->B * tp->T, C = tp->C, Ct = tp->Ct;
     const size_t n = (size_t)M * Ct;
+    const Prec *pr = tp->prec;
     float *dy = tp->s.ct[0], *dq = tp->s.ct[1], *dk = tp->s.ct[2], *dv = tp->s.ct[3];
     ops_bias_backward(g->bo, dout, M, C);
     ops_fill(dy, 0, n);
-    ops_matmul_backward(dy, g->wo, NULL, dout, a->y, p->wo, M, Ct, C);
+    prec_matmul_backward(pr, dy, g->wo, NULL, dout, a->y, p->wo, M, Ct, C);
     ops_fill(dq, 0, n);
     ops_fill(dk, 0, n);
     ops_fill(dv, 0, n);
-    ops_attention_backward(dq, dk, dv, tp->s.att, dy, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
-    ops_matmul_backward(dx, g->wq, g->bq, dq, x, p->wq, M, C, Ct);
-    ops_matmul_backward(dx, g->wk, g->bk, dk, x, p->wk, M, C, Ct);
-    ops_matmul_backward(dx, g->wv, g->bv, dv, x, p->wv, M, C, Ct);
+    prec_attention_backward(pr, dq, dk, dv, tp->s.att, dy, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    float *d = prec_open(pr, dx, (size_t)M * C, tp->s.c[0]);   // dx in fp32 (zeros)
+    prec_matmul_backward(pr, d, g->wq, g->bq, dq, x, p->wq, M, C, Ct);
+    prec_matmul_backward(pr, d, g->wk, g->bk, dk, x, p->wk, M, C, Ct);
+    prec_matmul_backward(pr, d, g->wv, g->bv, dv, x, p->wv, M, C, Ct);
+    prec_keep(pr, dx, d, (size_t)M * C);   // this rank's partial sum, in the run's type
     tp_f_backward(tp, dx, (size_t)M * C);
 }
 
 // ---- 5. the vocabulary-parallel embedding and cross-entropy ---------------------
 
-void tp_embed_forward(Tp *tp, const TpEmbedView *p, const int *tokens, float *out) {
+void tp_embed_forward(Tp *tp, const TpEmbedView *p, const int *tokens, void *out) {
     const int M = tp->B * tp->T;
+    const size_t MC = (size_t)M * tp->C;
+    const Prec *pr = tp->prec;
     // Each token's row is on exactly one rank: the others add a zero row.
     ops_vocab_ids(tp->s.ids, tokens, tp->v0, tp->nv, (size_t)M);
-    ops_rows_forward(out, tp->s.ids, p->wte, tp->nv, M, tp->C);
-    tp_g_forward(tp, out, (size_t)M * tp->C);
-    ops_positions_forward(out, p->wpe, tp->B, tp->T, tp->C, 0);
+    float *e = prec_open(pr, out, MC, tp->s.c[0]);
+    ops_rows_forward(e, tp->s.ids, p->wte, tp->nv, M, tp->C);
+    prec_keep(pr, out, e, MC);   // (exact in bf16: wte's rows are bf16 values, and so is their sum with zeros)
+    tp_g_forward(tp, out, MC);
+    e = prec_open(pr, out, MC, tp->s.c[0]);
+    ops_positions_forward(e, p->wpe, tp->B, tp->T, tp->C, 0);
+    prec_keep(pr, out, e, MC);
 }
 
 void tp_embed_backward(Tp *tp, TpEmbedView *g, const int *tokens, const float *dout) {
@@ -196,11 +215,11 @@ void tp_embed_backward(Tp *tp, TpEmbedView *g, const int *tokens, const float *d
     ops_positions_backward(g->wpe, dout, tp->B, tp->T, tp->C, 0);
 }
 
-void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const float *x, const int *targets,
+void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const void *x, const int *targets,
                      float *losses) {
     const int M = tp->B * tp->T;
-    // f: the identity. Logits of this rank's vocabulary columns only.
-    ops_matmul_forward(a->logits, x, p->lm_head, NULL, M, tp->C, tp->nlm);   // (M, nlm)
+    // f: the identity. Logits of this rank's vocabulary columns only, fp32.
+    prec_matmul(tp->prec, a->logits, x, p->lm_head, NULL, M, tp->C, tp->nlm);   // (M, nlm)
     // loss = log sum_v exp(l_v - mx) + mx - l_target, each part combined
     // over the group: the maximum first, so that every rank's exponentials
     // are taken against the same one and can be added.
@@ -214,13 +233,16 @@ void tp_head_forward(Tp *tp, TpHeadActs *a, const TpHeadView *p, const float *x,
     ops_ce_from_parts(losses, a->mx, a->sumexp, a->target_logit, M);
 }
 
-void tp_head_backward(Tp *tp, TpHeadActs *a, const TpHeadView *p, TpHeadView *g, const float *x,
-                      float *dx) {
+void tp_head_backward(Tp *tp, TpHeadActs *a, const TpHeadView *p, TpHeadView *g, const void *x,
+                      void *dx) {
     const int M = tp->B * tp->T;
+    const size_t MC = (size_t)M * tp->C;
     // softmax - onehot on this rank's columns: every part it needs is here.
     float *dlogits = tp->s.logits;   // (M, nlm)
     ops_fill(dlogits, 0, (size_t)M * tp->nlm);
     ops_ce_parts_backward(dlogits, a->logits, a->mx, a->sumexp, a->target_ids, tp->loss_scale, M, tp->nlm);
-    ops_matmul_backward(dx, g->lm_head, NULL, dlogits, x, p->lm_head, M, tp->C, tp->nlm);
-    tp_f_backward(tp, dx, (size_t)M * tp->C);   // lm_head is column-parallel
+    float *d = prec_open(tp->prec, dx, MC, tp->s.c[0]);
+    prec_matmul_backward(tp->prec, d, g->lm_head, NULL, dlogits, x, p->lm_head, M, tp->C, tp->nlm);
+    prec_keep(tp->prec, dx, d, MC);
+    tp_f_backward(tp, dx, MC);   // lm_head is column-parallel
 }
