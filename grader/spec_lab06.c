@@ -46,9 +46,16 @@ static const char *lab06_ref_flags(const LabSpec *lab, const Run *run, char *buf
     return buf;
 }
 
-double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t) {
+double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t, double E) {
     double sbh = s * b * h, att = a * s * s * b;
-    return sp ? 4 * (2 * sbh + 14 * sbh / t + att / t + 4 * s * b / t) : 4 * (4 * sbh + 12 * sbh / t + att / t + 4 * s * b);
+    return sp ? E * (2 * sbh + 14 * sbh / t + att / t) + 16 * s * b / t : E * (4 * sbh + 12 * sbh / t + att / t) + 16 * s * b;
+}
+
+SpPaperTerms sp_paper_terms(bool sp, double s, double b, double h, double a, double t) {
+    double sbh = s * b * h, att = a * s * s * b, shard = sp ? t : 1;
+    SpPaperTerms d = {.masks = 2 * sbh / shard, .attn_dropout = 3 * att / t, .ln_stats = 16 * s * b / shard,
+                      .ln_whole = sp ? 4 * sbh - 4 * sbh / t : 0};
+    return d;
 }
 
 double sp_replicated_bytes(int t, double L, double s, double h) {
