@@ -62,7 +62,8 @@ static const char *lab06_ref_flags(const LabSpec *lab, const Run *run, char *buf
 
 double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t, double E) {
     double sbh = s * b * h, att = a * s * s * b;
-    return sp ? E * (2 * sbh + 14 * sbh / t + att / t) + 16 * s * b / t : E * (4 * sbh + 12 * sbh / t + att / t) + 16 * s * b;
+    return sp ? E * (2 * sbh + 14 * sbh / t + att / t) + 16 * s * b / t
+              : E * (4 * sbh + 12 * sbh / t + att / t) + 16 * s * b;
 }
 
 SpPaperTerms sp_paper_terms(bool sp, double s, double b, double h, double a, double t) {

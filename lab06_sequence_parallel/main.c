@@ -169,7 +169,8 @@ int main(int argc, char **argv) {
             spm_unit_backward(&sm, u, params[u], grads[u]);
             trace_end();
         }
-        for (int u = 0; dp > 1 && u < sm.nunits; u++) comm_all_reduce_typed(dpc, grads[u], sm.L.size[u], type, COMM_SUM);
+        for (int u = 0; dp > 1 && u < sm.nunits; u++)
+            comm_all_reduce_typed(dpc, grads[u], sm.L.size[u], type, COMM_SUM);
         // The first gradient, whole, for the grader (a unit at a time; bf16
         // widened in the fp32 gradient scratch, free between steps).
         if (s == 0) {

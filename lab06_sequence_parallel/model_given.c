@@ -14,8 +14,8 @@
 
 // ---- activations ---------------------------------------------------------------------
 
-static MemCategory g_cat = MEM_ACTS;
-static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }   // the category of what follows (the probe's are OTHER)
+static MemCategory g_cat = MEM_ACTS;   // the category of what follows (the probe's are OTHER)
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 static float *fl(size_t n, const char *name) { return mem_alloc_floats(n, g_cat, name); }
 static int *ints(size_t n, const char *name) { return mem_alloc(n * sizeof(int), g_cat, name); }
