@@ -1036,6 +1036,17 @@ void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows,
         memcpy(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols * sizeof(float));
 }
 
+void ops_copy_2d_typed(void *dst, int dst_ld, const void *src, int src_ld, int rows, int cols, size_t elem) {
+    if (on_gpu()) {
+        ops_cuda_copy_2d_bytes(dst, (size_t)dst_ld * elem, src, (size_t)src_ld * elem, (size_t)cols * elem,
+                               (size_t)rows);
+        return;
+    }
+    for (int r = 0; r < rows; r++)
+        memcpy((char *)dst + (size_t)r * dst_ld * elem, (const char *)src + (size_t)r * src_ld * elem,
+               (size_t)cols * elem);
+}
+
 void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
     if (on_gpu()) {
         ops_cuda_accumulate_2d(dst, dst_ld, src, src_ld, rows, cols);

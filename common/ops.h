@@ -144,6 +144,8 @@ void ops_bias_backward(float *dbias, const float *dout, int M, int N);
 // dst[r * dst_ld + c] = src[r * src_ld + c]   (ops_copy_2d)
 // dst[r * dst_ld + c] += src[r * src_ld + c]  (ops_accumulate_2d)
 void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols);
+// ops_copy_2d of elements of `elem` bytes (4 fp32, 2 bf16); ld and cols in elements.
+void ops_copy_2d_typed(void *dst, int dst_ld, const void *src, int src_ld, int rows, int cols, size_t elem);
 void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols);
 
 // ---- vocabulary-parallel embedding and cross-entropy ----

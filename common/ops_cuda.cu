@@ -691,6 +691,12 @@ extern "C" void ops_cuda_copy_2d(float *dst, int dst_ld, const float *src, int s
                             (size_t)rows, cudaMemcpyDeviceToDevice));
 }
 
+extern "C" void ops_cuda_copy_2d_bytes(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                       size_t width, size_t rows) {
+    if (rows == 0 || width == 0) return;
+    CUDA_CHECK(cudaMemcpy2D(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDeviceToDevice));
+}
+
 extern "C" void ops_cuda_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld,
                                        int rows, int cols) {
     size_t n = (size_t)rows * cols;

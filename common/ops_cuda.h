@@ -71,6 +71,9 @@ void ops_cuda_crossentropy_backward(float *dlogits, const float *probs, const in
 void ops_cuda_add_bias(float *out, const float *bias, int M, int N);
 void ops_cuda_bias_backward(float *dbias, const float *dout, int M, int N);
 void ops_cuda_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols);
+// Rows of `width` bytes, pitches in bytes.
+void ops_cuda_copy_2d_bytes(void *dst, size_t dst_pitch, const void *src, size_t src_pitch, size_t width,
+                            size_t rows);
 void ops_cuda_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows,
                             int cols);
 
@@ -172,6 +175,8 @@ static inline void ops_cuda_bias_backward(float *dbias, const float *dout, int M
                                           int N) { abort(); }
 static inline void ops_cuda_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows,
                                     int cols) { abort(); }
+static inline void ops_cuda_copy_2d_bytes(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                          size_t width, size_t rows) { abort(); }
 static inline void ops_cuda_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld,
                                           int rows, int cols) { abort(); }
 

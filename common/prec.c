@@ -47,6 +47,14 @@ float *prec_open(const Prec *p, void *t, size_t n, float *scratch) {
     return scratch;
 }
 
+float *prec_write(const Prec *p, void *t, float *scratch) { return p->bf16 ? scratch : t; }
+
+const void *prec_round(const Prec *p, const float *src, size_t n, void *scratch) {
+    if (!p->bf16) return src;
+    ops_to_bf16(scratch, src, n);
+    return scratch;
+}
+
 // A kept input widened into scratch i.
 static const float *in(const Prec *p, const void *t, size_t n, int i) {
     if (p->bf16) fits(p, n, p->cap);

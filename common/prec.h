@@ -49,6 +49,12 @@ const float *prec_read(const Prec *p, const void *src, size_t n, float *scratch)
 // The same to write into: t itself (fp32), or its values widened into
 // scratch (bf16), which prec_keep then rounds back into t.
 float *prec_open(const Prec *p, void *t, size_t n, float *scratch);
+// Where an fp32 result to keep in t is computed: t itself (fp32), or
+// scratch (bf16; nothing read from t), for prec_keep to round into t.
+float *prec_write(const Prec *p, void *t, float *scratch);
+// An fp32 tensor as a kept one, to read or to send: src itself (fp32), or
+// rounded into scratch (bf16, a buffer of n kept elements).
+const void *prec_round(const Prec *p, const float *src, size_t n, void *scratch);
 // dst (kept) = src (fp32), rounded once in bf16 (nothing to do when src is
 // dst itself, as prec_open gives it in fp32).
 void prec_keep(const Prec *p, void *dst, const float *src, size_t n);

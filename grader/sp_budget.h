@@ -6,13 +6,26 @@
 
 #include <stdbool.h>
 
-// One layer's activations per rank, in bytes, for what this fp32 code keeps
-// for the backward pass of a block and the block's input: s tokens, b rows,
-// h channels, a heads, t ranks (lab06's README derives it tensor by tensor).
-//   sp: 4 (2sbh + 14sbh/t + as^2b/t + 4sb/t);  not: 4 (4sbh + 12sbh/t + as^2b/t + 4sb)
-double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t);
+// One layer's activations per rank, in bytes, for what this code keeps for
+// the backward pass of a block and the block's input: s tokens, b rows, h
+// channels, a heads, t ranks, E bytes a kept element (4 fp32, 2 bf16); the
+// LayerNorms' statistics are fp32 in both (lab06's README derives it tensor
+// by tensor).
+//   sp: E (2sbh + 14sbh/t + as^2b/t) + 16sb/t;  not: E (4sbh + 12sbh/t + as^2b/t) + 16sb
+double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t, double E);
 
-// The bus bytes a rank sends per step to sum the replicated tensors'
+// Korthikanti et al.'s 16-bit count of a layer (34sbh + 5as^2b, TP 10sbh +
+// (24sbh + 5as^2b)/t, TP + SP (34sbh + 5as^2b)/t) minus ours in bf16, term
+// by term, in bytes: paper - ours = masks + attn_dropout - ln_stats - ln_whole.
+typedef struct {
+    double masks;          // the two dropout masks, sbh bytes each (/t with SP): ours redraws them from the key
+    double attn_dropout;   // attention's dropout mask and output, 3as^2b/t: ours has no attention dropout
+    double ln_stats;       // the LayerNorms' mean and rstd, fp32, 16sb (/t with SP): the paper leaves them out
+    double ln_whole;       // with SP, the LayerNorms' outputs kept all-gathered: 4sbh - 4sbh/t
+} SpPaperTerms;
+SpPaperTerms sp_paper_terms(bool sp, double s, double b, double h, double a, double t);
+
+// The bus bytes a rank sends per step to sum the replicated tensors' fp32
 // gradients over the group (each rank saw its own tokens): the LayerNorms,
 // attn.bo and mlp.b2 of L blocks (6h), embed.wpe (s h) and lnf (2h).
 double sp_replicated_bytes(int t, double L, double s, double h);

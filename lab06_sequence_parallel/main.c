@@ -1,6 +1,6 @@
 // main.c: lab06's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab06 [--sp on|off] [--tp t]
+//   mpirun -np 4 build/lab06 [--sp on|off] [--tp t] [--precision fp32|bf16]
 //
 // Trains the course's GPT with tensor parallelism over t ranks (the given
 // split layers) and, with --sp on, the student's sequence parallelism
@@ -8,8 +8,14 @@
 // tokens a rank. Dropout is on (0.1) by default here, so that its masks
 // are exercised. Every step prints the loss beside single-device
 // training's; at the end, each rank's activation memory per layer beside
-// the formulas (ours, for what this fp32 code stores, and Korthikanti et
-// al.'s), and the bytes beside tensor parallelism's alone.
+// the formulas (ours, for what this code stores, and Korthikanti et al.'s),
+// and the bytes beside tensor parallelism's alone.
+//
+// --precision bf16: mixed precision (docs/model.md). Each rank's parts of
+// the parameters and their gradients are bf16 (2 bytes), with an fp32
+// master copy and fp32 moments for AdamW (2 + 2 + 12 bytes a parameter);
+// the activations kept and the tokens gathered and scattered are bf16, so
+// the "ours" column is at 2 bytes an element, as the paper's 16-bit one.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +48,17 @@ static const char *const HOOKS[] = {"sp_gather_tokens", "sp_scatter_tokens", "sp
 
 void lab_todo(const char *function) { harness_todo(function); }
 
+// This rank's parts of every unit in the run's type (elem bytes an element), zero-filled.
+static void **run_units(const TpLayout *L, size_t elem, MemCategory cat, const char *what) {
+    void **u = calloc((size_t)L->nunits, sizeof *u);
+    CHECK(u, "out of memory");
+    for (int i = 0; i < L->nunits; i++) {
+        u[i] = mem_alloc(L->size[i] * elem, cat, what);
+        mem_zero(u[i], L->size[i] * elem);
+    }
+    return u;
+}
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -63,6 +80,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
+    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
     args_parse(&a, argc, argv,
                "lab06: sequence parallelism on top of tensor parallelism, activation memory measured against "
                "Korthikanti et al., checked against single-device training.",
@@ -77,29 +95,40 @@ int main(int argc, char **argv) {
     data_rank_rows(a.batch, dp, dp_rank, &row0, &rows);
 
     harness_check_fits(&a, rows, !no_ref);
+    const bool bf16 = gpt_precision_parse(a.precision) == GPT_BF16;
 
     Reference ref = harness_reference(c, &a, !no_ref);
 
     Comm *tpc = comm_split(c, dp_rank, r % t), *dpc = comm_split(c, r % t, dp_rank);
     GptConfig cfg = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
-                     .dropout = (float)a.dropout, .seed = a.seed};
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = bf16 ? GPT_BF16 : GPT_FP32};
     Gpt *model = gpt_create(&cfg);
     Sp sp = {.tp = {.group = tpc, .t = t, .r = r % t, .B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .V = a.vocab},
              .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed};
     SpModel sm;
     mem_reset_peaks();
-    spm_create(&sm, model, &sp, on);
+    spm_create(&sm, model, &sp, on, bf16);
+    const CommType type = sm.prec.type;
+    const size_t elem = sm.prec.elem;
     // Everything the activations and scratch take, allocated before any of
     // the student's code runs: the student's functions allocate nothing.
     double acts_expected = (double)mem_live(MEM_ACTS);
     char desc[96];
-    print0("[lab06] %d rank%s · %s · %s · %s · sequence parallelism %s · %d tensor-parallel x %d data-parallel · "
-           "%d tokens a row, %d a rank · dropout %g\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
-           gpt_describe(model, desc, sizeof desc), on ? "on" : "off", t, dp, a.seq, on ? sp.Tt : a.seq, a.dropout);
+    print0("[lab06] %d rank%s · %s · %s · %s · %s · sequence parallelism %s · %d tensor-parallel x %d "
+           "data-parallel · %d tokens a row, %d a rank · dropout %g\n", N, N == 1 ? "" : "s", mem_device_name(),
+           comm_backend_name(), gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
+           on ? "on" : "off", t, dp, a.seq, on ? sp.Tt : a.seq, a.dropout);
 
-    float **params = tp_layout_alloc(&sm.L, MEM_PARAMS, "params"), **grads = tp_layout_alloc(&sm.L, MEM_GRADS, "grads");
+    // The parameters and gradients in the run's type; in bf16 AdamW's fp32
+    // master copy besides, initialised as fp32 is and rounded into them.
+    void **params = bf16 ? run_units(&sm.L, elem, MEM_PARAMS, "params")
+                         : (void **)tp_layout_alloc(&sm.L, MEM_PARAMS, "params");
+    void **grads = run_units(&sm.L, elem, MEM_GRADS, "grads");
+    float **master = bf16 ? tp_layout_alloc(&sm.L, MEM_OPTIM, "master weights") : NULL;
     float **mom_m = tp_layout_alloc(&sm.L, MEM_OPTIM, "adam m"), **mom_v = tp_layout_alloc(&sm.L, MEM_OPTIM, "adam v");
-    tp_layout_init(&sm.L, params);
+    tp_layout_init(&sm.L, bf16 ? master : (float **)params);
+    for (int u = 0; bf16 && u < sm.nunits; u++) ops_to_bf16(params[u], master[u], sm.L.size[u]);
+    float **held = bf16 ? master : (float **)params;   // the parameters the optimizer holds in fp32
     // The student's functions on their own first, for the diagnoses (only
     // with sequence parallelism: --sp off runs the given composition).
     SpProbe probe = {0};
@@ -116,6 +145,9 @@ int main(int argc, char **argv) {
     dump_run_meta(dw, c, "lab06", &a, extra);
     Lab06End end = {.sm = &sm, .on = on, .t = t, .dp = dp, .probe = &probe, .acts_expected = acts_expected,
                     .grad_zero_on = -1};
+    // (The bf16 reference's products grew ops.h's widening scratch on rank
+    // 0: let it go before the peaks start.)
+    ops_release_scratch();
     mem_reset_peaks();
     comm_stats_reset();
     harness_seal_measures();
@@ -125,7 +157,7 @@ int main(int argc, char **argv) {
         harness_step_begin(&run);
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
         spm_set_batch(&sm, x, y, s, row0, scale);
-        for (int u = 0; u < sm.nunits; u++) mem_zero(grads[u], sm.L.size[u] * sizeof(float));
+        for (int u = 0; u < sm.nunits; u++) mem_zero(grads[u], sm.L.size[u] * elem);
         for (int u = 0; u < sm.nunits; u++) {
             trace_begin(model->units[u].name, "forward");
             spm_unit_forward(&sm, u, params[u]);
@@ -137,16 +169,21 @@ int main(int argc, char **argv) {
             spm_unit_backward(&sm, u, params[u], grads[u]);
             trace_end();
         }
-        for (int u = 0; dp > 1 && u < sm.nunits; u++) comm_all_reduce_sum(dpc, grads[u], sm.L.size[u]);
+        for (int u = 0; dp > 1 && u < sm.nunits; u++)
+            comm_all_reduce_typed(dpc, grads[u], sm.L.size[u], type, COMM_SUM);
+        // The first gradient, whole, for the grader (a unit at a time; bf16
+        // widened in the fp32 gradient scratch, free between steps).
         if (s == 0) {
-            tp_layout_dump(&sm.L, grads, dw, "grad/first");
+            tp_layout_dump_typed(&sm.L, grads, type, sm.net.gunit32, dw, "grad/first");
             // A replicated gradient that differs over the group, and a rank
             // where it is zero: computed on some ranks only.
-            end.grad_zero_on = tp_layout_replicated_differs(&sm.L, tpc, grads, end.grad_differs, sizeof end.grad_differs);
+            end.grad_zero_on = tp_layout_replicated_differs_typed(&sm.L, tpc, grads, type, sm.net.gunit32,
+                                                                  end.grad_differs, sizeof end.grad_differs);
         }
         trace_begin("optimizer", "compute");
         for (int u = 0; u < sm.nunits; u++)
-            optim_update(&optim, s + 1, params[u], grads[u], mom_m[u], mom_v[u], sm.L.size[u]);
+            optim_step(&optim, s + 1, bf16, params[u], grads[u], bf16 ? master[u] : NULL, mom_m[u], mom_v[u],
+                       sm.L.size[u]);
         trace_end();
         harness_step_end(&run, s, loss, N);
     }
@@ -155,24 +192,12 @@ int main(int argc, char **argv) {
 
     // Per layer, per rank: what the harness allocates for each mode (the
     // design's figure, the same whatever sp.c does) beside the formulas.
-    double S = a.seq, Bd = rows, H = a.dim, A = a.heads;
-    char b1[32], b2[32], b3[32];
+    double S = a.seq, Bd = rows, H = a.dim, A = a.heads, E = (double)elem;
     if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, run.seconds / (a.steps - 1) * 1e3);
-    print0("\nactivations per layer and rank (a block's kept activations and its input), s = %d tokens, b = %d "
-           "rows, h = %d, a = %d heads, t = %d:\n", a.seq, rows, a.dim, a.heads, t);
-    print0("  %-22s %10s %10s %12s\n", "", "allocated", "ours (fp32)", "paper (16-bit)");
-    for (int k = 0; k < 2; k++) {
-        bool sp_k = k == 1;
-        print0("  %-22s %10s %10s %12s   %s%s\n", sp_k ? "tensor + sequence" : "tensor parallel only",
-               core_fmt_bytes(sm.layer_bytes[k], b1, 32), core_fmt_bytes(sp_layer_bytes(sp_k, S, Bd, H, A, t), b2, 32),
-               core_fmt_bytes(lab06_paper(sp_k, S, Bd, H, A, t), b3, 32),
-               sp_k ? "4 (2sbh + 14sbh/t + as^2b/t + 4sb/t)" : "4 (4sbh + 12sbh/t + as^2b/t + 4sb)",
-               sp_k == on ? "   <- this run" : "");
-    }
-    print0("  %-22s %10s %10s %12s   4 (16sbh + as^2b + 4sb)\n", "one device", "",
-           core_fmt_bytes(sp_layer_bytes(false, S, Bd, H, A, 1), b2, 32), core_fmt_bytes(lab06_paper(false, S, Bd, H, A, 1), b3, 32));
+    lab06_print_layers(&sm, S, Bd, H, A, t, E, on);
+    char b1[32], b2[32], b3[32];
     double psi_local = (double)sm.L.local;
-    TpBytes tpb = tp_bytes_per_step(false, t, dp, Bd * S, H, a.layers, psi_local);
+    TpBytes tpb = tp_bytes_per_step_typed(false, t, dp, Bd * S, H, a.layers, psi_local, E);
     double replicated = on ? sp_replicated_bytes(t, a.layers, S, H) : 0;
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
     print0("  peak ACTS per rank: %s (every layer, the head, the scratch)\n",
@@ -184,12 +209,12 @@ int main(int argc, char **argv) {
     print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
            core_fmt_bytes(tpb.total, b2, 32), plus);
     harness_print_memory(c, &mem);
-    if (figure && r == 0) lab06_draw_figure(figure, &a, &sm, N, t, rows, on);
+    if (figure && r == 0) lab06_draw_figure(figure, &a, &sm, N, t, rows, on, E);
 
     // Afterwards, not measured: the replicated tensors compared, the model gathered.
     end.psi_local = psi_local;
-    tp_layout_replicated_differs(&sm.L, c, params, end.differs, sizeof end.differs);
-    float **whole = tp_layout_gather(&sm.L, params), **whole_m = tp_layout_gather(&sm.L, mom_m),
+    tp_layout_replicated_differs(&sm.L, c, held, end.differs, sizeof end.differs);
+    float **whole = tp_layout_gather(&sm.L, held), **whole_m = tp_layout_gather(&sm.L, mom_m),
           **whole_v = tp_layout_gather(&sm.L, mom_v);
     harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
                                        .v = whole_v, .host = true, .print_more = lab06_print_more,

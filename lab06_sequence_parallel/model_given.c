@@ -8,30 +8,34 @@
 #include "core.h"
 #include "mem.h"
 #include "ops.h"
+#include "prec.h"
 #include "tp_net.h"
 #include "tp_probe.h"
 
 // ---- activations ---------------------------------------------------------------------
 
 static MemCategory g_cat = MEM_ACTS;   // the category of what follows (the probe's are OTHER)
+static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
 static float *fl(size_t n, const char *name) { return mem_alloc_floats(n, g_cat, name); }
 static int *ints(size_t n, const char *name) { return mem_alloc(n * sizeof(int), g_cat, name); }
+// A tensor of the run's type (sp's precision: the probe's is fp32).
+static void *kept(const Sp *sp, size_t n, const char *name) { return prec_alloc(sp->tp.prec, n, g_cat, name); }
 
 static void alloc_layers(const Sp *sp, TpLayerActs *a) {
     const TpShard *tp = &sp->tp;
     size_t M = (size_t)tp->B * tp->T;
-    a->q = fl(M * tp->Ct, "q");
-    a->k = fl(M * tp->Ct, "k");
-    a->v = fl(M * tp->Ct, "v");
-    a->y = fl(M * tp->Ct, "attention out");
-    a->att = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
-    a->h = fl(M * tp->Ht, "mlp hidden");
-    a->hg = fl(M * tp->Ht, "mlp gelu");
+    a->q = kept(sp, M * tp->Ct, "q");
+    a->k = kept(sp, M * tp->Ct, "k");
+    a->v = kept(sp, M * tp->Ct, "v");
+    a->y = kept(sp, M * tp->Ct, "attention out");
+    a->att = kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
+    a->h = kept(sp, M * tp->Ht, "mlp hidden");
+    a->hg = kept(sp, M * tp->Ht, "mlp gelu");
 }
 
 static void free_layers(TpLayerActs *a) {
-    float *all[] = {a->q, a->k, a->v, a->y, a->att, a->h, a->hg};
+    void *all[] = {a->q, a->k, a->v, a->y, a->att, a->h, a->hg};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
 }
 
@@ -40,22 +44,22 @@ static void alloc_on(const Sp *sp, SpBlockActs *a) {
     size_t Mt = (size_t)tp->B * sp->Tt, M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
     a->ln1_mean = fl(Mt, "ln1 mean");
     a->ln1_rstd = fl(Mt, "ln1 rstd");
-    a->ln1_all = fl(M * C, "ln1, all-gathered");
-    a->mid = fl(Mt * C, "residual mid (this rank's tokens)");
+    a->ln1_all = kept(sp, M * C, "ln1, all-gathered");
+    a->mid = kept(sp, Mt * C, "residual mid (this rank's tokens)");
     a->ln2_mean = fl(Mt, "ln2 mean");
     a->ln2_rstd = fl(Mt, "ln2 rstd");
-    a->ln2_all = fl(M * C, "ln2, all-gathered");
+    a->ln2_all = kept(sp, M * C, "ln2, all-gathered");
     alloc_layers(sp, &a->layers);
 }
 
 static void free_on(SpBlockActs *a) {
-    float *all[] = {a->ln1_mean, a->ln1_rstd, a->ln1_all, a->mid, a->ln2_mean, a->ln2_rstd, a->ln2_all};
+    void *all[] = {a->ln1_mean, a->ln1_rstd, a->ln1_all, a->mid, a->ln2_mean, a->ln2_rstd, a->ln2_all};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
     free_layers(&a->layers);
 }
 
 static void alloc_off(const Sp *sp, TpNetBlock *k, TpLayerActs *layers) {
-    tp_net_block_alloc(k, (size_t)sp->tp.B * sp->tp.T, sp->tp.C, g_cat, NULL);
+    tp_net_block_alloc(k, (size_t)sp->tp.B * sp->tp.T, sp->tp.C, g_cat, sp->tp.prec);
     k->layers = layers;
     alloc_layers(sp, layers);
 }
@@ -70,7 +74,7 @@ static void free_off(TpNetBlock *k) {
 static double measure_layer(const SpModel *sm, bool on) {
     const Sp *sp = sm->sp;
     size_t before = mem_live(MEM_ACTS), stream = (size_t)sp->tp.B * (on ? sp->Tt : sp->tp.T) * sp->tp.C;
-    float *x = fl(stream, "block input");
+    void *x = kept(sp, stream, "block input");
     SpBlockActs a;
     TpNetBlock b;
     TpLayerActs layers;
@@ -83,18 +87,36 @@ static double measure_layer(const SpModel *sm, bool on) {
     return bytes;
 }
 
+// The student's scratch, of sp's type; in bf16 its fp32 widenings besides.
+static void alloc_sp_scratch(Sp *sp) {
+    const TpShard *tp = &sp->tp;
+    size_t M = (size_t)tp->B * tp->T, Mt = (size_t)tp->B * sp->Tt, C = (size_t)tp->C;
+    for (int i = 0; i < 2; i++) sp->s.whole[i] = kept(sp, M * C, "scratch");
+    for (int i = 0; i < 2; i++) sp->s.local[i] = kept(sp, Mt * C, "scratch");
+    sp->s.blocks = kept(sp, M * C, "scratch");
+    bool bf16 = tp->prec->bf16;
+    for (int i = 0; i < 4; i++) sp->s.f32[i] = bf16 ? fl(Mt * C, "bf16 widening scratch") : NULL;
+    sp->s.whole32 = bf16 ? fl(M * C, "bf16 widening scratch") : NULL;
+}
+
+static void free_sp_scratch(Sp *sp) {
+    void *all[] = {sp->s.whole[0], sp->s.whole[1], sp->s.local[0], sp->s.local[1], sp->s.blocks,
+                   sp->s.f32[0], sp->s.f32[1], sp->s.f32[2], sp->s.f32[3], sp->s.whole32};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+}
+
 static void alloc_scratch(SpModel *sm) {
     Sp *sp = sm->sp;
     TpShard *tp = &sp->tp;
-    size_t M = (size_t)tp->B * tp->T, Mt = (size_t)tp->B * sp->Tt, C = (size_t)tp->C;
+    size_t M = (size_t)tp->B * tp->T, C = (size_t)tp->C;
     for (int i = 0; i < 4; i++) tp->ct[i] = fl(M * tp->Ct, "scratch");
     tp->att = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "scratch");
     for (int i = 0; i < 2; i++) tp->ht[i] = fl(M * tp->Ht, "scratch");
     tp->dlogits = fl(M * tp->nlm, "scratch");
     tp->ids = ints(M, "scratch ids");
-    for (int i = 0; i < 2; i++) sp->s.whole[i] = fl(M * C, "scratch");
-    for (int i = 0; i < 2; i++) sp->s.local[i] = fl(Mt * C, "scratch");
-    sp->s.blocks = fl(M * C, "scratch");
+    tp->mc = sm->prec.bf16 ? fl(M * C, "bf16 widening scratch") : NULL;
+    alloc_sp_scratch(sp);
+    // (fp32 in both precisions: the probe's composition is fp32.)
     sm->net.branch = fl(M * C, "scratch");
     sm->net.branch2 = fl(M * C, "scratch");
     sm->net.dln = fl(M * C, "scratch");
@@ -108,13 +130,14 @@ static void alloc_scratch(SpModel *sm) {
 // layer's partial sums, then the bias after the layer is added once; f's
 // backward all-reduces the input gradient's partial sums.
 
-static void g_forward(TpShard *tp, float *out, const float *bias) {
-    comm_all_reduce_sum(tp->group, out, (size_t)tp->B * tp->T * tp->C);
-    if (bias) ops_add_bias(out, bias, tp->B * tp->T, tp->C);
+// (In the run's type: in bf16 the partial sums travel as bf16.)
+static void g_forward(TpShard *tp, void *out, const float *bias) {
+    comm_all_reduce_typed(tp->group, out, (size_t)tp->B * tp->T * tp->C, tp->prec->type, COMM_SUM);
+    if (bias) prec_add_bias(tp->prec, out, bias, tp->B * tp->T, tp->C);
 }
 
-static void f_backward(TpShard *tp, float *dx) {
-    comm_all_reduce_sum(tp->group, dx, (size_t)tp->B * tp->T * tp->C);
+static void f_backward(TpShard *tp, void *dx) {
+    comm_all_reduce_typed(tp->group, dx, (size_t)tp->B * tp->T * tp->C, tp->prec->type, COMM_SUM);
 }
 
 static void attention_fg(void *tp, void *a, const GptBlockView *p, const void *x, void *out) {
@@ -147,7 +170,10 @@ static void embed_fg(void *ctx, const GptEmbedView *p, const int *tokens, void *
     TpShard *tp = ctx;
     tpg_embed_forward(tp, p, tokens, out);
     g_forward(tp, out, NULL);   // each token's row from the rank that holds it; no bias
-    ops_positions_forward(out, p->wpe, tp->B, tp->T, tp->C, 0);
+    const size_t MC = (size_t)tp->B * tp->T * tp->C;
+    float *e = prec_open(tp->prec, out, MC, tp->mc);
+    ops_positions_forward(e, p->wpe, tp->B, tp->T, tp->C, 0);
+    prec_keep(tp->prec, out, e, MC);
 }
 
 static void embed_fg_backward(void *ctx, GptEmbedView *g, const int *tokens, const float *dout) {
@@ -177,30 +203,37 @@ static const TpNetLayers layers_fg = {
 // The composition, with dropout as sp has it now (the probe changes it).
 static TpNet *off_net(SpModel *sm) {
     TpNet *n = &sm->net;
-    const Sp *sp = sm->sp;
+    Sp *sp = sm->sp;
     n->dropout = sp->dropout, n->seed = sp->seed, n->step = sp->step, n->row0 = sp->row0;
+    n->ctx = &sp->tp;
     return n;
 }
 
 // ---- the model -----------------------------------------------------------------------------
 
-void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
+void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on, bool bf16) {
     memset(sm, 0, sizeof *sm);
     sm->m = m, sm->sp = sp, sm->on = on, sm->nunits = m->nunits;
     TpShard *tp = &sp->tp;
     tp_layout_make(&sm->L, m, tp->group, tpg_split, tp, false, "the given split of tp_given.c");
     tpg_sizes(tp, &sm->L);
-    sm->layer_bytes[0] = measure_layer(sm, false);
-    sm->layer_bytes[1] = measure_layer(sm, true);
     const int L = m->cfg.L;
     size_t M = (size_t)tp->B * tp->T, C = (size_t)tp->C, rows = (size_t)tp->B * (on ? sp->Tt : tp->T);
+    // The run's precision: bf16's widening scratch holds the largest operand
+    // of a product (M rows of C, Ct, Ht or this rank's vocabulary columns)
+    // and one attention's probabilities.
+    size_t cap = M * zmax(zmax(C, (size_t)tp->Ct), zmax((size_t)tp->Ht, (size_t)tp->nlm));
+    prec_init(&sm->prec, bf16, cap, (size_t)tp->B * tp->NHt * tp->T * tp->T);
+    tp->prec = &sm->prec;
+    sm->layer_bytes[0] = measure_layer(sm, false);
+    sm->layer_bytes[1] = measure_layer(sm, true);
     sm->tokens = ints(M, "tokens");
     sm->targets = ints(M, "targets");
     sm->stream = calloc((size_t)m->nunits + 1, sizeof *sm->stream);
     sm->dstream = calloc((size_t)m->nunits + 1, sizeof *sm->dstream);
     for (int u = 1; u < m->nunits; u++) {
-        sm->stream[u] = fl(rows * C, "residual stream");
-        sm->dstream[u] = fl(rows * C, "residual stream gradient");
+        sm->stream[u] = kept(sp, rows * C, "residual stream");
+        sm->dstream[u] = kept(sp, rows * C, "residual stream gradient");
     }
     if (on) {
         sm->acts = calloc((size_t)(L ? L : 1), sizeof *sm->acts);
@@ -213,18 +246,25 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on) {
     SpHeadActs *h = &sm->head;
     h->lnf_mean = fl(rows, "lnf mean");
     h->lnf_rstd = fl(rows, "lnf rstd");
-    h->lnf_all = fl(M * C, "lnf, all-gathered");
+    h->lnf_all = kept(sp, M * C, "lnf, all-gathered");
     tp_net_head_alloc(&h->ce, M, tp->nlm, g_cat);
     sm->losses = fl(M, "losses");
     alloc_scratch(sm);
     TpNet *n = &sm->net;
     n->layers = &layers_fg, n->ctx = tp, n->m = m, n->L = &sm->L;
     n->B = tp->B, n->T = tp->T, n->C = tp->C;
+    size_t unit = 0;
+    for (int u = 0; u < m->nunits; u++) unit = zmax(unit, sm->L.size[u]);
     if (!on) {
         n->tokens = sm->tokens, n->targets = sm->targets, n->losses = sm->losses;
-        n->stream = (void **)sm->stream, n->dstream = (void **)sm->dstream, n->blocks = sm->off;
+        n->stream = sm->stream, n->dstream = sm->dstream, n->blocks = sm->off;
         n->lnf = (TpNorm){h->lnf_all, h->lnf_mean, h->lnf_rstd};
         n->head = &h->ce;
+        n->prec = &sm->prec;   // (with SP the composition is the probe's, in fp32)
+        tp_net_alloc_bf16(n, M, tp->C, unit);
+    } else if (bf16) {
+        n->unit32 = mem_alloc_floats(unit, MEM_ACTS, "the unit running, widened");
+        n->gunit32 = mem_alloc_floats(unit, MEM_ACTS, "the unit's fp32 gradient");
     }
 }
 
@@ -237,16 +277,22 @@ void spm_free(SpModel *sm) {
     }
     for (int u = 1; u < sm->nunits; u++) mem_free(sm->stream[u]), mem_free(sm->dstream[u]);
     tp_net_head_free(&sm->head.ce);
+    free_sp_scratch(sp);
     void *rest[] = {sm->tokens, sm->targets, sm->head.lnf_mean, sm->head.lnf_rstd, sm->head.lnf_all, sm->losses,
                     tp->ct[0], tp->ct[1], tp->ct[2], tp->ct[3], tp->att, tp->ht[0], tp->ht[1], tp->dlogits,
-                    tp->ids, sp->s.whole[0], sp->s.whole[1], sp->s.local[0], sp->s.local[1], sp->s.blocks,
-                    sm->net.branch, sm->net.branch2, sm->net.dln, sm->partial};
+                    tp->ids, tp->mc, sm->net.branch, sm->net.branch2, sm->net.dln, sm->partial,
+                    sm->net.unit32, sm->net.gunit32};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
+    if (!sm->on) {
+        void *f32[] = {sm->net.f32[0], sm->net.f32[1], sm->net.f32[2]};
+        for (size_t i = 0; i < 3; i++) mem_free(f32[i]);
+    }
     free(sm->stream);
     free(sm->dstream);
     free(sm->acts);
     free(sm->off);
     free(sm->off_layers);
+    prec_free(&sm->prec);
     tp_layout_free(&sm->L);
 }
 
@@ -262,25 +308,45 @@ void spm_set_batch(SpModel *sm, const int *x, const int *y, int step, int row0, 
 
 // ---- the units -------------------------------------------------------------------------
 
-void spm_unit_forward(SpModel *sm, int u, float *params) {
+// In bf16 the functions see the unit's parameters widened to fp32, and
+// their gradients go to a zeroed fp32 unit that is added into the bf16
+// one once (gpt.c's unit_params and unit_grads).
+static float *unit_params(SpModel *sm, int u, void *params) {
+    if (!sm->prec.bf16) return params;
+    ops_from_bf16(sm->net.unit32, params, sm->L.size[u]);
+    return sm->net.unit32;
+}
+
+static float *unit_grads(SpModel *sm, int u, void *grads) {
+    if (!sm->prec.bf16) return grads;
+    ops_fill(sm->net.gunit32, 0, sm->L.size[u]);
+    return sm->net.gunit32;
+}
+
+static void unit_grads_done(SpModel *sm, int u, void *grads) {
+    if (sm->prec.bf16) ops_accumulate_bf16(grads, sm->net.gunit32, sm->L.size[u]);
+}
+
+void spm_unit_forward(SpModel *sm, int u, void *params) {
     Sp *sp = sm->sp;
     if (!sm->on) {
         tp_net_unit_forward(off_net(sm), u, params);
         return;
     }
+    float *p32 = unit_params(sm, u, params);
     switch (sm->m->units[u].kind) {
     case UNIT_EMBED: {
-        GptEmbedView p = tp_layout_embed_view(&sm->L, params);
+        GptEmbedView p = tp_layout_embed_view(&sm->L, p32);
         sp_embed_forward(sp, &p, sm->tokens, sm->stream[1]);
         break;
     }
     case UNIT_BLOCK: {
-        GptBlockView p = tp_layout_block_view(&sm->L, u, params);
+        GptBlockView p = tp_layout_block_view(&sm->L, u, p32);
         sp_block_forward(sp, u, &sm->acts[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
         break;
     }
     case UNIT_HEAD: {
-        GptHeadView p = tp_layout_head_view(&sm->L, params);
+        GptHeadView p = tp_layout_head_view(&sm->L, p32);
         ops_fill(sm->losses, 0, (size_t)sp->tp.B * sp->tp.T);
         sp_head_forward(sp, &sm->head, &p, sm->stream[u], sm->targets, sm->losses);
         break;
@@ -288,30 +354,32 @@ void spm_unit_forward(SpModel *sm, int u, float *params) {
     }
 }
 
-void spm_unit_backward(SpModel *sm, int u, float *params, float *grads) {
+void spm_unit_backward(SpModel *sm, int u, void *params, void *grads) {
     Sp *sp = sm->sp;
     if (!sm->on) {
         tp_net_unit_backward(off_net(sm), u, params, grads);
         return;
     }
+    float *p32 = unit_params(sm, u, params), *g32 = unit_grads(sm, u, grads);
     switch (sm->m->units[u].kind) {
     case UNIT_EMBED: {
-        GptEmbedView g = tp_layout_embed_view(&sm->L, grads);
+        GptEmbedView g = tp_layout_embed_view(&sm->L, g32);
         sp_embed_backward(sp, &g, sm->tokens, sm->dstream[1]);
         break;
     }
     case UNIT_BLOCK: {
-        GptBlockView p = tp_layout_block_view(&sm->L, u, params), g = tp_layout_block_view(&sm->L, u, grads);
+        GptBlockView p = tp_layout_block_view(&sm->L, u, p32), g = tp_layout_block_view(&sm->L, u, g32);
         sp_block_backward(sp, u, &sm->acts[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
         break;
     }
     case UNIT_HEAD: {
-        GptHeadView p = tp_layout_head_view(&sm->L, params), g = tp_layout_head_view(&sm->L, grads);
-        ops_fill(sm->dstream[u], 0, (size_t)sp->tp.B * sp->Tt * sp->tp.C);
+        GptHeadView p = tp_layout_head_view(&sm->L, p32), g = tp_layout_head_view(&sm->L, g32);
+        mem_zero(sm->dstream[u], (size_t)sp->tp.B * sp->Tt * sp->tp.C * sm->prec.elem);
         sp_head_backward(sp, &sm->head, &p, &g, sm->stream[u], sm->dstream[u]);
         break;
     }
     }
+    unit_grads_done(sm, u, grads);
 }
 
 double spm_loss(const SpModel *sm) {
@@ -383,7 +451,7 @@ static BlockError probe_block(SpModel *sm, float *params, const float *x, const 
     return e;
 }
 
-SpProbe spm_probe(SpModel *sm) {
+static SpProbe probe(SpModel *sm) {
     Sp *sp = sm->sp;
     TpShard *tp = &sp->tp;
     SpProbe pr = {0};
@@ -502,5 +570,26 @@ SpProbe spm_probe(SpModel *sm) {
     pr.dropout_fwd = tp_probe_any_bits(tp->group, pr.dropout_fwd, 2);
     pr.dropout_bwd = tp_probe_any_bits(tp->group, pr.dropout_bwd, 2);
     sp->step = step, sp->row0 = row0;
+    return pr;
+}
+
+// In bf16 the probe runs the functions in fp32: a copy of sp of fp32
+// precision, with its own fp32 scratch (OTHER), so that its measures are
+// exact, as in an fp32 run.
+SpProbe spm_probe(SpModel *sm) {
+    if (!sm->prec.bf16) return probe(sm);
+    Sp *run = sm->sp, fsp = *run;
+    Prec fp32;
+    prec_init(&fp32, false, 0, 0);
+    fsp.tp.prec = &fp32;
+    fsp.tp.mc = NULL;
+    g_cat = MEM_OTHER;
+    alloc_sp_scratch(&fsp);
+    g_cat = MEM_ACTS;
+    sm->sp = &fsp;
+    SpProbe pr = probe(sm);
+    sm->sp = run;
+    sm->net.ctx = &run->tp;
+    free_sp_scratch(&fsp);
     return pr;
 }

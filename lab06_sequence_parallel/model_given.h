@@ -5,6 +5,13 @@
 // --sp off, tensor parallelism alone, to compare: lab04's composition
 // (common/tp_net.h) around the given layers, with all-reduces (lab04's f
 // and g) around them.
+//
+// --precision bf16 (common/prec.h): the parameters and gradients are bf16
+// units, which the harness widens into fp32 views for the functions (and
+// adds their fp32 gradient into once); what is kept and what passes between
+// the units is bf16. The probe runs the student's functions in fp32 (its
+// own fp32 scratch) whatever the run's precision: its measures are exact
+// there, and a mistake of placement shows the same in both.
 #pragma once
 
 #include <stdbool.h>
@@ -17,29 +24,35 @@ typedef struct {
     const Gpt *m;
     Sp *sp;
     bool on;               // --sp on
+    Prec prec;             // the run's precision (sp->tp.prec points here)
     TpLayout L;
     int nunits;
     int *tokens, *targets;           // (B, T) the whole batch, on every rank
-    float **stream, **dstream;       // (nunits + 1): (B, Tt, C) with SP, (B, T, C) without
+    void **stream, **dstream;        // (nunits + 1), the run's type: (B, Tt, C) with SP, (B, T, C) without
     SpBlockActs *acts;               // (L) with SP
     SpHeadActs head;                 // with SP (without: the same lnf_all holds the whole LayerNorm output)
     float *losses;                   // (B, T)
     float *partial;                  // (B, T, C) scratch, counted in ACTS (neither mode uses it)
     // Without SP (and in the probe, to compare): the composition, on the
-    // buffers above, with its scratch (net.branch, net.branch2, net.dln).
+    // buffers above, with its scratch (net.branch, net.branch2, net.dln;
+    // in bf16 net.unit32 and net.gunit32, the unit running widened and its
+    // fp32 gradient, in both modes).
     TpNet net;
     TpNetBlock *off;                 // (L) what it keeps of each block
     TpLayerActs *off_layers;         // (L) and of each block's layers
     double layer_bytes[2];           // one block's kept activations and its input, measured: [0] off, [1] on
 } SpModel;
 
-// The layout (given split) and the sizes; the activations of the mode; free.
-void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on);
+// The layout (given split) and the sizes; the activations of the mode, in
+// bf16 or fp32; free.
+void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on, bool bf16);
 void spm_free(SpModel *sm);
 
 void spm_set_batch(SpModel *sm, const int *x, const int *y, int step, int row0, float loss_scale);
-void spm_unit_forward(SpModel *sm, int u, float *params);
-void spm_unit_backward(SpModel *sm, int u, float *params, float *grads);
+// Unit u's forward and backward passes; params and grads this rank's parts
+// of the unit, of the run's type (gradients ADD).
+void spm_unit_forward(SpModel *sm, int u, void *params);
+void spm_unit_backward(SpModel *sm, int u, void *params, void *grads);
 double spm_loss(const SpModel *sm);   // the mean loss over the B T tokens
 
 // The student's functions on their own, before training, on random

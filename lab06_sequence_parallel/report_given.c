@@ -15,6 +15,43 @@ double lab06_paper(bool sp, double s, double b, double h, double a, double t) {
     return sp ? sbh * (34 + 5 * a * s / h) / t : sbh * (10 + 24 / t + 5 * a * s / (h * t));
 }
 
+// The table: a block's kept activations and its input per rank, allocated
+// (measured: model_given.c's measure_layer), our formula and the paper's;
+// in bf16 (E = 2) the paper's terms that ours lacks or adds, one by one, so
+// that the paper's figure minus them is ours to the byte.
+void lab06_print_layers(const SpModel *sm, double S, double Bd, double H, double A, int t, double E, bool on) {
+    char b1[32], b2[32], b3[32], b4[32];
+    const bool bf16 = E == 2;
+    print0("\nactivations per layer and rank (a block's kept activations and its input), s = %.0f tokens, b = %.0f "
+           "rows, h = %.0f, a = %.0f heads, t = %d:\n", S, Bd, H, A, t);
+    print0("  %-22s %10s %10s %14s\n", "", "allocated", bf16 ? "ours (bf16)" : "ours (fp32)", "paper (16-bit)");
+    for (int k = 0; k < 3; k++) {
+        bool sp_k = k == 1, one = k == 2;
+        double tk = one ? 1 : t, allocated = one ? sp_layer_bytes(false, S, Bd, H, A, 1, E) : sm->layer_bytes[k];
+        double ours = sp_layer_bytes(sp_k, S, Bd, H, A, tk, E), paper = lab06_paper(sp_k, S, Bd, H, A, tk);
+        print0("  %-22s %10s %10s %14s   %.0f (%s) + %s%s\n",
+               one ? "one device" : sp_k ? "tensor + sequence" : "tensor parallel only",
+               one ? "" : core_fmt_bytes(allocated, b1, 32), core_fmt_bytes(ours, b2, 32),
+               core_fmt_bytes(paper, b3, 32), E, sp_k ? "2sbh + 14sbh/t + as^2b/t" : one ? "16sbh + as^2b"
+                                                                                      : "4sbh + 12sbh/t + as^2b/t",
+               sp_k ? "16sb/t" : "16sb", !one && sp_k == on ? "   <- this run" : "");
+        if (!bf16) continue;
+        SpPaperTerms d = sp_paper_terms(sp_k, S, Bd, H, A, tk);
+        char b5[32];
+        print0("  %-22s paper - ours = %s masks + %s attention dropout - %s LayerNorm statistics%s%s = %s\n", "",
+               core_fmt_bytes(d.masks, b1, 32), core_fmt_bytes(d.attn_dropout, b2, 32),
+               core_fmt_bytes(d.ln_stats, b3, 32), sp_k ? " - LayerNorm outputs whole " : "",
+               sp_k ? core_fmt_bytes(d.ln_whole, b4, 32) : "", core_fmt_bytes(paper - ours, b5, 32));
+    }
+    if (bf16)
+        print0("  (masks: the paper keeps dropout's two masks, 1 byte an element, sbh each (/t with SP); ours draws "
+               "them again from their key. Attention dropout: the paper's mask and output after the softmax, "
+               "3as^2b/t; ours has none. LayerNorm statistics: ours keeps each LayerNorm's mean and rstd in fp32, "
+               "16sb (/t with SP); the paper leaves them out. LayerNorm outputs whole: with SP ours keeps the "
+               "all-gathered outputs, 4sbh, where the paper keeps this rank's tokens, 4sbh/t, and gathers them again "
+               "in the backward pass.)\n");
+}
+
 void lab06_print_more(void *ctx) {
     const Lab06End *e = ctx;
     if (e->differs[0]) print0("the replicated tensor %s differs between ranks\n", e->differs);
@@ -51,7 +88,8 @@ void lab06_dump_more(DumpWriter *dw, void *ctx) {
     dump_scalar_f64(dw, "mem/acts_expected", comm_max_double(c, e->acts_expected));
 }
 
-void lab06_draw_figure(const char *path, const Args *a, const SpModel *sm, int N, int t, int rows, bool on) {
+void lab06_draw_figure(const char *path, const Args *a, const SpModel *sm, int N, int t, int rows, bool on,
+                       double E) {
     double S = a->seq, Bd = rows, H = a->dim, A = a->heads;
     bool unfinished = harness_any_unfinished();
     char title[300], tp_label[32], sp_label[40];
@@ -61,11 +99,12 @@ void lab06_draw_figure(const char *path, const Args *a, const SpModel *sm, int N
     snprintf(tp_label, sizeof tp_label, "TP, t = %d", t);
     snprintf(sp_label, sizeof sp_label, "TP + SP, t = %d", t);
     FigGroup groups[3] = {
-        {"one device", {sp_layer_bytes(false, S, Bd, H, A, 1), lab06_paper(false, S, Bd, H, A, 1)}},
+        {"one device", {sp_layer_bytes(false, S, Bd, H, A, 1, E), lab06_paper(false, S, Bd, H, A, 1)}},
         {tp_label, {sm->layer_bytes[0], lab06_paper(false, S, Bd, H, A, t)}},
         {sp_label, {sm->layer_bytes[1], lab06_paper(true, S, Bd, H, A, t)}},
     };
-    static const char *const series[] = {"ours: what this code allocates (fp32)", "the paper's (16-bit)"};
+    const char *series[] = {E == 2 ? "ours: what this code allocates (bf16)" : "ours: what this code allocates (fp32)",
+                            "the paper's (16-bit)"};
     FILE *f = fig_open(path, 900, 360, title);
     fig_bars(f, 20, 40, 860, 300, "a block's kept activations and its input, per rank", series, 2, groups, 3, NULL);
     fig_close(f, path);

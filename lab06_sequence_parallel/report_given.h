@@ -28,6 +28,10 @@ void lab06_dump_more(DumpWriter *dw, void *ctx);
 // A layer's activations per rank as Korthikanti et al. (2022) count them:
 // 16-bit, dropout's masks kept; sp: with sequence parallelism.
 double lab06_paper(bool sp, double s, double b, double h, double a, double t);
+// The table of a layer's activations per rank (E bytes a kept element):
+// allocated, ours and the paper's, and in bf16 the terms between the last two.
+void lab06_print_layers(const SpModel *sm, double S, double Bd, double H, double A, int t, double E, bool on);
 // The figure (--figure): activations per layer and rank, one device, TP and
 // TP + SP, ours beside the paper's.
-void lab06_draw_figure(const char *path, const Args *a, const SpModel *sm, int N, int t, int rows, bool on);
+void lab06_draw_figure(const char *path, const Args *a, const SpModel *sm, int N, int t, int rows, bool on,
+                       double E);

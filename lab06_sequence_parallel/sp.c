@@ -12,32 +12,44 @@
 // tpg_mlp_*, tpg_embed_*, tpg_head_*: input whole, output a partial sum);
 // ops.h (ops_layernorm_forward/backward, ops_dropout_forward/backward,
 // ops_add, ops_add_bias, ops_bias_backward, ops_copy_2d, ops_positions_*);
-// on sp->tp.group: comm_all_gather, comm_reduce_scatter_sum, comm_all_reduce_sum.
+// on sp->tp.group: comm_all_gather_typed, comm_reduce_scatter_typed (in the
+// run's type, sp->tp.prec->type; comm_at for an element's address),
+// comm_all_reduce_sum (the fp32 gradients).
 // Scratch: sp->s.whole[0..1] (B, T, C), sp->s.local[0..1] (B, Tt, C),
-// sp->s.blocks (t, B, Tt, C).
+// sp->s.blocks (t, B, Tt, C), all of the run's type; sp->s.f32[0..3]
+// (B, Tt, C) and sp->s.whole32 (B, T, C) fp32 for bf16's widenings.
+//
+// Precision: write each function once for fp32 and bf16 (sp.h): LayerNorm,
+// dropout and the residual adds compute in fp32 on prec_read's widening
+// (prec_write where to compute a result, prec_keep to round it into a kept
+// tensor, prec_round to send an fp32 one); in an fp32 run each of these is
+// the buffer itself. Start with fp32 (--precision fp32, the default).
 #include "sp.h"
 
 #include "comm.h"
 #include "core.h"
 #include "mem.h"
 #include "ops.h"
+#include "prec.h"
 
 // ---- 2. along the sequence ---------------------------------------------------------
 
-void sp_gather_tokens(Sp *sp, const float *local, float *whole) {
+void sp_gather_tokens(Sp *sp, const void *local, void *whole) {
     lab_todo(__func__);
     // TODO(lab06): every rank's (B, Tt, C) into the whole (B, T, C), rank q's
-    // tokens at [q Tt, (q + 1) Tt) of every row. comm_all_gather lays the
-    // ranks' blocks one after another, (t, B, Tt, C): move each into place
-    // (ops_copy_2d: B rows of Tt C floats, T C floats apart in the whole).
+    // tokens at [q Tt, (q + 1) Tt) of every row. comm_all_gather_typed lays
+    // the ranks' blocks one after another, (t, B, Tt, C): move each into
+    // place (ops_copy_2d_typed: B rows of Tt C elements, T C elements apart
+    // in the whole; sp->tp.prec->elem bytes an element).
     (void)sp, (void)local, (void)whole;
 }
 
-void sp_scatter_tokens(Sp *sp, const float *whole, float *local) {
+void sp_scatter_tokens(Sp *sp, const void *whole, void *local) {
     lab_todo(__func__);
     // TODO(lab06): the sum over the group of this rank's tokens of whole:
     // lay each rank's tokens together first (the reverse of the gather's
-    // move), then comm_reduce_scatter_sum. Along the tokens, not the channels.
+    // move), then comm_reduce_scatter_typed (COMM_SUM). Along the tokens,
+    // not the channels.
     (void)sp, (void)whole, (void)local;
 }
 
@@ -54,7 +66,7 @@ DropoutKey sp_dropout_key(const Sp *sp, int layer, int site) {
 
 // ---- 1 and 3. the model on this rank's tokens ----------------------------------------
 
-void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const float *x, float *out) {
+void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const void *x, void *out) {
     lab_todo(__func__);
     // TODO(lab06): for attention, then the MLP, on this rank's Tt tokens:
     // LayerNorm (keep its statistics in a), all-gather the tokens (into
@@ -65,17 +77,19 @@ void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, cons
     (void)sp, (void)u, (void)a, (void)p, (void)x, (void)out;
 }
 
-void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                       const float *dout, float *dx) {
+void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                       const void *dout, void *dx) {
     lab_todo(__func__);
     // TODO(lab06): the forward pass backwards: a reduce-scatter's backward
     // is an all-gather, an all-gather's a reduce-scatter. 3: the gradients
     // of the LayerNorm weights, attn.bo and mlp.b2 come from this rank's
-    // tokens only: sum them over the group.
+    // tokens only: sum them over the group. (bf16: carry mid's gradient
+    // from the MLP's half to attention's in fp32, as single-device training
+    // does, and round into dx once at the end.)
     (void)sp, (void)u, (void)a, (void)p, (void)g, (void)x, (void)dout, (void)dx;
 }
 
-void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, float *out) {
+void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, void *out) {
     lab_todo(__func__);
     // TODO(lab06): the given lookup (a partial sum over all tokens),
     // reduce-scattered to this rank's tokens, their positions added, dropout
@@ -83,13 +97,13 @@ void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, float *o
     (void)sp, (void)p, (void)tokens, (void)out;
 }
 
-void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const float *dout) {
+void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const void *dout) {
     lab_todo(__func__);
     // TODO(lab06): backwards; embed.wpe's gradient summed over the group.
     (void)sp, (void)g, (void)tokens, (void)dout;
 }
 
-void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const void *x, const int *targets,
                      float *losses) {
     lab_todo(__func__);
     // TODO(lab06): the final LayerNorm on this rank's tokens, all-gathered
@@ -97,7 +111,7 @@ void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x
     (void)sp, (void)a, (void)p, (void)x, (void)targets, (void)losses;
 }
 
-void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx) {
+void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const void *x, void *dx) {
     lab_todo(__func__);
     // TODO(lab06): backwards; the final LayerNorm's gradients summed over
     // the group.

@@ -15,6 +15,18 @@
 // The split layers are given (tp_given.h: lab04's, without f and g); the
 // student's code does the rest of the model on its tokens and the
 // communication along the sequence, through ops.h and comm.h only.
+//
+// Precision (--precision bf16, common/prec.h): the residual stream, the
+// LayerNorms' outputs, the tensors kept and the tensors gathered and
+// scattered (`void *` below) are of the run's type, sp->tp.prec->type
+// (COMM_BF16 or COMM_F32, prec->elem bytes an element); what is computed on
+// the way (LayerNorm, dropout, the residual adds, a branch's gradient) is
+// fp32, as single-device training does it: prec_read widens a tensor to
+// read, prec_write gives where to compute one and prec_keep rounds it in,
+// prec_round makes an fp32 tensor one of the run's type (to send). In fp32
+// each of these is the buffer itself. Parameters and their gradients are
+// fp32 views in both (the harness widens a bf16 unit and rounds its
+// gradient once).
 #pragma once
 
 #include <stdbool.h>
@@ -27,26 +39,30 @@
 
 // What a block keeps from its forward pass for its backward pass.
 typedef struct {
-    float *ln1_mean, *ln1_rstd;   // (B, Tt) the first LayerNorm's statistics, this rank's tokens
-    float *ln1_all;               // (B, T, C) its output, all-gathered: attention's input, kept for the backward
-    float *mid;                   // (B, Tt, C) the residual stream after attention, this rank's tokens
+    float *ln1_mean, *ln1_rstd;   // (B, Tt) the first LayerNorm's statistics, this rank's tokens (fp32)
+    void *ln1_all;                // (B, T, C) its output, all-gathered: attention's input, kept for the backward
+    void *mid;                    // (B, Tt, C) the residual stream after attention, this rank's tokens
     float *ln2_mean, *ln2_rstd;   // (B, Tt)
-    float *ln2_all;               // (B, T, C) the second LayerNorm's output, all-gathered: the MLP's input
+    void *ln2_all;                // (B, T, C) the second LayerNorm's output, all-gathered: the MLP's input
     TpLayerActs layers;           // what the given split layers keep (tp_given.h)
 } SpBlockActs;
 
 // What the head keeps.
 typedef struct {
     float *lnf_mean, *lnf_rstd;   // (B, Tt)
-    float *lnf_all;               // (B, T, C) the final LayerNorm's output, all-gathered
+    void *lnf_all;                // (B, T, C) the final LayerNorm's output, all-gathered
     TpHeadActs ce;                // the given vocabulary-parallel cross-entropy's
 } SpHeadActs;
 
 // Scratch for the student's functions (contents undefined between calls).
 typedef struct {
-    float *whole[2];   // (B, T, C) each: a gathered tensor, a partial sum to scatter
-    float *local[2];   // (B, Tt, C) each
-    float *blocks;     // (t, B, Tt, C): the ranks' blocks one after another, for the collectives
+    void *whole[2];    // (B, T, C) each, the run's type: a gathered tensor, a partial sum to scatter
+    void *local[2];    // (B, Tt, C) each, the run's type
+    void *blocks;      // (t, B, Tt, C) the run's type: the ranks' blocks one after another, for the collectives
+    // fp32, for bf16's widenings (NULL in fp32, where prec_read and
+    // prec_write give the buffer itself).
+    float *f32[4];     // (B, Tt, C) each
+    float *whole32;    // (B, T, C)
 } SpScratch;
 
 typedef struct {
@@ -65,34 +81,38 @@ typedef struct {
 //    rank, each rank's tokens in their place in every row;
 //    reduce-scatter: whole (B, T, C), a partial sum on each rank -> local
 //    (B, Tt, C), the sum over ranks of this rank's tokens.
-void sp_gather_tokens(Sp *sp, const float *local, float *whole);
-void sp_scatter_tokens(Sp *sp, const float *whole, float *local);
+//    Both of the run's type: in bf16, 2 bytes an element on the wire.
+void sp_gather_tokens(Sp *sp, const void *local, void *whole);
+void sp_scatter_tokens(Sp *sp, const void *whole, void *local);
 
 // 4. The dropout mask of this rank's tokens: keyed by their GLOBAL index, so
 //    that the run draws the masks single-device training draws.
 DropoutKey sp_dropout_key(const Sp *sp, int layer, int site);
 
-// 1 and 3. A block on this rank's tokens: x, out, dout, dx (B, Tt, C). The
+// 1 and 3. A block on this rank's tokens: x, out, dout, dx (B, Tt, C), of
+//    the run's type; dx may be dout (the harness passes them apart). The
 //    LayerNorms, dropout and residual adds on these tokens alone; the split
 //    layers (tp_given.h) on all of them; gradients ADD into g, and those of
 //    the replicated tensors (LayerNorm weights, attn.bo, mlp.b2: each rank
 //    saw only its tokens) summed over the group.
 //    u is the block's unit (1 .. L), the layer of its dropout masks.
-void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const float *x, float *out);
-void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                       const float *dout, float *dx);
+void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const void *x, void *out);
+void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                       const void *dout, void *dx);
 
 // The embeddings: tokens (B, T) every rank's whole batch on the device;
-// out (B, Tt, C) this rank's tokens (dropout included). Backward from dout
-// (B, Tt, C), ADDING into g (embed.wpe is replicated).
-void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, float *out);
-void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const float *dout);
+// out (B, Tt, C) this rank's tokens (dropout included), the run's type.
+// Backward from dout (B, Tt, C) of the run's type, ADDING into g
+// (embed.wpe is replicated).
+void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, void *out);
+void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const void *dout);
 
-// The head: x (B, Tt, C) this rank's tokens; losses (B, T) every token's,
-// on every rank. Backward: dx (B, Tt, C), zeroed by the harness.
-void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+// The head: x (B, Tt, C) this rank's tokens, the run's type; losses (B, T)
+// every token's (fp32), on every rank. Backward: dx (B, Tt, C) of the
+// run's type, zeroed by the harness.
+void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const void *x, const int *targets,
                      float *losses);
-void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx);
+void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const void *x, void *dx);
 
 // A function the student has not written yet says so by calling this first.
 void lab_todo(const char *function);

@@ -39,56 +39,68 @@ void tpg_sizes(TpShard *tp, const TpLayout *L) {
 }
 
 // ---- attention by heads, the MLP by hidden columns --------------------------------
+// (common/prec.h: in fp32 each prec_ call is the plain ops.h one.)
 
-void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out) {
+void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, Ct = tp->Ct;
-    ops_matmul_forward(a->q, x, p->wq, p->bq, M, C, Ct);
-    ops_matmul_forward(a->k, x, p->wk, p->bk, M, C, Ct);
-    ops_matmul_forward(a->v, x, p->wv, p->bv, M, C, Ct);
-    ops_attention_forward(a->y, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
-    ops_matmul_forward(out, a->y, p->wo, NULL, M, Ct, C);
+    const Prec *pr = tp->prec;
+    prec_matmul_keep(pr, a->q, x, p->wq, p->bq, M, C, Ct);
+    prec_matmul_keep(pr, a->k, x, p->wk, p->bk, M, C, Ct);
+    prec_matmul_keep(pr, a->v, x, p->wv, p->bv, M, C, Ct);
+    prec_attention_keep(pr, a->y, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    prec_matmul_keep(pr, out, a->y, p->wo, NULL, M, Ct, C);
 }
 
-void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                            const float *dout, float *dx) {
+void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                            const float *dout, void *dx) {
     const int M = tp->B * tp->T, C = tp->C, Ct = tp->Ct;
     const size_t n = (size_t)M * Ct;
+    const Prec *pr = tp->prec;
     float *dy = tp->ct[0], *dq = tp->ct[1], *dk = tp->ct[2], *dv = tp->ct[3];
     ops_fill(dy, 0, n);
-    ops_matmul_backward(dy, g->wo, NULL, dout, a->y, p->wo, M, Ct, C);
+    prec_matmul_backward(pr, dy, g->wo, NULL, dout, a->y, p->wo, M, Ct, C);
     ops_fill(dq, 0, n);
     ops_fill(dk, 0, n);
     ops_fill(dv, 0, n);
-    ops_attention_backward(dq, dk, dv, tp->att, dy, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
-    ops_matmul_backward(dx, g->wq, g->bq, dq, x, p->wq, M, C, Ct);
-    ops_matmul_backward(dx, g->wk, g->bk, dk, x, p->wk, M, C, Ct);
-    ops_matmul_backward(dx, g->wv, g->bv, dv, x, p->wv, M, C, Ct);
+    prec_attention_backward(pr, dq, dk, dv, tp->att, dy, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    float *d = prec_open(pr, dx, (size_t)M * C, tp->mc);
+    prec_matmul_backward(pr, d, g->wq, g->bq, dq, x, p->wq, M, C, Ct);
+    prec_matmul_backward(pr, d, g->wk, g->bk, dk, x, p->wk, M, C, Ct);
+    prec_matmul_backward(pr, d, g->wv, g->bv, dv, x, p->wv, M, C, Ct);
+    prec_keep(pr, dx, d, (size_t)M * C);   // this rank's partial sum, rounded once in bf16
 }
 
-void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out) {
+void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, Ht = tp->Ht;
-    ops_matmul_forward(a->h, x, p->w1, p->b1, M, C, Ht);
-    ops_gelu_forward(a->hg, a->h, (size_t)M * Ht);
-    ops_matmul_forward(out, a->hg, p->w2, NULL, M, Ht, C);
+    const Prec *pr = tp->prec;
+    prec_matmul_keep(pr, a->h, x, p->w1, p->b1, M, C, Ht);
+    prec_gelu_keep(pr, a->hg, a->h, (size_t)M * Ht);
+    prec_matmul_keep(pr, out, a->hg, p->w2, NULL, M, Ht, C);
 }
 
-void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                      const float *dout, float *dx) {
+void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                      const float *dout, void *dx) {
     const int M = tp->B * tp->T, C = tp->C, Ht = tp->Ht;
+    const Prec *pr = tp->prec;
     float *dhg = tp->ht[0], *dh = tp->ht[1];
     ops_fill(dhg, 0, (size_t)M * Ht);
-    ops_matmul_backward(dhg, g->w2, NULL, dout, a->hg, p->w2, M, Ht, C);
+    prec_matmul_backward(pr, dhg, g->w2, NULL, dout, a->hg, p->w2, M, Ht, C);
     ops_fill(dh, 0, (size_t)M * Ht);
-    ops_gelu_backward(dh, dhg, a->h, (size_t)M * Ht);
-    ops_matmul_backward(dx, g->w1, g->b1, dh, x, p->w1, M, C, Ht);
+    prec_gelu_backward(pr, dh, dhg, a->h, (size_t)M * Ht);
+    float *d = prec_open(pr, dx, (size_t)M * C, tp->mc);
+    prec_matmul_backward(pr, d, g->w1, g->b1, dh, x, p->w1, M, C, Ht);
+    prec_keep(pr, dx, d, (size_t)M * C);
 }
 
 // ---- the vocabulary-parallel embedding and cross-entropy ----------------------------
 
-void tpg_embed_forward(TpShard *tp, const GptEmbedView *p, const int *tokens, float *out) {
+void tpg_embed_forward(TpShard *tp, const GptEmbedView *p, const int *tokens, void *out) {
     const int M = tp->B * tp->T;
+    const size_t MC = (size_t)M * tp->C;
     ops_vocab_ids(tp->ids, tokens, tp->v0, tp->nv, (size_t)M);
-    ops_rows_forward(out, tp->ids, p->wte, tp->nv, M, tp->C);
+    float *e = prec_write(tp->prec, out, tp->mc);
+    ops_rows_forward(e, tp->ids, p->wte, tp->nv, M, tp->C);
+    prec_keep(tp->prec, out, e, MC);   // (exact in bf16: wte's rows are bf16 values, the others zero)
 }
 
 void tpg_embed_backward(TpShard *tp, GptEmbedView *g, const int *tokens, const float *dout) {
@@ -97,10 +109,10 @@ void tpg_embed_backward(TpShard *tp, GptEmbedView *g, const int *tokens, const f
     ops_rows_backward(g->wte, dout, tp->ids, tp->nv, M, tp->C);
 }
 
-void tpg_head_forward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+void tpg_head_forward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, const void *x, const int *targets,
                       float *losses) {
     const int M = tp->B * tp->T;
-    ops_matmul_forward(a->logits, x, p->lm_head, NULL, M, tp->C, tp->nlm);
+    prec_matmul(tp->prec, a->logits, x, p->lm_head, NULL, M, tp->C, tp->nlm);   // fp32 logits
     ops_row_max(a->mx, a->logits, M, tp->nlm);
     comm_all_reduce(tp->group, a->mx, (size_t)M, COMM_MAX);
     ops_row_sumexp(a->sumexp, a->logits, a->mx, M, tp->nlm);
@@ -111,9 +123,12 @@ void tpg_head_forward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, const fl
     ops_ce_from_parts(losses, a->mx, a->sumexp, a->target_logit, M);
 }
 
-void tpg_head_backward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx) {
+void tpg_head_backward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const void *x, void *dx) {
     const int M = tp->B * tp->T;
+    const size_t MC = (size_t)M * tp->C;
     ops_fill(tp->dlogits, 0, (size_t)M * tp->nlm);
     ops_ce_parts_backward(tp->dlogits, a->logits, a->mx, a->sumexp, a->target_ids, tp->loss_scale, M, tp->nlm);
-    ops_matmul_backward(dx, g->lm_head, NULL, tp->dlogits, x, p->lm_head, M, tp->C, tp->nlm);
+    float *d = prec_open(tp->prec, dx, MC, tp->mc);
+    prec_matmul_backward(tp->prec, d, g->lm_head, NULL, tp->dlogits, x, p->lm_head, M, tp->C, tp->nlm);
+    prec_keep(tp->prec, dx, d, MC);
 }

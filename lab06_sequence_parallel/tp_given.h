@@ -8,12 +8,19 @@
 // partial sum (+=). Summing those partial sums over the group is the
 // caller's: lab04's g and f all-reduce them; lab06 reduce-scatters them
 // along the tokens. M = B * T rows, every token of the batch.
+//
+// Precision (common/prec.h): a layer's input, its output and its input
+// gradient (`void *`) are of the run's type, bf16 or fp32, and so is what
+// it keeps; the output's gradient (dout) and the parameters and their
+// gradients are fp32. In bf16 a partial sum is rounded to bf16 once, before
+// it is summed over the group.
 #pragma once
 
 #include <stddef.h>
 
 #include "comm.h"
 #include "gpt.h"
+#include "prec.h"
 #include "tp_layout.h"
 #include "tp_net.h"
 
@@ -28,19 +35,21 @@ typedef struct {
     int v0, nv;       // embed.wte's rows this rank holds: token ids [v0, v0 + nv)
     int lm0, nlm;     // head.lm_head's columns: the ids of this rank's logits
     float loss_scale; // the gradient of the loss is scaled by this (1 / tokens averaged over)
+    const Prec *prec; // the run's precision: the type of the layers' inputs, outputs and kept tensors
     // Scratch of the layers (contents undefined between calls).
     float *ct[4];     // (M, Ct)
     float *att;       // (B, NHt, T, T)
     float *ht[2];     // (M, Ht)
     float *dlogits;   // (M, nlm)
     int *ids;         // (M)
+    float *mc;        // (M, C) bf16's widening of an input gradient (NULL in fp32)
 } TpShard;
 
-// What the split layers of a block keep for the backward pass.
+// What the split layers of a block keep for the backward pass (the run's type).
 typedef struct {
-    float *q, *k, *v, *y;   // (M, Ct) this rank's heads
-    float *att;             // (B, NHt, T, T)
-    float *h, *hg;          // (M, Ht)
+    void *q, *k, *v, *y;    // (M, Ct) this rank's heads
+    void *att;              // (B, NHt, T, T)
+    void *h, *hg;           // (M, Ht)
 } TpLayerActs;
 
 // Megatron's cut of every tensor (lab04's tp_split): attention by whole
@@ -51,23 +60,23 @@ TpSplit tpg_split(const void *ctx, GptUnitKind unit, const GptTensor *t);
 void tpg_sizes(TpShard *tp, const TpLayout *L);
 
 // Attention (x (M, C) whole) -> out (M, C) this rank's partial sum, no bo.
-void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out);
-void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                            const float *dout, float *dx);
+void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out);
+void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                            const float *dout, void *dx);
 // The MLP, the same way (no b2).
-void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const float *x, float *out);
-void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                      const float *dout, float *dx);
+void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out);
+void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                      const float *dout, void *dx);
 // The embedding lookup: out (M, C) = this rank's rows of wte for the tokens
 // it holds, zero rows elsewhere (a partial sum); no positions. Backward:
 // this rank's rows of wte from dout (M, C) whole.
-void tpg_embed_forward(TpShard *tp, const GptEmbedView *p, const int *tokens, float *out);
+void tpg_embed_forward(TpShard *tp, const GptEmbedView *p, const int *tokens, void *out);
 void tpg_embed_backward(TpShard *tp, GptEmbedView *g, const int *tokens, const float *dout);
 // The vocabulary-parallel cross-entropy on x (M, C) whole: losses (M) on
 // every rank (its own all-reduces of the row maximum, the sum of exponentials
 // and the target's logit inside), its parts kept in a (TpHeadActs,
 // common/tp_net.h: the same as lab04's). Backward: dx (M, C) this rank's
 // partial sum.
-void tpg_head_forward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+void tpg_head_forward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, const void *x, const int *targets,
                       float *losses);
-void tpg_head_backward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx);
+void tpg_head_backward(TpShard *tp, TpHeadActs *a, const GptHeadView *p, GptHeadView *g, const void *x, void *dx);

@@ -10,30 +10,36 @@
 #include "core.h"
 #include "mem.h"
 #include "ops.h"
+#include "prec.h"
 
 // ---- 2. along the sequence ---------------------------------------------------------
 
-// Rank q's tokens of row b are the q-th run of Tt C floats of that row.
-// comm_all_gather and comm_reduce_scatter work on blocks laid one after
-// another, (t, B, Tt, C): the runs move between the two layouts by a 2-D
-// copy (B rows of Tt C floats, a row T C floats apart in the whole).
+// Rank q's tokens of row b are the q-th run of Tt C elements of that row.
+// comm_all_gather_typed and comm_reduce_scatter_typed work on blocks laid
+// one after another, (t, B, Tt, C): the runs move between the two layouts
+// by a 2-D copy (B rows of Tt C elements, a row T C elements apart in the
+// whole). All of it in the run's type: in bf16, half the bytes.
 
-void sp_gather_tokens(Sp *sp, const float *local, float *whole) {
+void sp_gather_tokens(Sp *sp, const void *local, void *whole) {
     const TpShard *tp = &sp->tp;
+    const CommType type = tp->prec->type;
     const int run = sp->Tt * tp->C;
     const size_t block = (size_t)tp->B * run;
-    comm_all_gather(tp->group, local, sp->s.blocks, (size_t)tp->t * block);
+    comm_all_gather_typed(tp->group, local, sp->s.blocks, (size_t)tp->t * block, type);
     for (int q = 0; q < tp->t; q++)
-        ops_copy_2d(whole + (size_t)q * run, tp->T * tp->C, sp->s.blocks + q * block, run, tp->B, run);
+        ops_copy_2d_typed(comm_at(whole, (size_t)q * run, type), tp->T * tp->C, comm_at(sp->s.blocks, q * block, type),
+                          run, tp->B, run, tp->prec->elem);
 }
 
-void sp_scatter_tokens(Sp *sp, const float *whole, float *local) {
+void sp_scatter_tokens(Sp *sp, const void *whole, void *local) {
     const TpShard *tp = &sp->tp;
+    const CommType type = tp->prec->type;
     const int run = sp->Tt * tp->C;
     const size_t block = (size_t)tp->B * run;
     for (int q = 0; q < tp->t; q++)
-        ops_copy_2d(sp->s.blocks + q * block, run, whole + (size_t)q * run, tp->T * tp->C, tp->B, run);
-    comm_reduce_scatter_sum(tp->group, sp->s.blocks, local, (size_t)tp->t * block);
+        ops_copy_2d_typed(comm_at(sp->s.blocks, q * block, type), run, comm_at_const(whole, (size_t)q * run, type),
+                          tp->T * tp->C, tp->B, run, tp->prec->elem);
+    comm_reduce_scatter_typed(tp->group, sp->s.blocks, local, (size_t)tp->t * block, type, COMM_SUM);
 }
 
 // ---- 4. dropout by the global token ------------------------------------------------
@@ -45,30 +51,38 @@ DropoutKey sp_dropout_key(const Sp *sp, int layer, int site) {
 }
 
 // ---- 1 and 3. the model on this rank's tokens ----------------------------------------
+// (The run's type, common/prec.h: what is kept, gathered and scattered;
+// LayerNorm, dropout and the residual adds in fp32 on sp->s.f32, which in
+// fp32 is the buffer itself. f32[0] the input, f32[1] a LayerNorm's output
+// or a branch, f32[2] dropout's, f32[3] the output or mid's gradient.)
 
-static size_t local_floats(const Sp *sp) { return (size_t)sp->tp.B * sp->Tt * sp->tp.C; }
+static size_t local_elems(const Sp *sp) { return (size_t)sp->tp.B * sp->Tt * sp->tp.C; }
+static size_t whole_elems(const Sp *sp) { return (size_t)sp->tp.B * sp->tp.T * sp->tp.C; }
 
 // Each rank's gradient of a replicated tensor covers its own tokens: the
-// sum over the group covers them all.
+// sum over the group covers them all (fp32: the gradients are fp32 views).
 static void sum_over_group(Sp *sp, float *grad, size_t n) { comm_all_reduce_sum(sp->tp.group, grad, n); }
 
-// x_out = x + dropout(branch), on this rank's tokens.
-static void residual(Sp *sp, float *x_out, const float *x, const float *branch, int layer, int site) {
+// x_out = x + dropout(branch), on this rank's tokens; x_out kept.
+static void residual(Sp *sp, void *x_out, const float *x, const float *branch, int layer, int site) {
+    const Prec *pr = sp->tp.prec;
     if (sp->dropout > 0) {
-        ops_dropout_forward(sp->s.local[1], branch, sp->dropout, sp_dropout_key(sp, layer, site), sp->tp.B, sp->Tt,
-                            sp->tp.C);
-        branch = sp->s.local[1];
+        float *d = prec_write(pr, sp->s.local[1], sp->s.f32[2]);
+        ops_dropout_forward(d, branch, sp->dropout, sp_dropout_key(sp, layer, site), sp->tp.B, sp->Tt, sp->tp.C);
+        branch = d;
     }
-    ops_add(x_out, x, branch, local_floats(sp));
+    float *o = prec_write(pr, x_out, sp->s.f32[3]);
+    ops_add(o, x, branch, local_elems(sp));
+    prec_keep(pr, x_out, o, local_elems(sp));
 }
 
 // The gradient reaching a dropped-out branch: dout through the same mask.
 static const float *branch_grad(Sp *sp, const float *dout, int layer, int site) {
     if (sp->dropout == 0) return dout;
-    ops_fill(sp->s.local[1], 0, local_floats(sp));
-    ops_dropout_backward(sp->s.local[1], dout, sp->dropout, sp_dropout_key(sp, layer, site), sp->tp.B, sp->Tt,
-                         sp->tp.C);
-    return sp->s.local[1];
+    float *d = prec_write(sp->tp.prec, sp->s.local[1], sp->s.f32[2]);
+    ops_fill(d, 0, local_elems(sp));
+    ops_dropout_backward(d, dout, sp->dropout, sp_dropout_key(sp, layer, site), sp->tp.B, sp->Tt, sp->tp.C);
+    return d;
 }
 
 // Half a block: x_out = x + dropout(layer(LN(x)) + bias), x and x_out this
@@ -76,7 +90,8 @@ static const float *branch_grad(Sp *sp, const float *dout, int layer, int site) 
 typedef struct {
     bool mlp;
     float *lnw, *lnb, *bias;        // the LayerNorm's weights and the bias after the layer
-    float *mean, *rstd, *all;       // what it keeps
+    float *mean, *rstd;             // what it keeps
+    void *all;
 } Half;
 
 static Half half(bool mlp, SpBlockActs *a, GptBlockView *p) {
@@ -86,113 +101,148 @@ static Half half(bool mlp, SpBlockActs *a, GptBlockView *p) {
 }
 
 // The whole sequence's LayerNorm statistics, kept per block and half, and
-// its input gradient.
+// fp32 room for the whole sequence's input, LayerNorm output and gradients.
 enum { MAXL = 8, MAXBT = 512, MAXC = 128 };
-static float MEAN[2 * MAXL][MAXBT], RSTD[2 * MAXL][MAXBT], DXW[MAXBT * MAXC];
+static float MEAN[2 * MAXL][MAXBT], RSTD[2 * MAXL][MAXBT], XW[MAXBT * MAXC], LNW[MAXBT * MAXC], DLW[MAXBT * MAXC],
+    DXW[MAXBT * MAXC];
 
-static void half_forward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p, const float *x, float *x_out,
+static void half_forward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p, const void *x, void *x_out,
                          int u) {
     TpShard *tp = &sp->tp;
-    const int Mt = tp->B * sp->Tt;
-    float *xw = sp->s.whole[1];
+    const Prec *pr = tp->prec;
+    const int Mt = tp->B * sp->Tt, BT = tp->B * tp->T;
+    const size_t n = local_elems(sp), N = whole_elems(sp);
+    CHECK(u <= MAXL && BT <= MAXBT && tp->C <= MAXC, "the adversary's arrays are too small");
+    void *xw = sp->s.whole[1];
     sp_gather_tokens(sp, x, xw);                 // the whole sequence's input, then its LayerNorm whole
-    CHECK(u <= MAXL && tp->B * tp->T <= MAXBT, "the adversary's arrays are too small");
-    ops_layernorm_forward(h.all, MEAN[2 * (u - 1) + h.mlp], RSTD[2 * (u - 1) + h.mlp], xw, h.lnw, h.lnb,
-                          tp->B * tp->T, tp->C);
-    float *partial = sp->s.whole[0];
+    const float *xw32 = prec_read(pr, xw, N, XW);
+    float *ln = prec_write(pr, h.all, LNW);
+    ops_layernorm_forward(ln, MEAN[2 * (u - 1) + h.mlp], RSTD[2 * (u - 1) + h.mlp], xw32, h.lnw, h.lnb, BT, tp->C);
+    prec_keep(pr, h.all, ln, N);
+    void *partial = sp->s.whole[0];
     (h.mlp ? tpg_mlp_forward : tpg_attention_forward)(tp, &a->layers, p, h.all, partial);
-    float *branch = sp->s.local[0];
-    sp_scatter_tokens(sp, partial, branch);      // reduce-scatter along the sequence, not all-reduce
-    ops_add_bias(branch, h.bias, Mt, tp->C);     // once per token
-    residual(sp, x_out, x, branch, u, h.mlp ? 2 : 1);
+    void *branch = sp->s.local[0];
+    sp_scatter_tokens(sp, partial, branch);
+    float *b32 = prec_open(pr, branch, n, sp->s.f32[1]);
+    ops_add_bias(b32, h.bias, Mt, tp->C);
+    residual(sp, x_out, prec_read(pr, x, n, sp->s.f32[0]), b32, u, h.mlp ? 2 : 1);
 }
 
 static void half_backward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, Half hg,
-                          const float *x, const float *dout, float *dx, int u) {
+                          const void *x, const float *dout, float *dx, int u) {
     TpShard *tp = &sp->tp;
-    const int Mt = tp->B * sp->Tt, C = tp->C;
-    const float *dbranch = branch_grad(sp, dout, u, h.mlp ? 2 : 1);
-    ops_bias_backward(hg.bias, dbranch, Mt, C);
+    const Prec *pr = tp->prec;
+    const int Mt = tp->B * sp->Tt, C = tp->C, BT = tp->B * tp->T;
+    const size_t n = local_elems(sp), N = whole_elems(sp);
+    const void *dbranch = prec_round(pr, branch_grad(sp, dout, u, h.mlp ? 2 : 1), n, sp->s.local[0]);
+    ops_bias_backward(hg.bias, prec_read(pr, dbranch, n, sp->s.f32[1]), Mt, C);
     sum_over_group(sp, hg.bias, (size_t)C);
-    float *dall = sp->s.whole[0], *dpartial = sp->s.whole[1];
-    sp_gather_tokens(sp, dbranch, dall);         // the reduce-scatter's backward: all-gather
-    ops_fill(dpartial, 0, (size_t)tp->B * tp->T * C);
-    (h.mlp ? tpg_mlp_backward : tpg_attention_backward)(tp, &a->layers, p, g, h.all, dall, dpartial);
-    float *dln = sp->s.local[0];
-    sp_scatter_tokens(sp, dpartial, dln);        // the all-gather's backward: reduce-scatter
-    if (dx != dout) mem_copy(dx, dout, local_floats(sp) * sizeof(float));   // the residual path
+    void *dall = sp->s.whole[0], *dpartial = sp->s.whole[1];
+    sp_gather_tokens(sp, dbranch, dall);
+    mem_zero(dpartial, N * pr->elem);
+    (h.mlp ? tpg_mlp_backward : tpg_attention_backward)(tp, &a->layers, p, g, h.all,
+                                                        prec_read(pr, dall, N, sp->s.whole32), dpartial);
+    void *dln = sp->s.local[0];
+    sp_scatter_tokens(sp, dpartial, dln);
+    if (dx != dout) mem_copy(dx, dout, n * sizeof(float));   // the residual path
     // The LayerNorm's backward on the whole sequence: its gradient and input gathered, every rank the
     // whole weight gradients (no sum over the group), its own tokens of the input gradient.
-    const int BT = tp->B * tp->T;
     sp_gather_tokens(sp, dln, dall);
-    float *xw = sp->s.whole[1];
+    const float *dl32 = prec_read(pr, dall, N, DLW);
+    void *xw = sp->s.whole[1];
     sp_gather_tokens(sp, x, xw);
-    ops_fill(DXW, 0, (size_t)BT * C);
-    ops_layernorm_backward(DXW, hg.lnw, hg.lnb, dall, xw, h.lnw, MEAN[2 * (u - 1) + h.mlp], RSTD[2 * (u - 1) + h.mlp],
-                           BT, C);
+    const float *xw32 = prec_read(pr, xw, N, XW);
+    ops_fill(DXW, 0, N);
+    ops_layernorm_backward(DXW, hg.lnw, hg.lnb, dl32, xw32, h.lnw, MEAN[2 * (u - 1) + h.mlp],
+                           RSTD[2 * (u - 1) + h.mlp], BT, C);
     ops_accumulate_2d(dx, sp->Tt * C, DXW + (size_t)tp->r * sp->Tt * C, tp->T * C, tp->B, sp->Tt * C);
 }
 
-void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const float *x, float *out) {
+void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const void *x, void *out) {
     half_forward(sp, half(false, a, (GptBlockView *)p), a, p, x, a->mid, u);
     half_forward(sp, half(true, a, (GptBlockView *)p), a, p, a->mid, out, u);
 }
 
-void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const float *x,
-                       const float *dout, float *dx) {
-    // The MLP half leaves the gradient of mid in dx; the attention half
-    // takes it from there and adds its own.
-    half_backward(sp, half(true, a, (GptBlockView *)p), a, p, g, half(true, a, g), a->mid, dout, dx, u);
-    half_backward(sp, half(false, a, (GptBlockView *)p), a, p, g, half(false, a, g), x, dx, dx, u);
+void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
+                       const void *dout, void *dx) {
+    const Prec *pr = sp->tp.prec;
+    const size_t n = local_elems(sp);
+    // The MLP half leaves the gradient of mid in dmid (fp32: dx itself); the
+    // attention half takes it from there and adds its own.
+    const float *dout32 = prec_read(pr, dout, n, sp->s.f32[3]);
+    float *dmid = prec_write(pr, dx, sp->s.f32[3]);   // (bf16: dout's widening, added to in place)
+    half_backward(sp, half(true, a, (GptBlockView *)p), a, p, g, half(true, a, g), a->mid, dout32, dmid, u);
+    half_backward(sp, half(false, a, (GptBlockView *)p), a, p, g, half(false, a, g), x, dmid, dmid, u);
+    prec_keep(pr, dx, dmid, n);
 }
 
 // ---- the embeddings and the head -------------------------------------------------------
 
-void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, float *out) {
+void sp_embed_forward(Sp *sp, const GptEmbedView *p, const int *tokens, void *out) {
     TpShard *tp = &sp->tp;
+    const Prec *pr = tp->prec;
+    const size_t n = local_elems(sp);
     // The lookup is vocabulary-parallel over all tokens: a partial sum,
     // reduce-scattered to each rank's tokens (where lab04 all-reduced).
-    float *partial = sp->s.whole[0];
+    void *partial = sp->s.whole[0];
     tpg_embed_forward(tp, p, tokens, partial);
-    float *x = sp->dropout > 0 ? sp->s.local[0] : out;
+    void *x = sp->dropout > 0 ? sp->s.local[0] : out;
     sp_scatter_tokens(sp, partial, x);
-    ops_positions_forward(x, p->wpe, tp->B, sp->Tt, tp->C, tp->r * sp->Tt);   // this rank's positions
-    if (sp->dropout > 0)
-        ops_dropout_forward(out, x, sp->dropout, sp_dropout_key(sp, 0, 0), tp->B, sp->Tt, tp->C);
+    float *x32 = prec_open(pr, x, n, sp->s.f32[0]);
+    ops_positions_forward(x32, p->wpe, tp->B, sp->Tt, tp->C, tp->r * sp->Tt);   // this rank's positions
+    float *o = x32;
+    if (sp->dropout > 0) {
+        o = prec_write(pr, out, sp->s.f32[1]);
+        ops_dropout_forward(o, x32, sp->dropout, sp_dropout_key(sp, 0, 0), tp->B, sp->Tt, tp->C);
+    }
+    prec_keep(pr, out, o, n);
 }
 
-void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const float *dout) {
+void sp_embed_backward(Sp *sp, GptEmbedView *g, const int *tokens, const void *dout) {
     TpShard *tp = &sp->tp;
-    const float *d = dout;
+    const Prec *pr = tp->prec;
+    const size_t n = local_elems(sp);
+    const float *d = prec_read(pr, dout, n, sp->s.f32[0]);
     if (sp->dropout > 0) {
-        ops_fill(sp->s.local[0], 0, local_floats(sp));
-        ops_dropout_backward(sp->s.local[0], dout, sp->dropout, sp_dropout_key(sp, 0, 0), tp->B, sp->Tt, tp->C);
-        d = sp->s.local[0];
+        float *dd = prec_write(pr, sp->s.local[0], sp->s.f32[1]);
+        ops_fill(dd, 0, n);
+        ops_dropout_backward(dd, d, sp->dropout, sp_dropout_key(sp, 0, 0), tp->B, sp->Tt, tp->C);
+        d = dd;
     }
     ops_positions_backward(g->wpe, d, tp->B, sp->Tt, tp->C, tp->r * sp->Tt);
     sum_over_group(sp, g->wpe, (size_t)tp->T * tp->C);   // each rank saw its own positions
-    float *dall = sp->s.whole[0];
-    sp_gather_tokens(sp, d, dall);                       // the reduce-scatter's backward
-    tpg_embed_backward(tp, g, tokens, dall);
+    void *dall = sp->s.whole[0];
+    sp_gather_tokens(sp, prec_round(pr, d, n, sp->s.local[1]), dall);   // the reduce-scatter's backward
+    tpg_embed_backward(tp, g, tokens, prec_read(pr, dall, whole_elems(sp), sp->s.whole32));
 }
 
-void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const float *x, const int *targets,
+void sp_head_forward(Sp *sp, SpHeadActs *a, const GptHeadView *p, const void *x, const int *targets,
                      float *losses) {
     TpShard *tp = &sp->tp;
-    float *ln = sp->s.local[0];
-    ops_layernorm_forward(ln, a->lnf_mean, a->lnf_rstd, x, p->lnfw, p->lnfb, tp->B * sp->Tt, tp->C);
-    sp_gather_tokens(sp, ln, a->lnf_all);                // g-bar before the column-parallel lm_head
+    const Prec *pr = tp->prec;
+    const size_t n = local_elems(sp);
+    void *ln = sp->s.local[0];
+    float *ln32 = prec_write(pr, ln, sp->s.f32[1]);
+    ops_layernorm_forward(ln32, a->lnf_mean, a->lnf_rstd, prec_read(pr, x, n, sp->s.f32[0]), p->lnfw, p->lnfb,
+                          tp->B * sp->Tt, tp->C);
+    prec_keep(pr, ln, ln32, n);
+    sp_gather_tokens(sp, ln, a->lnf_all);                // g before the column-parallel lm_head
     tpg_head_forward(tp, &a->ce, p, a->lnf_all, targets, losses);
 }
 
-void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const float *x, float *dx) {
+void sp_head_backward(Sp *sp, SpHeadActs *a, const GptHeadView *p, GptHeadView *g, const void *x, void *dx) {
     TpShard *tp = &sp->tp;
-    float *dpartial = sp->s.whole[1];
-    ops_fill(dpartial, 0, (size_t)tp->B * tp->T * tp->C);
+    const Prec *pr = tp->prec;
+    const size_t n = local_elems(sp);
+    void *dpartial = sp->s.whole[1];
+    mem_zero(dpartial, whole_elems(sp) * pr->elem);
     tpg_head_backward(tp, &a->ce, p, g, a->lnf_all, dpartial);
-    float *dln = sp->s.local[0];
-    sp_scatter_tokens(sp, dpartial, dln);                // g-bar's backward: reduce-scatter
-    ops_layernorm_backward(dx, g->lnfw, g->lnfb, dln, x, p->lnfw, a->lnf_mean, a->lnf_rstd, tp->B * sp->Tt, tp->C);
+    void *dln = sp->s.local[0];
+    sp_scatter_tokens(sp, dpartial, dln);                // g's backward: reduce-scatter
+    float *d = prec_open(pr, dx, n, sp->s.f32[3]);      // zeros
+    ops_layernorm_backward(d, g->lnfw, g->lnfb, prec_read(pr, dln, n, sp->s.f32[1]), prec_read(pr, x, n, sp->s.f32[0]),
+                           p->lnfw, a->lnf_mean, a->lnf_rstd, tp->B * sp->Tt, tp->C);
+    prec_keep(pr, dx, d, n);
     sum_over_group(sp, g->lnfw, (size_t)tp->C);
     sum_over_group(sp, g->lnfb, (size_t)tp->C);
 }
