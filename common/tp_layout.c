@@ -162,15 +162,19 @@ void tp_layout_free(TpLayout *L) {
 
 // ---- the parts -----------------------------------------------------------------
 
-float **tp_layout_alloc(const TpLayout *L, MemCategory cat, const char *what) {
-    float **units = calloc((size_t)L->nunits, sizeof *units);
+void **tp_layout_alloc_elems(const TpLayout *L, size_t elem, MemCategory cat, const char *what) {
+    void **units = calloc((size_t)L->nunits, sizeof *units);
     CHECK(units, "out of memory");
     for (int u = 0; u < L->nunits; u++) {
         char name[64];
         snprintf(name, sizeof name, "%s %s", L->m->units[u].name, what);
-        units[u] = mem_alloc_floats(L->size[u], cat, name);
+        units[u] = mem_alloc(L->size[u] * elem, cat, name);
     }
     return units;
+}
+
+float **tp_layout_alloc(const TpLayout *L, MemCategory cat, const char *what) {
+    return (float **)tp_layout_alloc_elems(L, sizeof(float), cat, what);
 }
 
 void tp_layout_free_units(const TpLayout *L, float **units) {

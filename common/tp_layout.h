@@ -74,6 +74,8 @@ GptHeadView tp_layout_head_view(const TpLayout *L, float *unit);
 
 // This rank's parts of every unit, zero-filled (category cat); free them.
 float **tp_layout_alloc(const TpLayout *L, MemCategory cat, const char *what);
+// The same of elements of `elem` bytes (a run's type: 2 for bf16).
+void **tp_layout_alloc_elems(const TpLayout *L, size_t elem, MemCategory cat, const char *what);
 void tp_layout_free_units(const TpLayout *L, float **units);
 // Initialise this rank's parts as the same slices of the single-device
 // model's initial parameters (gpt_init_slice, row by row for columns).

@@ -44,17 +44,6 @@ static const char *const HOOKS[] = {"tp_split", "tp_naive_mlp_forward", "tp_naiv
 
 void lab_todo(const char *function) { harness_todo(function); }
 
-// This rank's parts of every unit in the run's type (elem bytes an element), zero-filled.
-static void **run_units(const TpLayout *L, size_t elem, MemCategory cat, const char *what) {
-    void **u = calloc((size_t)L->nunits, sizeof *u);
-    CHECK(u, "out of memory");
-    for (int i = 0; i < L->nunits; i++) {
-        u[i] = mem_alloc(L->size[i] * elem, cat, what);
-        mem_zero(u[i], L->size[i] * elem);
-    }
-    return u;
-}
-
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -127,9 +116,9 @@ int main(int argc, char **argv) {
 
     // The parameters and gradients in the run's type; in bf16 AdamW's fp32
     // master copy besides, initialised as fp32 is and rounded into them.
-    void **params = bf16 ? run_units(&tm.L, elem, MEM_PARAMS, "params")
+    void **params = bf16 ? tp_layout_alloc_elems(&tm.L, elem, MEM_PARAMS, "params")
                          : (void **)tp_layout_alloc(&tm.L, MEM_PARAMS, "params");
-    void **grads = run_units(&tm.L, elem, MEM_GRADS, "grads");
+    void **grads = tp_layout_alloc_elems(&tm.L, elem, MEM_GRADS, "grads");
     float **master = bf16 ? tp_layout_alloc(&tm.L, MEM_OPTIM, "master weights") : NULL;
     float **mom_m = tp_layout_alloc(&tm.L, MEM_OPTIM, "adam m"), **mom_v = tp_layout_alloc(&tm.L, MEM_OPTIM, "adam v");
     tp_layout_init(&tm.L, bf16 ? master : (float **)params);

@@ -48,17 +48,6 @@ static const char *const HOOKS[] = {"sp_gather_tokens", "sp_scatter_tokens", "sp
 
 void lab_todo(const char *function) { harness_todo(function); }
 
-// This rank's parts of every unit in the run's type (elem bytes an element), zero-filled.
-static void **run_units(const TpLayout *L, size_t elem, MemCategory cat, const char *what) {
-    void **u = calloc((size_t)L->nunits, sizeof *u);
-    CHECK(u, "out of memory");
-    for (int i = 0; i < L->nunits; i++) {
-        u[i] = mem_alloc(L->size[i] * elem, cat, what);
-        mem_zero(u[i], L->size[i] * elem);
-    }
-    return u;
-}
-
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -121,9 +110,9 @@ int main(int argc, char **argv) {
 
     // The parameters and gradients in the run's type; in bf16 AdamW's fp32
     // master copy besides, initialised as fp32 is and rounded into them.
-    void **params = bf16 ? run_units(&sm.L, elem, MEM_PARAMS, "params")
+    void **params = bf16 ? tp_layout_alloc_elems(&sm.L, elem, MEM_PARAMS, "params")
                          : (void **)tp_layout_alloc(&sm.L, MEM_PARAMS, "params");
-    void **grads = run_units(&sm.L, elem, MEM_GRADS, "grads");
+    void **grads = tp_layout_alloc_elems(&sm.L, elem, MEM_GRADS, "grads");
     float **master = bf16 ? tp_layout_alloc(&sm.L, MEM_OPTIM, "master weights") : NULL;
     float **mom_m = tp_layout_alloc(&sm.L, MEM_OPTIM, "adam m"), **mom_v = tp_layout_alloc(&sm.L, MEM_OPTIM, "adam v");
     tp_layout_init(&sm.L, bf16 ? master : (float **)params);
