@@ -143,22 +143,33 @@ void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout
 // on these. (Allocated and freed per product, the buffers above malloc's
 // mmap threshold were mapped, faulted in and unmapped every time: 8,300
 // page faults a step, a quarter of a bf16 step in the kernel.)
-static float *g_widened[3];
-static size_t g_widened_cap[3];
+// (Slot 3: the other rounding's partial product, below.)
+static float *g_widened[4];
+static size_t g_widened_cap[4];
 
-static float *widened(int slot, const bf16 *x, size_t n) {
+static float *scratch(int slot, size_t n) {
     if (n > g_widened_cap[slot]) {
         free(g_widened[slot]);
         g_widened[slot] = malloc(n * sizeof(float));
-        CHECK(g_widened[slot], "out of memory widening %zu bf16 values for a product", n);
+        CHECK(g_widened[slot], "out of memory: %zu floats of a bf16 product's scratch", n);
         g_widened_cap[slot] = n;
     }
-    for (size_t i = 0; i < n; i++) g_widened[slot][i] = bf16_to_float(x[i]);
     return g_widened[slot];
 }
 
+static float *widened(int slot, const bf16 *x, size_t n) {
+    float *f = scratch(slot, n);
+    for (size_t i = 0; i < n; i++) f[i] = bf16_to_float(x[i]);
+    return f;
+}
+
+// x = bf16(x), in place: a partial product as it travels in bf16.
+static void round_bf16(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = bf16_to_float(bf16_from_float(x[i]));
+}
+
 void ops_release_scratch(void) {
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 4; k++) {
         free(g_widened[k]);
         g_widened[k] = NULL;
         g_widened_cap[k] = 0;
@@ -171,7 +182,24 @@ void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const f
         ops_cuda_matmul_forward_bf16(out, inp, w, bias, M, K, N);
         return;
     }
-    ops_matmul_forward(out, widened(0, inp, (size_t)M * K), widened(1, w, (size_t)K * N), bias, M, K, N);
+    const float *fi = widened(0, inp, (size_t)M * K), *fw = widened(1, w, (size_t)K * N);
+    int K1 = g_alt && K > 2 ? K / 3 : 0;
+    if (K1 == 0) {
+        ops_matmul_forward(out, fi, fw, bias, M, K, N);
+        return;
+    }
+    // The other rounding: the two parts of the sum over K each rounded to
+    // bf16, then added (in fp32) and the bias after them (ops.h).
+    g_work.matmul += (double)M * K * N;
+    const size_t MN = (size_t)M * N;
+    float *part = scratch(3, MN);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K - K1, 1.0f, fi + K1, K, fw + (size_t)K1 * N, N,
+                0.0f, out, N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K1, 1.0f, fi, K, fw, N, 0.0f, part, N);
+    round_bf16(out, MN);
+    round_bf16(part, MN);
+    for (size_t i = 0; i < MN; i++) out[i] += part[i];
+    if (bias) ops_add_bias(out, bias, M, N);
 }
 
 void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *dout, const bf16 *inp,
@@ -183,7 +211,24 @@ void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *
     }
     const float *fd = widened(0, dout, (size_t)M * N), *fi = dw ? widened(1, inp, (size_t)M * K) : NULL,
                 *fw = dinp ? widened(2, w, (size_t)K * N) : NULL;
-    ops_matmul_backward(dinp, dw, dbias, fd, fi, fw, M, K, N);
+    int N1 = g_alt && N > 2 ? N / 3 : 0;
+    if (!dinp || N1 == 0) {
+        ops_matmul_backward(dinp, dw, dbias, fd, fi, fw, M, K, N);
+        return;
+    }
+    // The other rounding: the input gradient's two parts (over N) each
+    // rounded to bf16, then added into dinp (ops.h); the weight's and the
+    // bias's gradients as in fp32.
+    ops_matmul_backward(NULL, dw, dbias, fd, fi, fw, M, K, N);
+    g_work.matmul += (double)M * K * N;
+    const size_t MK = (size_t)M * K;
+    float *part = scratch(3, MK);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N - N1, 1.0f, fd + N1, N, fw + N1, N, 0.0f, part, K);
+    round_bf16(part, MK);
+    ops_accumulate(dinp, part, MK);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N1, 1.0f, fd, N, fw, N, 0.0f, part, K);
+    round_bf16(part, MK);
+    ops_accumulate(dinp, part, MK);
 }
 
 // ---- elementwise -------------------------------------------------------------

@@ -36,6 +36,12 @@ void ops_set_tf32(bool on);
 // differently at every op: the grader trains its reference once this way to
 // measure how far a correct run on another machine, BLAS kernel or device may
 // land (grader/README.md). `make ROUNDING=alt` makes it every program's default.
+// In the bf16 products (ops_matmul_forward_bf16, and the input gradient of
+// ops_matmul_backward_bf16) each of the two parts is rounded to bf16 before
+// they are added: the rounding of a product whose partial sums are made on
+// different ranks and added in bf16 (tensor parallelism's row-parallel
+// outputs and column-parallel input gradients, sequence parallelism's
+// reduce-scatter), which a single device never makes.
 typedef enum { OPS_ROUNDING_NATIVE, OPS_ROUNDING_ALT } OpsRounding;
 void ops_set_rounding(OpsRounding r);
 OpsRounding ops_rounding(void);

@@ -33,18 +33,15 @@ static const RunSpec LAB04_RUNS[] = {
     {"np2-naive", 2, SMALL "--mlp naive", true, false},
     // Mixed precision (bf16 parameter parts, gradients, kept activations and
     // f's and g's all-reduces; fp32 master weights and moments), against
-    // build/ref in bf16: t = 2 and the odd t. (The grid in bf16, --tp 2 at
-    // 4 ranks, is not graded: its final block1.ln1.b reached 1.04 times its
-    // bound under OPENBLAS_CORETYPE=SkylakeX, seed 1337, and 0.80 to 0.90
-    // under Prescott, Haswell and Zen. Each of its two roundings alone stays
-    // below: t = 2 at 0.82 at most over the four kernels and two seeds, the
-    // data-parallel grid of t = 1 in bf16 at 0.83 under SkylakeX. g's bf16
-    // all-reduce rounds each rank's partial product before the sum, which no
-    // yardstick run does (build/ref rounds a whole product once), and the
-    // bf16 gradient all-reduce adds its own; lab04's README, "Mixed
-    // precision".)
+    // build/ref in bf16: t = 2, the odd t, and the grid. g's bf16 all-reduce
+    // rounds each rank's partial product before the sum; the yardstick's
+    // run in the other rounding samples that (ops.h: its bf16 products round
+    // their two parts before adding them). Before it did, the grid's final
+    // block1.ln1.b reached 1.04 times its bound under SkylakeX; with it,
+    // 0.83 at most over the four kernels and three seeds.
     {"np2-bf16", 2, SMALL "--precision bf16", true, false},
     {"np3-heads6-bf16", 3, SMALL "--heads 6 --dim 96 --vocab 192 --precision bf16", false, false},
+    {"np4-dp2-tp2-bf16", 4, SMALL "--tp 2 --precision bf16", false, false},
 };
 #undef SMALL
 
