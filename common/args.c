@@ -26,6 +26,7 @@ Args args_defaults(void) {
         .comm = "auto",
         .tf32 = false,
         .precision = "fp32",
+        .recompute = "none",
         .batch = 8,
         .seq = 64,
         .dim = 128,
@@ -41,7 +42,7 @@ Args args_defaults(void) {
 
 // The shared flags, described by the same table as a program's extras. The
 // value pointers are filled in by bind_common for the Args being parsed.
-enum { NCOMMON = 20 };
+enum { NCOMMON = 21 };
 
 static void bind_common(Args *a, ArgExtra *t) {
     // In the order of the ARGS_ bits (args.h).
@@ -69,6 +70,9 @@ static void bind_common(Args *a, ArgExtra *t) {
         {"grad-reduce", ARG_CHOICE, &a->grad_reduce, "with --precision bf16: the gradients' type, accumulated and "
          "all-reduced in it: bf16 (the default, half the bytes) or fp32 (no bits lost in the sums)", 1, 0,
          "bf16|fp32", NULL},
+        {"recompute", ARG_CHOICE, &a->recompute, "activation recomputation: none, selective (the attention's "
+         "probabilities made again in the backward pass) or full (each block's forward again from its input)", 1, 0,
+         "none|selective|full", NULL},
     };
     memcpy(t, common, sizeof common);
 }

@@ -22,6 +22,7 @@ typedef struct Args {
     bool tf32;            // TF32 matrix units for the matrix products on a GPU (never in graded runs)
     const char *precision;   // "fp32" or "bf16" (bf16 weights, gradients and activations, fp32 master weights)
     const char *grad_reduce; // "fp32", "bf16", or NULL: the gradients' type, as the precision's (bf16 in bf16)
+    const char *recompute;   // "none", "selective" or "full": activation recomputation (gpt.h)
     // model: B batch, T sequence, C channels, NH heads, L layers, V vocabulary
     int batch;            // B, rows of the global batch
     int seq;              // T, tokens per row
@@ -68,6 +69,8 @@ enum {
     ARGS_PRECISION = 1 << 18,
     // --grad-reduce, taken by those that keep whole gradients (build/ref, lab02).
     ARGS_GRAD_REDUCE = 1 << 19,
+    // --recompute, taken by the programs whose blocks can recompute (build/ref so far).
+    ARGS_RECOMPUTE = 1 << 20,
 };
 
 // Before args_parse: the shared flags this program takes (ARGS_ALL unless

@@ -528,11 +528,13 @@ void dump_run_meta(DumpWriter *w, Comm *c, const char *program, const Args *a, c
     char config[2048];
     snprintf(config, sizeof config,
              "steps %d\nseed %llu\nlr %.9g\nbatch %d\nseq %d\ndim %d\nheads %d\nlayers %d\n"
-             "vocab %d\ndropout %.9g\ndata %s\ndevice %s\nbackend %s\ntf32 %d\nprecision %s\ngrad_reduce %s\nworld_size %d\n%s",
+             "vocab %d\ndropout %.9g\ndata %s\ndevice %s\nbackend %s\ntf32 %d\nprecision %s\ngrad_reduce %s\n"
+             "recompute %s\nworld_size %d\n%s",
              a->steps, (unsigned long long)a->seed, a->lr, a->batch, a->seq, a->dim, a->heads,
              a->layers, a->vocab, a->dropout, a->data ? a->data : "synthetic", mem_device_name(),
              comm_backend_name(), a->tf32 ? 1 : 0, a->precision ? a->precision : "fp32",
-             a->grad_reduce ? a->grad_reduce : a->precision ? a->precision : "fp32", world,
+             a->grad_reduce ? a->grad_reduce : a->precision ? a->precision : "fp32",
+             a->recompute ? a->recompute : "none", world,
              extra ? extra : "");
     dump_text(w, "meta/program", program);
     dump_scalar_i64(w, "meta/world_size", world);

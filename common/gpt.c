@@ -138,6 +138,19 @@ GptHeadView gpt_head_view(const Gpt *m, float *unit) {
 
 size_t gpt_elem_size(const Gpt *m) { return m->cfg.precision == GPT_BF16 ? sizeof(bf16) : sizeof(float); }
 
+const char *gpt_recompute_name(GptRecompute r) {
+    return r == GPT_RECOMPUTE_FULL ? "full" : r == GPT_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
+
+GptRecompute gpt_recompute_parse(const char *name) {
+    CHECK(!name || !strcmp(name, "none") || !strcmp(name, "selective") || !strcmp(name, "full"),
+          "recompute '%s' is none of none, selective, full", name);
+    return !name ? GPT_RECOMPUTE_NONE
+           : !strcmp(name, "full") ? GPT_RECOMPUTE_FULL
+           : !strcmp(name, "selective") ? GPT_RECOMPUTE_SELECTIVE
+                                         : GPT_RECOMPUTE_NONE;
+}
+
 GptPrecision gpt_grad_precision(const Gpt *m) { return m->cfg.grads_fp32 ? GPT_FP32 : m->cfg.precision; }
 
 size_t gpt_grad_elem_size(const Gpt *m) { return gpt_grad_precision(m) == GPT_BF16 ? sizeof(bf16) : sizeof(float); }
@@ -252,6 +265,34 @@ static bool has_stream(const Gpt *m, const GptActs *a, int u) {
     return u >= a->u0 && u <= a->u1 && u >= 1 && u <= m->nunits - 1;
 }
 
+// A block's activations (ACTS, of the model's precision where kept), the
+// probabilities among them when `att`.
+static void block_set_alloc(const Gpt *m, GptBlockActs *b, bool att) {
+    const GptConfig c = m->cfg;
+    size_t BT = (size_t)c.B * c.T, BTC = BT * c.C;
+    b->ln1 = kept(m, BTC, "ln1");
+    b->ln1_mean = acts(BT, "ln1 mean");
+    b->ln1_rstd = acts(BT, "ln1 rstd");
+    b->q = kept(m, BTC, "q");
+    b->k = kept(m, BTC, "k");
+    b->v = kept(m, BTC, "v");
+    if (att) b->att = kept(m, (size_t)c.B * c.NH * c.T * c.T, "attention");
+    b->y = kept(m, BTC, "attention out");
+    b->mid = kept(m, BTC, "residual mid");
+    b->ln2 = kept(m, BTC, "ln2");
+    b->ln2_mean = acts(BT, "ln2 mean");
+    b->ln2_rstd = acts(BT, "ln2 rstd");
+    b->h = kept(m, 4 * BTC, "mlp hidden");
+    b->hg = kept(m, 4 * BTC, "mlp gelu");
+}
+
+static void block_set_free(GptBlockActs *b) {
+    void *all[] = {b->ln1, b->ln1_mean, b->ln1_rstd, b->q,        b->k,        b->v, b->att,
+                   b->y,   b->mid,      b->ln2,      b->ln2_mean, b->ln2_rstd, b->h, b->hg};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
+    *b = (GptBlockActs){0};
+}
+
 GptActs *gpt_acts_create(const Gpt *m, int u0, int u1) {
     CHECK(0 <= u0 && u0 < u1 && u1 <= m->nunits, "units [%d, %d) are not a range of the model's %d", u0, u1,
           m->nunits);
@@ -272,22 +313,10 @@ GptActs *gpt_acts_create(const Gpt *m, int u0, int u1) {
             a->dstream[u] = kept(m, BTC, "residual stream gradient");
         }
     for (int l = 0; l < c.L; l++) {
-        if (l + 1 < u0 || l + 1 >= u1) continue;
-        GptBlockActs *b = &a->blocks[l];
-        b->ln1 = kept(m, BTC, "ln1");
-        b->ln1_mean = acts(BT, "ln1 mean");
-        b->ln1_rstd = acts(BT, "ln1 rstd");
-        b->q = kept(m, BTC, "q");
-        b->k = kept(m, BTC, "k");
-        b->v = kept(m, BTC, "v");
-        b->att = kept(m, (size_t)c.B * c.NH * c.T * c.T, "attention");
-        b->y = kept(m, BTC, "attention out");
-        b->mid = kept(m, BTC, "residual mid");
-        b->ln2 = kept(m, BTC, "ln2");
-        b->ln2_mean = acts(BT, "ln2 mean");
-        b->ln2_rstd = acts(BT, "ln2 rstd");
-        b->h = kept(m, 4 * BTC, "mlp hidden");
-        b->hg = kept(m, 4 * BTC, "mlp gelu");
+        // Under full recomputation a block keeps nothing of its own (its
+        // input is the stream); selective keeps all but the probabilities.
+        if (l + 1 < u0 || l + 1 >= u1 || c.recompute == GPT_RECOMPUTE_FULL) continue;
+        block_set_alloc(m, &a->blocks[l], c.recompute == GPT_RECOMPUTE_NONE);
     }
     if (u1 == m->nunits) {
         a->lnf = kept(m, BTC, "lnf");
@@ -316,12 +345,7 @@ void gpt_acts_free(const Gpt *m, GptActs *a) {
         mem_free(a->stream[u]);
         mem_free(a->dstream[u]);
     }
-    for (int l = 0; l < m->cfg.L; l++) {
-        GptBlockActs *b = &a->blocks[l];
-        void *all[] = {b->ln1, b->ln1_mean, b->ln1_rstd, b->q,        b->k,        b->v, b->att,
-                       b->y,   b->mid,      b->ln2,      b->ln2_mean, b->ln2_rstd, b->h, b->hg};
-        for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
-    }
+    for (int l = 0; l < m->cfg.L; l++) block_set_free(&a->blocks[l]);
     void *rest[] = {a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->probs, a->losses};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
     free(a->stream);
@@ -355,6 +379,9 @@ void gpt_alloc_scratch(Gpt *m) {
         m->s_gunit = acts(unit, "scratch: the unit's fp32 gradient");
         m->s_b16 = mem_alloc_bf16(BT * (size_t)(4 * c.C > c.V ? 4 * c.C : c.V), MEM_ACTS, "scratch");
     }
+    // Recomputation's one shared set (gpt.h).
+    if (c.recompute == GPT_RECOMPUTE_FULL && c.L > 0) block_set_alloc(m, &m->rc, true);
+    if (c.recompute == GPT_RECOMPUTE_SELECTIVE && c.L > 0) m->rc.att = kept(m, (size_t)c.B * c.NH * c.T * c.T, "attention, recomputed");
 }
 
 void gpt_alloc_acts(Gpt *m) {
@@ -370,6 +397,7 @@ static void free_acts(Gpt *m) {
                     m->s_dv, m->s_logits, m->s_x,  m->s_y,  m->s_h, m->s_att2, m->s_probs, m->s_unit,
                     m->s_gunit, m->s_b16};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
+    block_set_free(&m->rc);
     m->s_c = NULL;
 }
 
@@ -526,12 +554,25 @@ static void residual(Gpt *m, const GptActs *a, float *x_out, const float *x, con
     ops_add(x_out, x, branch, BTC);
 }
 
-static void block_forward(Gpt *m, GptActs *s, int u, const void *params) {
+// The activations block u's passes use: its own (s->blocks), or, where they
+// are recomputed, the shared set (gpt.h).
+static GptBlockActs block_acts(const Gpt *m, const GptActs *s, int u) {
+    if (m->cfg.recompute == GPT_RECOMPUTE_FULL) return m->rc;
+    GptBlockActs a = s->blocks[u - 1];
+    if (m->cfg.recompute == GPT_RECOMPUTE_SELECTIVE) a.att = m->rc.att;
+    return a;
+}
+
+// `again`: full recomputation's second forward pass, at the start of the
+// backward pass: the activations the backward reads, up to the MLP's GELU
+// (not its second product, nor the block's output, which the next block
+// has used already).
+static void block_forward(Gpt *m, GptActs *s, int u, const void *params, bool again) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, C = c.C;
     const size_t BTC = (size_t)M * C, BHTT = (size_t)c.B * c.NH * c.T * c.T;
     GptBlockView p = gpt_block_view(m, unit_params(m, u, params));
-    GptBlockActs *a = &s->blocks[u - 1];
+    GptBlockActs set = block_acts(m, s, u), *a = &set;
     const float *x = rd(m, s->stream[u], BTC, m->s_x);   // (B, T, C)
 
     float *ln1 = wr(m, a->ln1, m->s_c);
@@ -558,6 +599,7 @@ static void block_forward(Gpt *m, GptActs *s, int u, const void *params) {
     float *hg = wr(m, a->hg, m->s_4c2);
     ops_gelu_forward(hg, rd(m, a->h, 4 * BTC, m->s_4c), 4 * BTC);
     keep(m, a->hg, hg, 4 * BTC);
+    if (again) return;
     mm_forward(m, m->s_c, a->hg, p.w2, p.b2, M, 4 * C, C);
     float *out = wr(m, s->stream[u + 1], m->s_x);   // (B, T, C); x is read no more
     residual(m, s, out, mid32, m->s_c, u, 2);
@@ -573,13 +615,26 @@ static const float *branch_grad(Gpt *m, const GptActs *a, const float *dout, int
     return m->s_c2;
 }
 
+// Selective recomputation: the probabilities again from the kept q and k
+// (the attention's output again too, into scratch, and let go).
+static void attention_again(Gpt *m, const GptBlockActs *a) {
+    const GptConfig c = m->cfg;
+    const size_t BTC = (size_t)c.B * c.T * c.C, BHTT = (size_t)c.B * c.NH * c.T * c.T;
+    float *att = wr(m, a->att, m->s_att);
+    ops_attention_forward(m->s_c2, att, rd(m, a->q, BTC, m->s_dq), rd(m, a->k, BTC, m->s_dk),
+                          rd(m, a->v, BTC, m->s_dv), c.B, c.T, c.C, c.NH);
+    keep(m, a->att, att, BHTT);
+}
+
 static void block_backward(Gpt *m, GptActs *s, int u, const void *params, void *grads) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, C = c.C;
     const size_t BTC = (size_t)M * C, BHTT = (size_t)c.B * c.NH * c.T * c.T;
+    if (c.recompute == GPT_RECOMPUTE_FULL) block_forward(m, s, u, params, true);
     GptBlockView p = gpt_block_view(m, unit_params(m, u, params));
     GptBlockView g = gpt_block_view(m, unit_grads(m, u, grads));
-    GptBlockActs *a = &s->blocks[u - 1];
+    GptBlockActs set = block_acts(m, s, u), *a = &set;
+    if (c.recompute == GPT_RECOMPUTE_SELECTIVE) attention_again(m, a);
     const float *dout = rd(m, s->dstream[u + 1], BTC, m->s_y);   // (B, T, C)
     float *dmid = m->s_c;                    // (B, T, C)
     float *dln = m->s_dq;                    // (B, T, C), reused below
@@ -667,7 +722,7 @@ void gpt_acts_forward(Gpt *m, GptActs *a, int u, const void *params) {
     check_unit(m, a, u, "a unit's forward pass");
     switch (m->units[u].kind) {
     case UNIT_EMBED: embed_forward(m, a, params); break;
-    case UNIT_BLOCK: block_forward(m, a, u, params); break;
+    case UNIT_BLOCK: block_forward(m, a, u, params, false); break;
     case UNIT_HEAD: head_forward(m, a, params); break;
     }
 }

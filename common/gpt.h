@@ -29,6 +29,18 @@ typedef struct DumpWriter DumpWriter;
 // fp32. The fp32 master weights and moments are the optimizer's (train.h).
 typedef enum { GPT_FP32, GPT_BF16 } GptPrecision;
 
+// Activation recomputation (Korthikanti et al. 2022), per block:
+// GPT_RECOMPUTE_NONE keeps every activation the backward pass reads;
+// GPT_RECOMPUTE_SELECTIVE keeps all but the attention core's probabilities
+// (B, NH, T, T), which the backward pass makes again from the kept q and k;
+// GPT_RECOMPUTE_FULL keeps only the block's input (the residual stream) and
+// runs the block's forward again at the start of its backward pass. The
+// recomputed tensors live in one shared set (Gpt.rc, scratch), not per
+// block. Dropout's masks are keyed by (step, row, layer, site, position):
+// recomputed, they are the same masks. The ops and their inputs are the
+// same, so the training is the same to the bit.
+typedef enum { GPT_RECOMPUTE_NONE, GPT_RECOMPUTE_SELECTIVE, GPT_RECOMPUTE_FULL } GptRecompute;
+
 typedef struct {
     int B;          // rows this device runs at once (a micro-batch, or a rank's share)
     int T;          // tokens per row (and positions in wpe)
@@ -43,6 +55,7 @@ typedef struct {
     // which the backward pass adds into in fp32 with no rounding, as
     // Megatron's fp32 gradient accumulation (--grad-reduce fp32).
     bool grads_fp32;
+    GptRecompute recompute;   // GPT_RECOMPUTE_NONE (0, the default), SELECTIVE or FULL
 } GptConfig;
 
 enum { GPT_MAX_TENSORS = 16 };
@@ -148,6 +161,10 @@ typedef struct {
     bf16 *s_b16;
     const bf16 *run16;          // the bf16 unit whose widening s_unit holds
     size_t run_size;            // its elements
+    // Recomputation's shared set (scratch): under GPT_RECOMPUTE_FULL a whole
+    // block's activations, under SELECTIVE its probabilities (rc.att) alone;
+    // every block's forward and backward use it in place of their own.
+    GptBlockActs rc;
 } Gpt;
 
 // The units and their tensors for a configuration (no memory for tensors).
@@ -175,6 +192,9 @@ void **gpt_alloc_run_units(const Gpt *m, MemCategory cat, const char *what);
 void gpt_free_units(const Gpt *m, void *units);
 // Bytes of one element of the model's precision (4 or 2), and its name ("fp32", "bf16").
 size_t gpt_elem_size(const Gpt *m);
+// "none", "selective", "full" (as --recompute takes them), and back.
+const char *gpt_recompute_name(GptRecompute r);
+GptRecompute gpt_recompute_parse(const char *name);
 // The same of the parameter gradients (4 under grads_fp32), and units of them.
 size_t gpt_grad_elem_size(const Gpt *m);
 GptPrecision gpt_grad_precision(const Gpt *m);

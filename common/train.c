@@ -23,6 +23,7 @@ Trainer *train_create(const Args *a, int micro) {
                      .L = a->layers, .V = a->vocab, .dropout = (float)a->dropout, .seed = a->seed,
                      .precision = gpt_precision_parse(a->precision)};
     cfg.grads_fp32 = gpt_grads_fp32_parse(cfg.precision, a->grad_reduce);
+    cfg.recompute = gpt_recompute_parse(a->recompute);
     t->model = gpt_create(&cfg);
     t->master = true;
     if (cfg.precision == GPT_BF16) {

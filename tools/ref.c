@@ -32,7 +32,7 @@ int main(int argc, char **argv) {
          "from the bf16 weights: small updates round away; a control, not a way to train)", 0, 0, "on|off", NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes((ARGS_ALL | ARGS_PRECISION | ARGS_GRAD_REDUCE) & ~ARGS_TRACE, "it writes no trace");
+    args_takes((ARGS_ALL | ARGS_PRECISION | ARGS_GRAD_REDUCE | ARGS_RECOMPUTE) & ~ARGS_TRACE, "it writes no trace");
     args_parse(&a, argc, argv,
                "The single-device reference: trains the course's small GPT with AdamW on one device.",
                extras);
@@ -53,10 +53,13 @@ int main(int argc, char **argv) {
     t->master = strcmp(master, "on") == 0;
     const bool bf16 = t->model->cfg.precision == GPT_BF16;
     char model[96], optim[128], data[160];
-    print0("[ref] 1 rank · %s · %s · %s%s%s · %s · %s\n", mem_device_name(),
+    char rc[48] = "";
+    if (t->model->cfg.recompute != GPT_RECOMPUTE_NONE)
+        snprintf(rc, sizeof rc, " · %s recomputation", gpt_recompute_name(t->model->cfg.recompute));
+    print0("[ref] 1 rank · %s · %s · %s%s%s%s · %s · %s\n", mem_device_name(),
            gpt_describe(t->model, model, sizeof model), gpt_precision_name(t->model->cfg.precision),
            bf16 ? (t->master ? " (fp32 master weights)" : " (no master weights: --master off)") : "",
-           t->model->cfg.grads_fp32 ? ", fp32 gradients" : "",
+           t->model->cfg.grads_fp32 ? ", fp32 gradients" : "", rc,
            optim_describe(&t->optim, optim, sizeof optim), data_describe(&t->data, data, sizeof data));
     const char *how = ops_rounding() == OPS_ROUNDING_ALT ? ", the other rounding (--rounding alt)" : "";
     if (micro > 1)

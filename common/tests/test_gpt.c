@@ -479,6 +479,68 @@ START_TEST(bf16_with_fp32_gradients) {
 }
 END_TEST
 
+// Recomputation is the same training to the bit: selective and full against
+// none, fp32 and bf16, with dropout (its masks are keyed, so recomputed
+// they are the same) and micro-batches, over 3 AdamW steps: losses,
+// parameters and moments equal bit for bit. What each keeps, counted from
+// the shapes (gpt.h): selective holds one block's probabilities (B NH T T)
+// where none holds L; full holds one block's whole set where none holds L,
+// and no block of its own.
+static bool units_equal(const Gpt *m, void **a, void **b, size_t elem) {
+    bool same = true;
+    for (int u = 0; u < m->nunits; u++) {
+        size_t n = m->units[u].size * elem;
+        char *x = malloc(n), *y = malloc(n);
+        mem_to_host(x, a[u], n);
+        mem_to_host(y, b[u], n);
+        same &= memcmp(x, y, n) == 0;
+        free(x), free(y);
+    }
+    return same;
+}
+
+START_TEST(recomputation_is_the_same_training) {
+    const char *precisions[] = {"fp32", "bf16"}, *modes[] = {"selective", "full"};
+    for (int pi = 0; pi < 2; pi++) {
+        Args a = args_defaults();
+        a.layers = 2;
+        a.dropout = 0.1;
+        a.precision = precisions[pi];
+        size_t before = mem_live(MEM_ACTS);
+        Trainer *none = train_create(&a, 2);
+        double acts_none = (double)(mem_live(MEM_ACTS) - before);
+        double l0[3];
+        for (int s = 0; s < 3; s++) l0[s] = train_step(none);
+        const GptConfig c = none->model->cfg;
+        size_t E = gpt_elem_size(none->model);
+        double BT = (double)c.B * c.T, BTC = BT * c.C, BHTT = (double)c.B * c.NH * c.T * c.T;
+        double block = (15 * BTC + BHTT) * (double)E + 4 * BT * 4;   // a block's set: kept tensors, LN statistics
+        for (int mi = 0; mi < 2; mi++) {
+            a.recompute = modes[mi];
+            before = mem_live(MEM_ACTS);
+            Trainer *t = train_create(&a, 2);
+            double acts = (double)(mem_live(MEM_ACTS) - before);
+            double saved = mi == 0 ? (c.L - 1) * BHTT * (double)E : (c.L - 1) * block;
+            ck_assert_msg(acts_none - acts == saved, "%s %s: %g bytes fewer ACTS, %g expected", a.precision,
+                          modes[mi], acts_none - acts, saved);
+            for (int s = 0; s < 3; s++) {
+                double l = train_step(t);
+                ck_assert_msg(l == l0[s], "%s %s: step %d loss %.9g, without recomputation %.9g", a.precision,
+                              modes[mi], s + 1, l, l0[s]);
+            }
+            ck_assert_msg(units_equal(t->model, t->w, none->w, E), "%s %s: the weights differ", a.precision,
+                          modes[mi]);
+            ck_assert_msg(units_equal(t->model, (void **)t->params, (void **)none->params, 4) &&
+                              units_equal(t->model, (void **)t->m, (void **)none->m, 4) &&
+                              units_equal(t->model, (void **)t->v, (void **)none->v, 4),
+                          "%s %s: the master weights or the moments differ", a.precision, modes[mi]);
+            train_free(t);
+        }
+        train_free(none);
+    }
+}
+END_TEST
+
 static Suite *gpt_suite(void) {
     Suite *s = suite_create("gpt");
     TCase *tc = tcase_create("gpt");
@@ -495,6 +557,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, bf16_memory_is_the_papers);
     tcase_add_test(tc, bf16_model_is_the_fp32_model_rounded);
     tcase_add_test(tc, bf16_with_fp32_gradients);
+    tcase_add_test(tc, recomputation_is_the_same_training);
     suite_add_tcase(s, tc);
     return s;
 }
