@@ -41,6 +41,9 @@ static const RunSpec LAB02_RUNS[] = {
     {"np3-flat-accum2-bf16", 3, "--steps 3 --batch 6 --strategy flat --accum 2 --precision bf16", false, false},
     {"np4-naive-bf16", 4, "--steps 3 --strategy naive --precision bf16", false, false},
     // The gradients kept, accumulated and all-reduced in fp32 (4 bytes an element).
+    // Activation recomputation (the model's: --recompute): the same training
+    // to the bit, with less ACTS; the gradients' buckets unchanged.
+    {"np2-bucketed-recompute-full", 2, "--steps 3 --strategy bucketed --bucket-kb 256 --recompute full", false, false},
     {"np4-bucketed-accum2-bf16-gradfp32", 4,
      "--steps 3 --strategy bucketed --accum 2 --bucket-kb 256 --precision bf16 --grad-reduce fp32", false, false},
 };

@@ -47,6 +47,8 @@ static const RunSpec LAB03_RUNS[] = {
     // Mixed precision (bf16 parameters and gradients, fp32 master weights and
     // moments: the paper's 2 + 2 + 12), graded against build/ref in bf16.
     {"np2-stage1-bf16", 2, SMALL "--steps 4 --stage 1 --precision bf16", true, false},
+    // Activation recomputation (the model's), under the stage that frees the most.
+    {"np2-stage3-recompute-selective", 2, SMALL "--steps 3 --stage 3 --recompute selective", false, false},
     {"np3-stage2-bf16", 3, SMALL "--steps 3 --batch 6 --stage 2 --precision bf16", false, false},
     {"np4-stage3-bf16", 4, SMALL "--steps 4 --stage 3 --precision bf16", true, false},
 };

@@ -23,6 +23,8 @@ static const RunSpec REF_RUNS[] = {
     // Mixed precision: bf16 in micro-batches against bf16 whole, its
     // yardstick measured in bf16 (the same flags, --precision bf16 among them).
     {"bf16-micro4", 1, "--steps 8 --micro 4 --precision bf16 --device cpu", true, false},
+    // Full recomputation: each block's forward again in its backward pass.
+    {"recompute-full-micro2", 1, "--steps 6 --micro 2 --recompute full --dropout 0.1 --device cpu", false, false},
 };
 
 static const char *ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {

@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_GRAD_REDUCE, NULL);
+    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_GRAD_REDUCE | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv,
                "lab02: data parallelism (naive, flat, bucketed and overlapped), checked against "
                "single-device training.",
@@ -85,6 +85,7 @@ int main(int argc, char **argv) {
                      .V = a.vocab, .dropout = (float)a.dropout, .seed = a.seed,
                      .precision = gpt_precision_parse(a.precision)};
     cfg.grads_fp32 = gpt_grads_fp32_parse(cfg.precision, a.grad_reduce);
+    cfg.recompute = gpt_recompute_parse(a.recompute);   // the model's own: nothing of ddp.c changes
     Gpt *model = gpt_create(&cfg);
     const bool bf16 = cfg.precision == GPT_BF16;
     gpt_alloc_acts(model);

@@ -170,7 +170,7 @@ int main(int argc, char **argv) {
         {"figure", ARG_OUTPUT, &figure, "also run stages 0 to 3 and draw memory per rank by category (SVG)", 1, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
+    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv, "lab03: ZeRO stages 1, 2 and 3, memory per rank measured against the formulas.", extras);
     Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c);
@@ -184,7 +184,8 @@ int main(int argc, char **argv) {
     Reference ref = harness_reference(c, &a, !no_ref);
 
     GptConfig cfg = {.B = s.rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
-                     .dropout = (float)a.dropout, .seed = a.seed, .precision = gpt_precision_parse(a.precision)};
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = gpt_precision_parse(a.precision),
+                     .recompute = gpt_recompute_parse(a.recompute)};   // the model's own: nothing of zero.c changes
     s.model = gpt_create(&cfg);
     CHECK(s.model->nunits <= ZERO_MAX_UNITS, "at most %d units (--layers %d)", ZERO_MAX_UNITS - 2, ZERO_MAX_UNITS - 2);
     gpt_alloc_acts(s.model);
