@@ -41,6 +41,10 @@ static const RunSpec LAB05_RUNS[] = {
     {"np3-layers1-gpipe", 3, "--steps 3 --layers 1 --schedule gpipe --micro 2", false, false},
     {"np4-dp2-pp2", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2", true, false},
     {"np2-dp2-pp1", 2, "--steps 3 --schedule gpipe --micro 2 --pp 1", false, false},
+    // Full recomputation (the model's): GPipe as published, each
+    // micro-batch keeping its blocks' inputs only; and 1F1B with it.
+    {"np4-gpipe-m8-recompute-full", 4, "--steps 3 --schedule gpipe --micro 8 --recompute full", false, false},
+    {"np3-1f1b-m4-recompute-selective", 3, "--steps 3 --schedule 1f1b --micro 4 --recompute selective", false, false},
     {"np2-1f1b-m4-bf16", 2, "--steps 3 --schedule 1f1b --micro 4 --precision bf16", true, false},
     {"np3-gpipe-m4-bf16", 3, "--steps 3 --schedule gpipe --micro 4 --precision bf16", false, false},
     {"np4-dp2-pp2-bf16", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2 --precision bf16", true, false},

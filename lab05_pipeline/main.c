@@ -58,7 +58,7 @@ int main(int argc, char **argv) {
         {"figure", ARG_OUTPUT, &figure, "draw the schedule, replayed, as SVG", 1, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
+    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv,
                "lab05: pipeline parallelism (GPipe and 1F1B over micro-batches), the bubble measured and drawn, "
                "checked against single-device training.",
@@ -90,7 +90,8 @@ int main(int argc, char **argv) {
     // same stage and average its gradients.
     Comm *ppc = comm_split(c, dp_rank, r % p), *dpc = comm_split(c, r % p, dp_rank);
     GptConfig cfg = {.B = rows / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
-                     .dropout = (float)a.dropout, .seed = a.seed, .precision = gpt_precision_parse(a.precision)};
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = gpt_precision_parse(a.precision),
+                     .recompute = gpt_recompute_parse(a.recompute)};
     Gpt *model = gpt_create(&cfg);
     const bool bf16 = cfg.precision == GPT_BF16;
     int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
