@@ -112,7 +112,7 @@ Reference harness_reference(Comm *c, const Args *a, bool on) {
         // The yardstick's runs (train_yardstick): the grader's own measure
         // of rounding (grader/grade.c).
         YardstickRun y[HARNESS_MAX_REFS];
-        r.npaths = train_yardstick(a->batch, y, HARNESS_MAX_REFS);
+        r.npaths = train_yardstick(a->batch, gpt_precision_parse(a->precision) == GPT_BF16, y, HARNESS_MAX_REFS);
         for (int k = 0; k < r.npaths; k++) {
             snprintf(r.paths[k], sizeof r.paths[k], "%s/ref%d-micro%d-%s.bin", r.dir, k, y[k].micro,
                      ops_rounding_name(y[k].rounding));

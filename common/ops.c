@@ -57,12 +57,25 @@ void ops_work_seal(void) { g_work_sealed = true; }
 #ifndef PL_ROUNDING_ALT
 #define PL_ROUNDING_ALT 0
 #endif
-static bool g_alt = PL_ROUNDING_ALT;
+static bool g_alt = PL_ROUNDING_ALT, g_partials = false;
 
-void ops_set_rounding(OpsRounding r) { g_alt = r == OPS_ROUNDING_ALT; }
-OpsRounding ops_rounding(void) { return g_alt ? OPS_ROUNDING_ALT : OPS_ROUNDING_NATIVE; }
+void ops_set_rounding(OpsRounding r) {
+    g_alt = r == OPS_ROUNDING_ALT;
+    g_partials = r == OPS_ROUNDING_PARTIALS;
+}
+OpsRounding ops_rounding(void) {
+    return g_alt ? OPS_ROUNDING_ALT : g_partials ? OPS_ROUNDING_PARTIALS : OPS_ROUNDING_NATIVE;
+}
 OpsRounding ops_rounding_default(void) { return PL_ROUNDING_ALT ? OPS_ROUNDING_ALT : OPS_ROUNDING_NATIVE; }
-const char *ops_rounding_name(OpsRounding r) { return r == OPS_ROUNDING_ALT ? "alt" : "native"; }
+const char *ops_rounding_name(OpsRounding r) {
+    return r == OPS_ROUNDING_ALT ? "alt" : r == OPS_ROUNDING_PARTIALS ? "partials" : "native";
+}
+OpsRounding ops_rounding_parse(const char *name) {
+    CHECK(!strcmp(name, "native") || !strcmp(name, "alt") || !strcmp(name, "partials"),
+          "rounding '%s' is none of native, alt, partials", name);
+    return !strcmp(name, "alt") ? OPS_ROUNDING_ALT : !strcmp(name, "partials") ? OPS_ROUNDING_PARTIALS
+                                                                             : OPS_ROUNDING_NATIVE;
+}
 
 void ops_init(void) {
     // Ranks are the parallelism: N ranks each with N BLAS threads would fight
@@ -183,12 +196,12 @@ void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const f
         return;
     }
     const float *fi = widened(0, inp, (size_t)M * K), *fw = widened(1, w, (size_t)K * N);
-    int K1 = g_alt && K > 2 ? K / 3 : 0;
+    int K1 = g_partials && K > 2 ? K / 3 : 0;
     if (K1 == 0) {
         ops_matmul_forward(out, fi, fw, bias, M, K, N);
         return;
     }
-    // The other rounding: the two parts of the sum over K each rounded to
+    // The partials rounding: the two parts of the sum over K each rounded to
     // bf16, then added (in fp32) and the bias after them (ops.h).
     g_work.matmul += (double)M * K * N;
     const size_t MN = (size_t)M * N;
@@ -211,12 +224,12 @@ void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *
     }
     const float *fd = widened(0, dout, (size_t)M * N), *fi = dw ? widened(1, inp, (size_t)M * K) : NULL,
                 *fw = dinp ? widened(2, w, (size_t)K * N) : NULL;
-    int N1 = g_alt && N > 2 ? N / 3 : 0;
+    int N1 = g_partials && N > 2 ? N / 3 : 0;
     if (!dinp || N1 == 0) {
         ops_matmul_backward(dinp, dw, dbias, fd, fi, fw, M, K, N);
         return;
     }
-    // The other rounding: the input gradient's two parts (over N) each
+    // The partials rounding: the input gradient's two parts (over N) each
     // rounded to bf16, then added into dinp (ops.h); the weight's and the
     // bias's gradients as in fp32.
     ops_matmul_backward(NULL, dw, dbias, fd, fi, fw, M, K, N);

@@ -36,17 +36,20 @@ void ops_set_tf32(bool on);
 // differently at every op: the grader trains its reference once this way to
 // measure how far a correct run on another machine, BLAS kernel or device may
 // land (grader/README.md). `make ROUNDING=alt` makes it every program's default.
-// In the bf16 products (ops_matmul_forward_bf16, and the input gradient of
-// ops_matmul_backward_bf16) each of the two parts is rounded to bf16 before
-// they are added: the rounding of a product whose partial sums are made on
-// different ranks and added in bf16 (tensor parallelism's row-parallel
-// outputs and column-parallel input gradients, sequence parallelism's
-// reduce-scatter), which a single device never makes.
-typedef enum { OPS_ROUNDING_NATIVE, OPS_ROUNDING_ALT } OpsRounding;
+// OPS_ROUNDING_PARTIALS is the native rounding but in the bf16 products
+// (ops_matmul_forward_bf16, and the input gradient of
+// ops_matmul_backward_bf16), whose inner dimension is summed in two parts
+// (a third and the rest), each rounded to bf16 before they are added: the
+// rounding of a product whose partial sums are made on different ranks and
+// added in bf16 (tensor parallelism's row-parallel outputs and
+// column-parallel input gradients, sequence parallelism's reduce-scatter),
+// which no single device makes. The yardstick samples it in bf16.
+typedef enum { OPS_ROUNDING_NATIVE, OPS_ROUNDING_ALT, OPS_ROUNDING_PARTIALS } OpsRounding;
 void ops_set_rounding(OpsRounding r);
 OpsRounding ops_rounding(void);
 OpsRounding ops_rounding_default(void);   // this build's (ROUNDING=alt: OPS_ROUNDING_ALT)
-const char *ops_rounding_name(OpsRounding r);   // "native", "alt"
+const char *ops_rounding_name(OpsRounding r);   // "native", "alt", "partials"
+OpsRounding ops_rounding_parse(const char *name);
 
 // The work the ops were asked for, counted where each is called (on either
 // device): the multiply-adds of the matrix products, attention's two

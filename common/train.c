@@ -142,7 +142,7 @@ double train_step(Trainer *t) {
     return loss;
 }
 
-int train_yardstick(int batch, YardstickRun *runs, int max) {
+int train_yardstick(int batch, bool bf16, YardstickRun *runs, int max) {
     OpsRounding own = ops_rounding_default();
     OpsRounding other = own == OPS_ROUNDING_ALT ? OPS_ROUNDING_NATIVE : OPS_ROUNDING_ALT;
     int n = 0;
@@ -161,6 +161,7 @@ int train_yardstick(int batch, YardstickRun *runs, int max) {
     if (batch > 2 && n < max - 1) runs[n++] = (YardstickRun){batch, false, own};
     if (batch > 1 && n < max - 1) runs[n++] = (YardstickRun){batch, true, own};
     if (n < max) runs[n++] = (YardstickRun){1, false, other};
+    if (bf16 && n < max) runs[n++] = (YardstickRun){1, false, OPS_ROUNDING_PARTIALS};
     return n;
 }
 

@@ -64,16 +64,18 @@ double train_step(Trainer *t);
 // finest, as data parallelism, accumulation and a pipeline's micro-batches
 // make them; the finest also with each row its own mean, then averaged, as
 // data-parallel ranks scale them), and the whole batch rounded the other way (ops_set_rounding: another exp, other sums inside every matrix
-// product, as another BLAS kernel, instruction set or a GPU makes them).
-// Writes at most `max`, returns how many; the labs' harness and the grader
-// both use them, so both measure the same rounding.
+// product, as another BLAS kernel, instruction set or a GPU makes them);
+// in bf16 (`bf16`) also the whole batch with the partials rounding (ops.h:
+// the rounding of partial products added in bf16 across tensor-parallel
+// ranks). Writes at most `max`, returns how many; the labs' harness and the
+// grader both use them, so both measure the same rounding.
 typedef struct {
     int micro;            // micro-batches of the step's batch
     bool micro_mean;      // Trainer.micro_mean: averaged as data-parallel ranks average
     OpsRounding rounding; // ops_set_rounding's mode for the run
 } YardstickRun;
-enum { YARDSTICK_MAX = 5 };
-int train_yardstick(int batch, YardstickRun *runs, int max);
+enum { YARDSTICK_MAX = 6 };
+int train_yardstick(int batch, bool bf16, YardstickRun *runs, int max);
 
 // What build/ref --dump writes, recorded step by step: the losses, the
 // batches, the initial parameters and the first step's gradient (copies,

@@ -572,7 +572,7 @@ static RefCache *reference(const Options *o, const char *flags) {
     const char *bf = strstr(flags, "--batch ");
     int batch = bf ? atoi(bf + 8) : args_defaults().batch;
     YardstickRun y[YARDSTICK_MAX];
-    int nruns = train_yardstick(batch, y, YARDSTICK_MAX);
+    int nruns = train_yardstick(batch, strstr(flags, "--precision bf16") != NULL, y, YARDSTICK_MAX);
     char bin[1024], qbin[1100];
     snprintf(bin, sizeof bin, "%s/build/ref", o->tree);
     shell_quote(qbin, sizeof qbin, bin);

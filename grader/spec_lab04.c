@@ -35,8 +35,8 @@ static const RunSpec LAB04_RUNS[] = {
     // f's and g's all-reduces; fp32 master weights and moments), against
     // build/ref in bf16: t = 2, the odd t, and the grid. g's bf16 all-reduce
     // rounds each rank's partial product before the sum; the yardstick's
-    // run in the other rounding samples that (ops.h: its bf16 products round
-    // their two parts before adding them). Before it did, the grid's final
+    // sixth run in bf16 samples that (--rounding partials, ops.h: its bf16
+    // products round their two parts before adding them). Before it did, the grid's final
     // block1.ln1.b reached 1.04 times its bound under SkylakeX; with it,
     // 0.83 at most over the four kernels and three seeds.
     {"np2-bf16", 2, SMALL "--precision bf16", true, false},

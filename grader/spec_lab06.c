@@ -36,7 +36,7 @@ static const RunSpec LAB06_RUNS[] = {
     // against build/ref in bf16: t = 2, and the odd t with an odd share of
     // tokens (57 = 3 x 19). (At --seq 51, the fp32 run's, this seed reached
     // 1.9 times the final parameters' bound on block1.attn.bo, and still 1.31
-    // once the yardstick's other rounding rounded partial products too (ops.h):
+    // once the yardstick sampled partial products rounded to bf16 (ops.h):
     // two of its 96 first-step gradients are about 1e-4, below what the bf16
     // rounding of the ranks' partial sums before the reduce-scatter moves
     // them by, so their signs flip, and Adam's first step is the gradient's

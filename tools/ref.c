@@ -26,8 +26,9 @@ int main(int argc, char **argv) {
         {"micro", ARG_INT, &micro, "split each step's batch into K micro-batches (gradient accumulation)", 1, 1 << 20, NULL, NULL},
         {"micro-mean", ARG_FLAG, &micro_mean, "each micro-batch's gradient its own mean, then averaged (as data-parallel "
          "ranks make it; the grader's yardstick)", 0, 0, NULL, NULL},
-        {"rounding", ARG_CHOICE, &rounding, "native, or alt: another machine's rounding (libm's exp, split-K "
-         "products; the grader's yardstick)", 0, 0, "native|alt", NULL},
+        {"rounding", ARG_CHOICE, &rounding, "native; alt: another machine's rounding (libm's exp, split-K "
+         "products); partials: bf16 products' two parts rounded before they are added, as tensor-parallel ranks "
+         "add them (the grader's yardstick)", 0, 0, "native|alt|partials", NULL},
         {"master", ARG_CHOICE, &master, "bf16: off drops the fp32 master weights between steps (each update starts "
          "from the bf16 weights: small updates round away; a control, not a way to train)", 0, 0, "on|off", NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
@@ -46,7 +47,7 @@ int main(int argc, char **argv) {
     harness_check_fits(&a, a.batch / micro, false);   // one rank; it is the reference
     ops_init();
     ops_set_tf32(a.tf32);
-    ops_set_rounding(strcmp(rounding, "alt") == 0 ? OPS_ROUNDING_ALT : OPS_ROUNDING_NATIVE);
+    ops_set_rounding(ops_rounding_parse(rounding));
 
     Trainer *t = train_create(&a, micro);
     t->micro_mean = micro_mean;
@@ -61,7 +62,9 @@ int main(int argc, char **argv) {
            bf16 ? (t->master ? " (fp32 master weights)" : " (no master weights: --master off)") : "",
            t->model->cfg.grads_fp32 ? ", fp32 gradients" : "", rc,
            optim_describe(&t->optim, optim, sizeof optim), data_describe(&t->data, data, sizeof data));
-    const char *how = ops_rounding() == OPS_ROUNDING_ALT ? ", the other rounding (--rounding alt)" : "";
+    const char *how = ops_rounding() == OPS_ROUNDING_ALT        ? ", the other rounding (--rounding alt)"
+                      : ops_rounding() == OPS_ROUNDING_PARTIALS ? ", bf16 partial products (--rounding partials)"
+                                                                : "";
     if (micro > 1)
         print0("batch %d rows x %d tokens in %d micro-batches of %d rows, %d steps%s\n", a.batch,
                a.seq, micro, a.batch / micro, a.steps, how);

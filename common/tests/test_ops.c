@@ -192,15 +192,15 @@ END_TEST
 // values in double (the error of fp32 accumulation, as the fp32 products are
 // held to), the forward and the backward's three outputs; on the CPU they
 // are the fp32 products of the widened values to the bit.
-// The other rounding of a bf16 product (ops.h): the sum over K (for the
+// The partials rounding of a bf16 product (ops.h): the sum over K (for the
 // input gradient, over N) in two parts, K / 3 and the rest, each rounded to
 // bf16 before they are added, the bias after them. Small integers make
 // every fp32 sum exact, so the expected values are exact too: each part
 // rounded to bf16 (8 significant bits; the parts reach 4 digits), added.
-// The native rounding gives the exact sum; the two differ.
+// The native and the other (alt) roundings give the exact sum; they differ.
 static float bf16_round(double x) { return bf16_to_float(bf16_from_float((float)x)); }
 
-START_TEST(matmul_bf16_other_rounding_rounds_the_parts) {
+START_TEST(matmul_bf16_partials_rounding_rounds_the_parts) {
     const int M = 3, K = 9, N = 6, K1 = K / 3, N1 = N / 3;
     bf16 bi[M * K], bw[K * N], bd[M * N];
     float bias[N];
@@ -210,7 +210,7 @@ START_TEST(matmul_bf16_other_rounding_rounds_the_parts) {
     for (int n = 0; n < N; n++) bias[n] = (float)(n + 1);
     float out[M * N], gi[M * K];
     int differ = 0;
-    ops_set_rounding(OPS_ROUNDING_ALT);
+    ops_set_rounding(OPS_ROUNDING_PARTIALS);
     ops_matmul_forward_bf16(out, bi, bw, bias, M, K, N);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
@@ -232,14 +232,18 @@ START_TEST(matmul_bf16_other_rounding_rounds_the_parts) {
             ck_assert_msg(gi[m * K + k] == want, "dinp[%d][%d] = %g, parts rounded: %g", m, k, gi[m * K + k], want);
             differ += want != (float)(1.0 + first + rest);
         }
-    ops_set_rounding(OPS_ROUNDING_NATIVE);
-    ops_matmul_forward_bf16(out, bi, bw, bias, M, K, N);
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double sum = bias[n];
-            for (int k = 0; k < K; k++) sum += (double)bf16_to_float(bi[m * K + k]) * bf16_to_float(bw[k * N + n]);
-            ck_assert_msg(out[m * N + n] == (float)sum, "native out[%d][%d] = %g, exact %g", m, n, out[m * N + n], sum);
-        }
+    // The native and the other rounding (alt) round no part: the exact sums.
+    for (int r = 0; r < 2; r++) {
+        ops_set_rounding(r ? OPS_ROUNDING_ALT : OPS_ROUNDING_NATIVE);
+        ops_matmul_forward_bf16(out, bi, bw, bias, M, K, N);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                double sum = bias[n];
+                for (int k = 0; k < K; k++) sum += (double)bf16_to_float(bi[m * K + k]) * bf16_to_float(bw[k * N + n]);
+                ck_assert_msg(out[m * N + n] == (float)sum, "%s out[%d][%d] = %g, exact %g",
+                              ops_rounding_name(ops_rounding()), m, n, out[m * N + n], sum);
+            }
+    }
     ck_assert_msg(differ > M * N, "only %d of the sums are changed by rounding their parts: a weak test", differ);
     ops_set_rounding(ops_rounding_default());
 }
@@ -1702,7 +1706,7 @@ static Suite *ops_suite(void) {
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, matmul_forward_matches_naive);
     tcase_add_test(tc, matmul_bf16_matches_naive);
-    tcase_add_test(tc, matmul_bf16_other_rounding_rounds_the_parts);
+    tcase_add_test(tc, matmul_bf16_partials_rounding_rounds_the_parts);
     tcase_add_test(tc, bf16_rounds_to_nearest_even);
     tcase_add_test(tc, work_counts_what_was_asked);
     tcase_add_exit_test(tc, work_reset_after_the_seal_ends_the_run, EXIT_CHECK);
