@@ -66,6 +66,12 @@ double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t,
               : E * (4 * sbh + 12 * sbh / t + att / t) + 16 * s * b;
 }
 
+double sp_att_bytes(double s, double b, double a, double t, double E) { return E * a * s * s * b / t; }
+
+double sp_layer_bytes_mode(bool sp, bool selective, double s, double b, double h, double a, double t, double E) {
+    return sp_layer_bytes(sp, s, b, h, a, t, E) - (selective ? sp_att_bytes(s, b, a, t, E) : 0);
+}
+
 SpPaperTerms sp_paper_terms(bool sp, double s, double b, double h, double a, double t) {
     double sbh = s * b * h, att = a * s * s * b, shard = sp ? t : 1;
     SpPaperTerms d = {.masks = 2 * sbh / shard, .attn_dropout = 3 * att / t, .ln_stats = 16 * s * b / shard,

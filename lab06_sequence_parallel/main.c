@@ -153,6 +153,8 @@ int main(int argc, char **argv) {
     comm_stats_reset();
     harness_seal_measures();
     HarnessRun run = harness_run(c, &a, &ref, "lab06", verdict_of_lab_run);
+    sp.tp.again_work = 0, sp.tp.again_s = 0;   // (the probe's recomputations are not the run's)
+    const double loop0 = core_now();
 
     for (int s = 0; s < a.steps; s++) {
         harness_step_begin(&run);
@@ -188,6 +190,8 @@ int main(int argc, char **argv) {
         trace_end();
         harness_step_end(&run, s, loss, N);
     }
+    const double loop_s = core_now() - loop0;
+    const double work = ops_work().matmul;
     MemReport mem = mem_report();
     CommStats st = comm_stats();
 
@@ -196,6 +200,8 @@ int main(int argc, char **argv) {
     double S = a.seq, Bd = rows, H = a.dim, A = a.heads, E = (double)elem;
     if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, run.seconds / (a.steps - 1) * 1e3);
     lab06_print_layers(&sm, S, Bd, H, A, t, E, on);
+    lab06_print_recompute(&sm, S, Bd, H, A, t, E, on, comm_max_double(c, sp.tp.again_work),
+                          comm_max_double(c, work), comm_max_double(c, sp.tp.again_s), comm_max_double(c, loop_s));
     char b1[32], b2[32], b3[32];
     double psi_local = (double)sm.L.local;
     TpBytes tpb = tp_bytes_per_step_typed(false, t, dp, Bd * S, H, a.layers, psi_local, E);

@@ -56,9 +56,11 @@ void tpg_attention_again(TpShard *tp, TpLayerActs *a) {
     CHECK(tp->att_again, "tpg_attention_again without --recompute selective: there is no shared buffer to make "
           "the probabilities again into");
     OpsWork before = ops_work();
+    double t0 = core_now();
     // The output again too (the same call), into scratch, and let go.
     prec_attention_keep(tp->prec, tp->ct[0], tp->att_again, a->q, a->k, a->v, tp->B, tp->T, tp->Ct, tp->NHt);
     tp->again_work += ops_work().matmul - before.matmul;
+    tp->again_s += core_now() - t0;
 }
 
 void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,

@@ -49,6 +49,7 @@ typedef struct {
     // and its backward pass needs them made again first (tpg_attention_again).
     void *att_again;  // (B, NHt, T, T)
     double again_work;   // multiply-adds recomputed so far (ops_work's count)
+    double again_s;      // and the seconds it took (wall clock)
 } TpShard;
 
 // What the split layers of a block keep for the backward pass (the run's type).
