@@ -114,6 +114,7 @@ void lab06_dump_more(DumpWriter *dw, void *ctx) {
     dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe->block_fwd));
     dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe->block_bwd));
     dump_scalar_f64(dw, "sp/probe/block_resid", comm_max_double(c, probe->block_resid));
+    dump_scalar_f64(dw, "sp/probe/again", comm_max_double(c, probe->again));
     // Bits, or'ed over ranks (the groups' own are already).
     for (int bit = 1; bit <= 2; bit *= 2) {
         if (comm_max_double(c, probe->dropout_fwd & bit) > 0) probe->dropout_fwd |= bit;
