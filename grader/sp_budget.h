@@ -14,6 +14,13 @@
 //   sp: E (2sbh + 14sbh/t + as^2b/t) + 16sb/t;  not: E (4sbh + 12sbh/t + as^2b/t) + 16sb
 double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t, double E);
 
+// The attention's probabilities of a layer per rank, E as^2b/t: what
+// selective recomputation (--recompute selective) keeps once for all the
+// layers (the block running's) instead of once per layer.
+double sp_att_bytes(double s, double b, double a, double t, double E);
+// sp_layer_bytes for a recomputation mode: selective, without sp_att_bytes.
+double sp_layer_bytes_mode(bool sp, bool selective, double s, double b, double h, double a, double t, double E);
+
 // Korthikanti et al.'s 16-bit count of a layer (34sbh + 5as^2b, TP 10sbh +
 // (24sbh + 5as^2b)/t, TP + SP (34sbh + 5as^2b)/t) minus ours in bf16, term
 // by term, in bytes: paper - ours = masks + attn_dropout - ln_stats - ln_whole.

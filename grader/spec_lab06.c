@@ -45,6 +45,11 @@ static const RunSpec LAB06_RUNS[] = {
     // be asked to reproduce element for element. See lab06's README.)
     {"np2-bf16", 2, SMALL "--precision bf16", true, false},
     {"np3-heads6-bf16", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 57 --precision bf16", false, false},
+    // Selective recomputation (the probabilities made again in the backward
+    // pass), against build/ref --recompute selective: t = 2, and the odd t.
+    {"np2-recompute-selective", 2, SMALL "--recompute selective", true, false},
+    {"np3-heads6-recompute-selective", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 51 --recompute selective",
+     false, false},
 };
 #undef SMALL
 
@@ -64,6 +69,12 @@ double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t,
     double sbh = s * b * h, att = a * s * s * b;
     return sp ? E * (2 * sbh + 14 * sbh / t + att / t) + 16 * s * b / t
               : E * (4 * sbh + 12 * sbh / t + att / t) + 16 * s * b;
+}
+
+double sp_att_bytes(double s, double b, double a, double t, double E) { return E * a * s * s * b / t; }
+
+double sp_layer_bytes_mode(bool sp, bool selective, double s, double b, double h, double a, double t, double E) {
+    return sp_layer_bytes(sp, s, b, h, a, t, E) - (selective ? sp_att_bytes(s, b, a, t, E) : 0);
 }
 
 SpPaperTerms sp_paper_terms(bool sp, double s, double b, double h, double a, double t) {
@@ -165,6 +176,22 @@ static void check_probe(Grader *g, const Run *run) {
                 "the key's, the same both ways", why);
 }
 
+// Selective recomputation: with the shared probabilities overwritten between
+// a block's forward and backward pass (as the later blocks leave them), its
+// input gradient must not move: the backward pass makes them again.
+static void check_recompute(Grader *g, const Run *run) {
+    const DumpFile *d = run->dump;
+    double again = dump_scalar(d, "sp/probe/again", INFINITY);
+    char fig[96];
+    snprintf(fig, sizeof fig, "input gradient %.1e", again);
+    grade_check(g, run, "attention's probabilities made again", again <= 1e-5, fig,
+                "rel. error <= 1e-5 with the shared buffer overwritten",
+                "under --recompute selective the given attention layer keeps its probabilities in one buffer that "
+                "every block writes (tp.att_again), so at a block's backward pass it holds the last block's: "
+                "sp_block_backward must make this block's again (tpg_attention_again(&sp->tp, &a->layers)) before "
+                "tpg_attention_backward, not after it, and not skip it");
+}
+
 // A step's collectives, call by call, on the tensor-parallel group: with
 // sequence parallelism, per block an all-gather before each split layer
 // and a reduce-scatter after it, each way, and the embedding's and head's
@@ -208,6 +235,17 @@ static int lab06_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
 // The factors a tensor-parallel run's gradients can be off by (spec_train.c).
 static int lab06_ratio_causes(const Run *run, RatioCause *out) { return tp_ratio_causes(run, "sp", out); }
 
+// The largest rank's ACTS peak.
+static double acts_peak(const DumpFile *d) {
+    const DumpArray *peak = dump_find(d, "mem/peak");
+    double worst = 0;
+    for (uint64_t r = 0; peak && peak->ndim == 2 && r < peak->shape[0]; r++) {
+        double v = dump_get(peak, r * peak->shape[1] + MEM_ACTS);
+        if (v > worst) worst = v;
+    }
+    return worst;
+}
+
 static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) return;
@@ -215,9 +253,11 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     bool on = dump_scalar(d, "sp/on", 1) != 0;
     int N = (int)dump_scalar(d, "meta/world_size", 0), t = (int)dump_scalar(d, "sp/t", 1);
     int dp = (int)dump_scalar(d, "sp/dp", 1);
+    const bool selective = config_is(d, "recompute", "selective");
     if (on) {
         check_hooks_written(g, run);
         check_probe(g, run);
+        if (selective) check_recompute(g, run);
     }
     check_equivalence(g, run, N);
     // With sequence parallelism the LayerNorms are shared out too (T/t
@@ -262,13 +302,27 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     // bounded below.)
     double s = config_value(d, "seq", 0), b = config_value(d, "batch", 0) / dp, h = config_value(d, "dim", 0);
     double acts = dump_scalar(d, "mem/acts_expected", 0);
-    check_peak(g, run, MEM_ACTS, "ACTS", acts + 65536, "what the harness allocates for the mode + 64 KiB",
-               "the student's functions allocated activations of their own: every buffer they need is in "
-               "SpBlockActs, SpHeadActs, sp->s and the given layers' scratch");
+    // Under selective recomputation, an excess of about a layer's
+    // probabilities (sp_budget.h) a block is the probabilities kept.
+    bool bf16 = config_is(d, "precision", "bf16");
+    const double E = bf16 ? 2 : 4, L = config_value(d, "layers", 0), heads = config_value(d, "heads", 0);
+    const double att = sp_att_bytes(s, b, heads, t, E), excess = acts_peak(d) - acts;
+    char acts_diag[600];
+    if (selective && L > 0 && excess >= L * att - 65536)
+        snprintf(acts_diag, sizeof acts_diag, "under --recompute selective the attention's probabilities are kept "
+                 "per layer after all: ACTS is %.0f bytes above what the harness allocates, %.2f times a layer's "
+                 "probabilities (E as^2b/t = %.0f bytes) for %.0f layers; selective recomputation keeps none of them "
+                 "(a->layers.att stays NULL: the given layer writes them to the shared buffer, and the backward pass "
+                 "makes them again with tpg_attention_again)", excess, excess / att, att, L);
+    else
+        snprintf(acts_diag, sizeof acts_diag, "the student's functions allocated activations of their own: every "
+                 "buffer they need is in SpBlockActs, SpHeadActs, sp->s and the given layers' scratch");
+    check_peak(g, run, MEM_ACTS, "ACTS", acts + 65536,
+               selective ? "what the harness allocates for the mode (no probabilities per layer) + 64 KiB"
+                         : "what the harness allocates for the mode + 64 KiB", acts_diag);
     // Each rank's parts: in bf16 2 + 2 bytes of parameters and gradients and
     // 12 of the fp32 master copy and moments (the same 16 in all).
     double psi_local = dump_scalar(d, "sp/psi_local", 0);
-    bool bf16 = config_is(d, "precision", "bf16");
     const double P = bf16 ? 2 : 4, K = bf16 ? 12 : 8;
     check_peak(g, run, MEM_PARAMS, "PARAMS", P * psi_local,
                bf16 ? "2 bytes per parameter this rank holds (bf16)" : "4 bytes per parameter this rank holds",
@@ -294,7 +348,7 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
 
     // Bytes: tensor parallelism's (lab04's formula), plus with sequence
     // parallelism the replicated gradients summed over the group.
-    double M = b * s, L = config_value(d, "layers", 0);
+    double M = b * s;
     const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
     // In bf16 the tokens and the data-parallel gradients move at 2 bytes an

@@ -1,6 +1,6 @@
 // main.c: lab06's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab06 [--sp on|off] [--tp t] [--precision fp32|bf16]
+//   mpirun -np 4 build/lab06 [--sp on|off] [--tp t] [--precision fp32|bf16] [--recompute none|selective]
 //
 // Trains the course's GPT with tensor parallelism over t ranks (the given
 // split layers) and, with --sp on, the student's sequence parallelism
@@ -16,6 +16,13 @@
 // master copy and fp32 moments for AdamW (2 + 2 + 12 bytes a parameter);
 // the activations kept and the tokens gathered and scattered are bf16, so
 // the "ours" column is at 2 bytes an element, as the paper's 16-bit one.
+//
+// --recompute selective: Korthikanti et al.'s selective recomputation. The
+// attention's probabilities are kept in one buffer for all the blocks, not
+// per layer, and made again from the kept q and k in the backward pass
+// (the student's sp_block_backward calls tpg_attention_again): the same
+// training to the bit, the 5as^2b/t term gone from each layer, and the
+// cost printed as the share of the step's products done twice.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,7 +76,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
+    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv,
                "lab06: sequence parallelism on top of tensor parallelism, activation memory measured against "
                "Korthikanti et al., checked against single-device training.",
@@ -85,6 +92,9 @@ int main(int argc, char **argv) {
 
     harness_check_fits(&a, rows, !no_ref);
     const bool bf16 = gpt_precision_parse(a.precision) == GPT_BF16;
+    const GptRecompute rc = gpt_recompute_parse(a.recompute);
+    CHECK(rc != GPT_RECOMPUTE_FULL, "lab06 recomputes selectively only (the paper's answer with sequence "
+          "parallelism); run with --recompute none or selective (build/lab02, lab03 and lab05 take full)");
 
     Reference ref = harness_reference(c, &a, !no_ref);
 
@@ -93,7 +103,8 @@ int main(int argc, char **argv) {
                      .dropout = (float)a.dropout, .seed = a.seed, .precision = bf16 ? GPT_BF16 : GPT_FP32};
     Gpt *model = gpt_create(&cfg);
     Sp sp = {.tp = {.group = tpc, .t = t, .r = r % t, .B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .V = a.vocab},
-             .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed};
+             .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed,
+             .recompute = rc == GPT_RECOMPUTE_SELECTIVE};
     SpModel sm;
     mem_reset_peaks();
     spm_create(&sm, model, &sp, on, bf16);
@@ -104,9 +115,10 @@ int main(int argc, char **argv) {
     double acts_expected = (double)mem_live(MEM_ACTS);
     char desc[96];
     print0("[lab06] %d rank%s · %s · %s · %s · %s · sequence parallelism %s · %d tensor-parallel x %d "
-           "data-parallel · %d tokens a row, %d a rank · dropout %g\n", N, N == 1 ? "" : "s", mem_device_name(),
+           "data-parallel · %d tokens a row, %d a rank · dropout %g%s\n", N, N == 1 ? "" : "s", mem_device_name(),
            comm_backend_name(), gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
-           on ? "on" : "off", t, dp, a.seq, on ? sp.Tt : a.seq, a.dropout);
+           on ? "on" : "off", t, dp, a.seq, on ? sp.Tt : a.seq, a.dropout,
+           sp.recompute ? " · selective recomputation" : "");
 
     // The parameters and gradients in the run's type; in bf16 AdamW's fp32
     // master copy besides, initialised as fp32 is and rounded into them.
@@ -141,6 +153,8 @@ int main(int argc, char **argv) {
     comm_stats_reset();
     harness_seal_measures();
     HarnessRun run = harness_run(c, &a, &ref, "lab06", verdict_of_lab_run);
+    sp.tp.again_work = 0, sp.tp.again_s = 0;   // (the probe's recomputations are not the run's)
+    const double loop0 = core_now();
 
     for (int s = 0; s < a.steps; s++) {
         harness_step_begin(&run);
@@ -176,6 +190,8 @@ int main(int argc, char **argv) {
         trace_end();
         harness_step_end(&run, s, loss, N);
     }
+    const double loop_s = core_now() - loop0;
+    const double work = ops_work().matmul;
     MemReport mem = mem_report();
     CommStats st = comm_stats();
 
@@ -184,6 +200,8 @@ int main(int argc, char **argv) {
     double S = a.seq, Bd = rows, H = a.dim, A = a.heads, E = (double)elem;
     if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, run.seconds / (a.steps - 1) * 1e3);
     lab06_print_layers(&sm, S, Bd, H, A, t, E, on);
+    lab06_print_recompute(&sm, S, Bd, H, A, t, E, on, comm_max_double(c, sp.tp.again_work),
+                          comm_max_double(c, work), comm_max_double(c, sp.tp.again_s), comm_max_double(c, loop_s));
     char b1[32], b2[32], b3[32];
     double psi_local = (double)sm.L.local;
     TpBytes tpb = tp_bytes_per_step_typed(false, t, dp, Bd * S, H, a.layers, psi_local, E);

@@ -29,7 +29,9 @@ static void alloc_layers(const Sp *sp, TpLayerActs *a) {
     a->k = kept(sp, M * tp->Ct, "k");
     a->v = kept(sp, M * tp->Ct, "v");
     a->y = kept(sp, M * tp->Ct, "attention out");
-    a->att = kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
+    // (--recompute selective: the probabilities are not kept per layer, but
+    // in tp->att_again, one for all, and made again in the backward pass.)
+    a->att = sp->recompute ? NULL : kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
     a->h = kept(sp, M * tp->Ht, "mlp hidden");
     a->hg = kept(sp, M * tp->Ht, "mlp gelu");
 }
@@ -149,6 +151,7 @@ static void attention_fg_backward(void *ctx, void *a, const GptBlockView *p, Gpt
                                   const float *dout, void *dx) {
     TpShard *tp = ctx;
     ops_bias_backward(g->bo, dout, tp->B * tp->T, tp->C);   // the same on every rank
+    if (tp->att_again) tpg_attention_again(tp, a);           // --recompute selective
     tpg_attention_backward(tp, a, p, g, x, dout, dx);
     f_backward(tp, dx);
 }
@@ -225,6 +228,8 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on, bool bf16) {
     size_t cap = M * zmax(zmax(C, (size_t)tp->Ct), zmax((size_t)tp->Ht, (size_t)tp->nlm));
     prec_init(&sm->prec, bf16, cap, (size_t)tp->B * tp->NHt * tp->T * tp->T);
     tp->prec = &sm->prec;
+    // --recompute selective: the probabilities of the block running, shared.
+    if (sp->recompute) tp->att_again = kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention, recomputed");
     sm->layer_bytes[0] = measure_layer(sm, false);
     sm->layer_bytes[1] = measure_layer(sm, true);
     sm->tokens = ints(M, "tokens");
@@ -281,7 +286,7 @@ void spm_free(SpModel *sm) {
     void *rest[] = {sm->tokens, sm->targets, sm->head.lnf_mean, sm->head.lnf_rstd, sm->head.lnf_all, sm->losses,
                     tp->ct[0], tp->ct[1], tp->ct[2], tp->ct[3], tp->att, tp->ht[0], tp->ht[1], tp->dlogits,
                     tp->ids, tp->mc, sm->net.branch, sm->net.branch2, sm->net.dln, sm->partial,
-                    sm->net.unit32, sm->net.gunit32};
+                    sm->net.unit32, sm->net.gunit32, tp->att_again};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
     if (!sm->on) {
         void *f32[] = {sm->net.f32[0], sm->net.f32[1], sm->net.f32[2]};
@@ -410,7 +415,9 @@ typedef struct {
 // tensor parallelism alone (the harness's composition, on every token),
 // then the student's sp_block_forward and sp_block_backward on this rank's
 // tokens; the errors of the latter's mid, output and input gradient.
-static BlockError probe_block(SpModel *sm, float *params, const float *x, const float *dout) {
+// `clobber` (--recompute selective): the shared probabilities overwritten
+// (zeros) between the two, as the blocks after this one would leave them.
+static BlockError probe_block(SpModel *sm, float *params, const float *x, const float *dout, bool clobber) {
     Sp *sp = sm->sp;
     TpShard *tp = &sp->tp;
     const int T = tp->T, C = tp->C, r = tp->r;
@@ -441,6 +448,7 @@ static BlockError probe_block(SpModel *sm, float *params, const float *x, const 
     sp_block_forward(sp, 1, &on, &p, xl, outl);
     e.mid = local_error(sp, on.mid, want_mid);
     e.out = local_error(sp, outl, want_out);
+    if (clobber) mem_zero(tp->att_again, (size_t)tp->B * tp->NHt * T * T * tp->prec->elem);
     sp_block_backward(sp, 1, &on, &p, &gon, xl, dl, dxl);
     e.dx = local_error(sp, dxl, want_dx);
     free_on(&on);
@@ -509,17 +517,18 @@ static SpProbe probe(SpModel *sm) {
         mem_copy(wo, p.wo, nwo * sizeof(float));
         mem_copy(w2, p.w2, nw2 * sizeof(float));
         sp->dropout = 0;
-        BlockError e = probe_block(sm, params, x, dout);
+        BlockError e = probe_block(sm, params, x, dout, false);
         pr.block_fwd = e.out, pr.block_bwd = e.dx;
+        if (sp->recompute) pr.again = probe_block(sm, params, x, dout, true).dx;
         ops_fill(p.wo, 0, nwo);
         ops_fill(p.w2, 0, nw2);
-        pr.block_resid = probe_block(sm, params, x, dout).dx;
+        pr.block_resid = probe_block(sm, params, x, dout, false).dx;
         sp->dropout = PROBE_DROPOUT;
         mem_copy(p.wo, wo, nwo * sizeof(float));   // dmid = dout, then attention's mask
-        BlockError site1 = probe_block(sm, params, x, dout);
+        BlockError site1 = probe_block(sm, params, x, dout, false);
         ops_fill(p.wo, 0, nwo);
         mem_copy(p.w2, w2, nw2 * sizeof(float));   // dx = dmid: the MLP's mask alone
-        BlockError site2 = probe_block(sm, params, x, dout);
+        BlockError site2 = probe_block(sm, params, x, dout, false);
         const double tol = 1e-5;
         pr.dropout_fwd = site1.mid > tol ? 1 : site1.out > tol ? 2 : 0;   // mid is attention's site, out the MLP's
         pr.dropout_bwd = pr.dropout_fwd ? 0 : (site1.dx > tol ? 1 : 0) | (site2.dx > tol ? 2 : 0);
@@ -565,7 +574,7 @@ static SpProbe probe(SpModel *sm) {
     // The group's worst.
     int *const codes[] = {&pr.gather, &pr.scatter, &pr.dropout_t0, &pr.embed};
     tp_probe_max_int(tp->group, codes, sizeof codes / sizeof codes[0]);
-    double *const errors[] = {&pr.block_fwd, &pr.block_bwd, &pr.block_resid, &pr.embed_err};
+    double *const errors[] = {&pr.block_fwd, &pr.block_bwd, &pr.block_resid, &pr.embed_err, &pr.again};
     tp_probe_max(tp->group, errors, sizeof errors / sizeof errors[0]);
     pr.dropout_fwd = tp_probe_any_bits(tp->group, pr.dropout_fwd, 2);
     pr.dropout_bwd = tp_probe_any_bits(tp->group, pr.dropout_bwd, 2);
@@ -585,11 +594,14 @@ SpProbe spm_probe(SpModel *sm) {
     fsp.tp.mc = NULL;
     g_cat = MEM_OTHER;
     alloc_sp_scratch(&fsp);
+    const TpShard *tp = &run->tp;
+    if (run->recompute) fsp.tp.att_again = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "probe attention");
     g_cat = MEM_ACTS;
     sm->sp = &fsp;
     SpProbe pr = probe(sm);
     sm->sp = run;
     sm->net.ctx = &run->tp;
     free_sp_scratch(&fsp);
+    mem_free(fsp.tp.att_again);
     return pr;
 }

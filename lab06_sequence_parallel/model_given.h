@@ -63,6 +63,11 @@ typedef struct {
     int dropout_t0;      // 0 keyed by the global token; 1 by the local index; 2 otherwise
     double block_fwd, block_bwd;   // relative error of the block's output and input gradient (dropout off)
     double block_resid;  // the input gradient's, attn.wo and mlp.w2 zero: dx = dout, the residual path
+    // --recompute selective: the input gradient's error (dropout off) when
+    // the shared probabilities are overwritten between the forward and the
+    // backward pass, as the later blocks leave them: 0 if the backward
+    // makes them again (0 without recomputation).
+    double again;
     // Dropout on, the masks the block applies against the ones the harness
     // keys by (seed, layer, site, step, global token, channel): bit 1
     // attention's site (1), bit 2 the MLP's (2); the backward's measured

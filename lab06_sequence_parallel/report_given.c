@@ -10,9 +10,10 @@
 #include "sp_budget.h"
 
 // Korthikanti et al. (2022), 16-bit activations with dropout's masks kept.
-double lab06_paper(bool sp, double s, double b, double h, double a, double t) {
-    double sbh = s * b * h;
-    return sp ? sbh * (34 + 5 * a * s / h) / t : sbh * (10 + 24 / t + 5 * a * s / (h * t));
+double lab06_paper(bool sp, GptRecompute rc, double s, double b, double h, double a, double t) {
+    double sbh = s * b * h, att = rc == GPT_RECOMPUTE_NONE ? 5 * a * s / h : 0;
+    if (rc == GPT_RECOMPUTE_FULL) return sp ? 2 * sbh / t : 2 * sbh;   // the block's input alone
+    return sp ? sbh * (34 + att) / t : sbh * (10 + 24 / t + att / t);
 }
 
 // The table: a block's kept activations and its input per rank, allocated
@@ -21,22 +22,27 @@ double lab06_paper(bool sp, double s, double b, double h, double a, double t) {
 // that the paper's figure minus them is ours to the byte.
 void lab06_print_layers(const SpModel *sm, double S, double Bd, double H, double A, int t, double E, bool on) {
     char b1[32], b2[32], b3[32], b4[32];
-    const bool bf16 = E == 2;
+    const bool bf16 = E == 2, sel = sm->sp->recompute;
+    const GptRecompute rc = sel ? GPT_RECOMPUTE_SELECTIVE : GPT_RECOMPUTE_NONE;
     print0("\nactivations per layer and rank (a block's kept activations and its input), s = %.0f tokens, b = %.0f "
-           "rows, h = %.0f, a = %.0f heads, t = %d:\n", S, Bd, H, A, t);
+           "rows, h = %.0f, a = %.0f heads, t = %d%s:\n", S, Bd, H, A, t,
+           sel ? ", selective recomputation (the probabilities not kept)" : "");
     print0("  %-22s %10s %10s %14s\n", "", "allocated", bf16 ? "ours (bf16)" : "ours (fp32)", "paper (16-bit)");
     for (int k = 0; k < 3; k++) {
         bool sp_k = k == 1, one = k == 2;
-        double tk = one ? 1 : t, allocated = one ? sp_layer_bytes(false, S, Bd, H, A, 1, E) : sm->layer_bytes[k];
-        double ours = sp_layer_bytes(sp_k, S, Bd, H, A, tk, E), paper = lab06_paper(sp_k, S, Bd, H, A, tk);
+        double tk = one ? 1 : t, allocated = one ? sp_layer_bytes_mode(false, sel, S, Bd, H, A, 1, E)
+                                                 : sm->layer_bytes[k];
+        double ours = sp_layer_bytes_mode(sp_k, sel, S, Bd, H, A, tk, E), paper = lab06_paper(sp_k, rc, S, Bd, H, A, tk);
         print0("  %-22s %10s %10s %14s   %.0f (%s) + %s%s\n",
                one ? "one device" : sp_k ? "tensor + sequence" : "tensor parallel only",
                one ? "" : core_fmt_bytes(allocated, b1, 32), core_fmt_bytes(ours, b2, 32),
-               core_fmt_bytes(paper, b3, 32), E, sp_k ? "2sbh + 14sbh/t + as^2b/t" : one ? "16sbh + as^2b"
-                                                                                      : "4sbh + 12sbh/t + as^2b/t",
+               core_fmt_bytes(paper, b3, 32), E,
+               sel ? (sp_k ? "2sbh + 14sbh/t" : one ? "16sbh" : "4sbh + 12sbh/t")
+                   : (sp_k ? "2sbh + 14sbh/t + as^2b/t" : one ? "16sbh + as^2b" : "4sbh + 12sbh/t + as^2b/t"),
                sp_k ? "16sb/t" : "16sb", !one && sp_k == on ? "   <- this run" : "");
         if (!bf16) continue;
         SpPaperTerms d = sp_paper_terms(sp_k, S, Bd, H, A, tk);
+        if (sel) d.attn_dropout = 0;   // neither keeps anything after the softmax
         char b5[32];
         print0("  %-22s paper - ours = %s masks + %s attention dropout - %s LayerNorm statistics%s%s = %s\n", "",
                core_fmt_bytes(d.masks, b1, 32), core_fmt_bytes(d.attn_dropout, b2, 32),
@@ -50,6 +56,36 @@ void lab06_print_layers(const SpModel *sm, double S, double Bd, double H, double
                "16sb (/t with SP); the paper leaves them out. LayerNorm outputs whole: with SP ours keeps the "
                "all-gathered outputs, 4sbh, where the paper keeps this rank's tokens, 4sbh/t, and gathers them again "
                "in the backward pass.)\n");
+}
+
+// Korthikanti et al.'s table 2, the three rows at this run's t, ours beside
+// them: ours keeps what the README's table lists; selective drops the
+// probabilities (E as^2b/t), full would keep the block's input alone (this
+// lab does not run it: the row is the formula's).
+void lab06_print_recompute(const SpModel *sm, double S, double Bd, double H, double A, int t, double E, bool on,
+                           double again_work, double work, double again_s, double seconds) {
+    char b1[32], b2[32], b3[32];
+    const bool sel = sm->sp->recompute;
+    print0("\nrecomputation, a layer's activations per rank (%s, t = %d, %s):\n", on ? "tensor + sequence" :
+           "tensor parallel only", t, E == 2 ? "bf16" : "fp32");
+    print0("  %-10s %10s %12s %14s\n", "", "measured", "ours", "paper (16-bit)");
+    static const char *const name[] = {"none", "selective", "full"};
+    static const char *const paper_sp[] = {"(34sbh + 5as^2b)/t", "34sbh/t", "2sbh/t"};
+    static const char *const paper_tp[] = {"10sbh + (24sbh + 5as^2b)/t", "10sbh + 24sbh/t", "2sbh"};
+    for (int k = 0; k < 3; k++) {
+        GptRecompute rc = (GptRecompute)k;
+        double tk = on ? t : 1;
+        double ours = k == 2 ? E * S * Bd * H / tk : sp_layer_bytes_mode(on, k == 1, S, Bd, H, A, t, E);
+        bool this_run = k == (sel ? 1 : 0);
+        print0("  %-10s %10s %12s %14s   paper %s%s\n", name[k], this_run ? core_fmt_bytes(sm->layer_bytes[on], b1, 32)
+               : "", core_fmt_bytes(ours, b2, 32), core_fmt_bytes(lab06_paper(on, rc, S, Bd, H, A, t), b3, 32),
+               on ? paper_sp[k] : paper_tp[k], this_run ? "   <- this run" : k == 2 ? "   (not in this lab: the "
+               "block's input alone)" : "");
+    }
+    if (sel)
+        print0("  the cost: the probabilities made again, %.4g M multiply-adds of the steps' %.4g M (%.1f%%), "
+               "%.1f ms of the steps' %.1f ms (%.1f%%, wall clock)\n", again_work / 1e6, work / 1e6, 100 * again_work / work,
+               again_s * 1e3, seconds * 1e3, 100 * again_s / seconds);
 }
 
 void lab06_print_more(void *ctx) {
@@ -78,6 +114,7 @@ void lab06_dump_more(DumpWriter *dw, void *ctx) {
     dump_scalar_f64(dw, "sp/probe/block_fwd", comm_max_double(c, probe->block_fwd));
     dump_scalar_f64(dw, "sp/probe/block_bwd", comm_max_double(c, probe->block_bwd));
     dump_scalar_f64(dw, "sp/probe/block_resid", comm_max_double(c, probe->block_resid));
+    dump_scalar_f64(dw, "sp/probe/again", comm_max_double(c, probe->again));
     // Bits, or'ed over ranks (the groups' own are already).
     for (int bit = 1; bit <= 2; bit *= 2) {
         if (comm_max_double(c, probe->dropout_fwd & bit) > 0) probe->dropout_fwd |= bit;
@@ -91,7 +128,8 @@ void lab06_dump_more(DumpWriter *dw, void *ctx) {
 void lab06_draw_figure(const char *path, const Args *a, const SpModel *sm, int N, int t, int rows, bool on,
                        double E) {
     double S = a->seq, Bd = rows, H = a->dim, A = a->heads;
-    bool unfinished = harness_any_unfinished();
+    bool unfinished = harness_any_unfinished(), sel = sm->sp->recompute;
+    const GptRecompute rc = sel ? GPT_RECOMPUTE_SELECTIVE : GPT_RECOMPUTE_NONE;
     char title[300], tp_label[32], sp_label[40];
     snprintf(title, sizeof title, "lab06: activations per layer and rank, s = %d, b = %d, h = %d, a = %d, t = %d "
              "(%d ranks, sequence parallelism %s)%s", a->seq, rows, a->dim, a->heads, t, N, on ? "on" : "off",
@@ -99,9 +137,9 @@ void lab06_draw_figure(const char *path, const Args *a, const SpModel *sm, int N
     snprintf(tp_label, sizeof tp_label, "TP, t = %d", t);
     snprintf(sp_label, sizeof sp_label, "TP + SP, t = %d", t);
     FigGroup groups[3] = {
-        {"one device", {sp_layer_bytes(false, S, Bd, H, A, 1, E), lab06_paper(false, S, Bd, H, A, 1)}},
-        {tp_label, {sm->layer_bytes[0], lab06_paper(false, S, Bd, H, A, t)}},
-        {sp_label, {sm->layer_bytes[1], lab06_paper(true, S, Bd, H, A, t)}},
+        {"one device", {sp_layer_bytes_mode(false, sel, S, Bd, H, A, 1, E), lab06_paper(false, rc, S, Bd, H, A, 1)}},
+        {tp_label, {sm->layer_bytes[0], lab06_paper(false, rc, S, Bd, H, A, t)}},
+        {sp_label, {sm->layer_bytes[1], lab06_paper(true, rc, S, Bd, H, A, t)}},
     };
     const char *series[] = {E == 2 ? "ours: what this code allocates (bf16)" : "ours: what this code allocates (fp32)",
                             "the paper's (16-bit)"};

@@ -86,6 +86,12 @@ void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, Gpt
     // tokens only: sum them over the group. (bf16: carry mid's gradient
     // from the MLP's half to attention's in fp32, as single-device training
     // does, and round into dx once at the end.)
+    // TODO(lab06) 5, --recompute selective (sp->recompute): the given
+    // attention layer kept its probabilities (the 5as^2b/t term) in one
+    // buffer that every block writes (tp.att_again), not in a->layers, so
+    // what it holds now is the last block's. Before attention's backward,
+    // make this block's again from its kept q and k: tpg_attention_again.
+    // (Keeping them per layer instead is what recomputation saves.)
     (void)sp, (void)u, (void)a, (void)p, (void)g, (void)x, (void)dout, (void)dx;
 }
 

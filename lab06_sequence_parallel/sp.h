@@ -71,6 +71,7 @@ typedef struct {
     float dropout;    // the probability (0: none)
     uint64_t seed;    // of dropout's masks
     int step, row0;   // the step, and the global row of local row 0 (dropout's masks)
+    bool recompute;   // --recompute selective: the layers keep no probabilities (a->layers.att NULL)
     SpScratch s;
 } Sp;
 
@@ -96,6 +97,10 @@ DropoutKey sp_dropout_key(const Sp *sp, int layer, int site);
 //    the replicated tensors (LayerNorm weights, attn.bo, mlp.b2: each rank
 //    saw only its tokens) summed over the group.
 //    u is the block's unit (1 .. L), the layer of its dropout masks.
+//    5. With sp->recompute (--recompute selective) the given attention
+//    layer keeps its probabilities in one buffer shared by the blocks
+//    (tp.att_again), not in a->layers: the backward pass makes them again
+//    (tpg_attention_again) before the attention's backward.
 void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const void *x, void *out);
 void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
                        const void *dout, void *dx);

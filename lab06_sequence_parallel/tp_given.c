@@ -47,8 +47,20 @@ void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, c
     prec_matmul_keep(pr, a->q, x, p->wq, p->bq, M, C, Ct);
     prec_matmul_keep(pr, a->k, x, p->wk, p->bk, M, C, Ct);
     prec_matmul_keep(pr, a->v, x, p->wv, p->bv, M, C, Ct);
-    prec_attention_keep(pr, a->y, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    void *att = a->att ? a->att : tp->att_again;   // (selective: not kept for the backward pass)
+    prec_attention_keep(pr, a->y, att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
     prec_matmul_keep(pr, out, a->y, p->wo, NULL, M, Ct, C);
+}
+
+void tpg_attention_again(TpShard *tp, TpLayerActs *a) {
+    CHECK(tp->att_again, "tpg_attention_again without --recompute selective: there is no shared buffer to make "
+          "the probabilities again into");
+    OpsWork before = ops_work();
+    double t0 = core_now();
+    // The output again too (the same call), into scratch, and let go.
+    prec_attention_keep(tp->prec, tp->ct[0], tp->att_again, a->q, a->k, a->v, tp->B, tp->T, tp->Ct, tp->NHt);
+    tp->again_work += ops_work().matmul - before.matmul;
+    tp->again_s += core_now() - t0;
 }
 
 void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
@@ -62,7 +74,8 @@ void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, 
     ops_fill(dq, 0, n);
     ops_fill(dk, 0, n);
     ops_fill(dv, 0, n);
-    prec_attention_backward(pr, dq, dk, dv, tp->att, dy, a->att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
+    const void *att = a->att ? a->att : tp->att_again;
+    prec_attention_backward(pr, dq, dk, dv, tp->att, dy, att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
     float *d = prec_open(pr, dx, (size_t)M * C, tp->mc);
     prec_matmul_backward(pr, d, g->wq, g->bq, dq, x, p->wq, M, C, Ct);
     prec_matmul_backward(pr, d, g->wk, g->bk, dk, x, p->wk, M, C, Ct);

@@ -43,12 +43,19 @@ typedef struct {
     float *dlogits;   // (M, nlm)
     int *ids;         // (M)
     float *mc;        // (M, C) bf16's widening of an input gradient (NULL in fp32)
+    // --recompute selective: the attention's probabilities of the block
+    // running, the run's type, shared by every layer (NULL without): a
+    // layer whose TpLayerActs.att is NULL keeps its probabilities here only,
+    // and its backward pass needs them made again first (tpg_attention_again).
+    void *att_again;  // (B, NHt, T, T)
+    double again_work;   // multiply-adds recomputed so far (ops_work's count)
+    double again_s;      // and the seconds it took (wall clock)
 } TpShard;
 
 // What the split layers of a block keep for the backward pass (the run's type).
 typedef struct {
     void *q, *k, *v, *y;    // (M, Ct) this rank's heads
-    void *att;              // (B, NHt, T, T)
+    void *att;              // (B, NHt, T, T); NULL under --recompute selective (tp->att_again instead)
     void *h, *hg;           // (M, Ht)
 } TpLayerActs;
 
@@ -63,6 +70,10 @@ void tpg_sizes(TpShard *tp, const TpLayout *L);
 void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out);
 void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
                             const float *dout, void *dx);
+// --recompute selective: attention's probabilities made again into
+// tp->att_again from the kept q and k (the same call as the forward's, so
+// the same bits), before tpg_attention_backward of a layer whose att is NULL.
+void tpg_attention_again(TpShard *tp, TpLayerActs *a);
 // The MLP, the same way (no b2).
 void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out);
 void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,

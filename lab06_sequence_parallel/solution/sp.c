@@ -131,6 +131,9 @@ static void half_backward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p,
     void *dall = sp->s.whole[0], *dpartial = sp->s.whole[1];
     sp_gather_tokens(sp, dbranch, dall);         // the reduce-scatter's backward: all-gather
     mem_zero(dpartial, whole_elems(sp) * pr->elem);
+    // 5. Selective recomputation: the probabilities were not kept (one
+    // buffer for all blocks, the last block's in it): make this block's again.
+    if (!h.mlp && sp->recompute) tpg_attention_again(tp, &a->layers);
     (h.mlp ? tpg_mlp_backward : tpg_attention_backward)(tp, &a->layers, p, g, h.all,
                                                         prec_read(pr, dall, whole_elems(sp), sp->s.whole32), dpartial);
     void *dln = sp->s.local[0];
