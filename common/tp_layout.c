@@ -365,11 +365,18 @@ TpBytes tp_bytes_per_step(bool naive, int t, int dp, double M, double C, int L, 
 }
 
 TpBytes tp_bytes_per_step_typed(bool naive, int t, int dp, double M, double C, int L, double psi_local, double elem) {
+    return tp_bytes_per_step_recompute(naive, t, dp, M, C, L, psi_local, elem, false);
+}
+
+TpBytes tp_bytes_per_step_recompute(bool naive, int t, int dp, double M, double C, int L, double psi_local,
+                                    double elem, bool recompute) {
     TpBytes b;
     const double e = elem / 4;   // the activations and the gradients in the run's type; the loss's parts fp32
-    double attn = 2 * ar(M * C, t), mlp = naive ? ag(4 * M * C, t) + ag(M * C, t) + ag(4 * M * C, t) + ar(M * C, t)
-                                                : 2 * ar(M * C, t);
-    b.block = e * L * (attn + mlp);
+    // Each layer's forward (g's all-reduce; the naive MLP's gathers) and backward.
+    double attn_f = ar(M * C, t), mlp_f = naive ? ag(4 * M * C, t) + ag(M * C, t) : ar(M * C, t);
+    double attn = attn_f + ar(M * C, t), mlp = mlp_f + (naive ? ag(4 * M * C, t) + ar(M * C, t) : ar(M * C, t));
+    b.again = recompute ? e * L * (attn_f + mlp_f) : 0;
+    b.block = e * L * (attn + mlp) + b.again;
     b.embed_head = e * (ar(M * C, t) + ar(M * C, t)) + 3 * ar(M, t);
     b.dp = e * ar(psi_local, dp);
     b.total = b.block + b.embed_head + b.dp;

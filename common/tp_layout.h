@@ -119,9 +119,17 @@ void tp_check_shape(const Args *a, int t, int N, bool sequence);
 // the data-parallel all-reduce of the psi_local parameters a rank holds.
 typedef struct {
     double block, embed_head, dp, total;
+    double again;   // of block: full recomputation's forwards again (0 without)
 } TpBytes;
 TpBytes tp_bytes_per_step(bool naive, int t, int dp, double M, double C, int L, double psi_local);
 // The same with the activations, their gradients and the data-parallel
 // gradients of `elem` bytes an element (2 in bf16; the cross-entropy's
 // three of M stay fp32).
 TpBytes tp_bytes_per_step_typed(bool naive, int t, int dp, double M, double C, int L, double psi_local, double elem);
+// The same under full recomputation too (recompute true): each block's
+// forward runs again in its backward pass, and its communication with it,
+// the same bytes again: per block attention's g and the MLP's (Megatron), or
+// attention's g and the naive MLP's two all-gathers. In `again`, and in
+// `block` and `total`.
+TpBytes tp_bytes_per_step_recompute(bool naive, int t, int dp, double M, double C, int L, double psi_local,
+                                    double elem, bool recompute);

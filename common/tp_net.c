@@ -1,6 +1,7 @@
 // tp_net.c: a tensor-parallel model composed around its split layers (tp_net.h).
 #include "tp_net.h"
 
+#include "comm.h"
 #include "core.h"
 #include "mem.h"
 #include "ops.h"
@@ -100,6 +101,7 @@ void tp_net_block_forward(TpNet *n, int u, TpNetBlock *k, const GptBlockView *p,
     keep(n, k->ln2.out, ln2);
     zero(n, n->branch);
     n->layers->mlp_forward(n->ctx, k->layers, p, k->ln2.out, n->branch);
+    if (!out) return;   // made again: the block's output was used already
     float *o = wr(n, out, n->f32[0]);   // x is read no more
     residual(n, o, mid32, rd(n, n->branch, n->f32[1]), u, 2);
     keep(n, out, o);
@@ -174,12 +176,28 @@ static void head_backward(TpNet *n, void *params, void *grads) {
 
 // ---- the units ---------------------------------------------------------------------------
 
+// What block u keeps: its own set, or under full recomputation the shared one.
+static TpNetBlock *kept(TpNet *n, int u) { return n->rc ? n->rc : &n->blocks[u - 1]; }
+
+// Full recomputation: block u's forward again, from its kept input, into
+// the shared set, its cost counted.
+static void block_again(TpNet *n, int u, const GptBlockView *p) {
+    OpsWork w0 = ops_work();
+    CommStats c0 = comm_stats();
+    double t0 = core_now();
+    tp_net_block_forward(n, u, n->rc, p, n->stream[u], NULL);
+    CommStats c1 = comm_stats();
+    n->again_work += ops_work().matmul - w0.matmul;
+    n->again_bytes += (double)(comm_stats_total_bus_bytes(&c1) - comm_stats_total_bus_bytes(&c0));
+    n->again_s += core_now() - t0;
+}
+
 void tp_net_unit_forward(TpNet *n, int u, void *params) {
     switch (n->m->units[u].kind) {
     case UNIT_EMBED: embed_forward(n, params); break;
     case UNIT_BLOCK: {
         GptBlockView p = tp_layout_block_view(n->L, u, unit_params(n, u, params));
-        tp_net_block_forward(n, u, &n->blocks[u - 1], &p, n->stream[u], n->stream[u + 1]);
+        tp_net_block_forward(n, u, kept(n, u), &p, n->stream[u], n->stream[u + 1]);
         break;
     }
     case UNIT_HEAD: head_forward(n, params); break;
@@ -191,8 +209,9 @@ void tp_net_unit_backward(TpNet *n, int u, void *params, void *grads) {
     case UNIT_EMBED: embed_backward(n, grads); break;
     case UNIT_BLOCK: {
         GptBlockView p = tp_layout_block_view(n->L, u, unit_params(n, u, params));
+        if (n->rc) block_again(n, u, &p);
         GptBlockView g = tp_layout_block_view(n->L, u, unit_grads(n, u, grads));
-        tp_net_block_backward(n, u, &n->blocks[u - 1], &p, &g, n->stream[u], n->dstream[u + 1], n->dstream[u]);
+        tp_net_block_backward(n, u, kept(n, u), &p, &g, n->stream[u], n->dstream[u + 1], n->dstream[u]);
         unit_grads_done(n, u, grads);
         break;
     }

@@ -11,6 +11,16 @@
 // layers (tp.c: Megatron's f and g inside them); lab06's --sp off plugs in
 // its given split layers with an all-reduce around each.
 //
+// Full recomputation (TpNet.rc, lab04's --recompute full): a block keeps
+// only its input, the residual stream stream[u] the model keeps anyway; its
+// forward pass keeps its activations in one set shared by the blocks, and
+// its backward pass first runs the block's forward again into that set,
+// from stream[u]: the layers whole, their communication (g's all-reduces)
+// again. A layer sees its forward called twice a step on the same input,
+// into a set another block has just used: it must be a pure function of x
+// and p. Dropout's masks are keyed (tp_net_dropout_key): drawn again, the
+// same.
+//
 // M = B * T rows: every token of this rank's batch; C channels.
 //
 // Precision (common/prec.h): what a layer keeps and what passes between the
@@ -112,6 +122,13 @@ typedef struct {
     // and the unit running widened to fp32 and its fp32 gradient, each of
     // the largest unit's part.
     float *f32[3], *unit32, *gunit32;
+    // Full recomputation (NULL: off, and `blocks` holds each block's set):
+    // the one set every block's forward keeps into, made again at the start
+    // of each block's backward pass; `blocks` is then not read. What the
+    // forwards made again cost, counted here: multiply-adds (ops_work),
+    // bus bytes sent (comm_stats) and seconds.
+    TpNetBlock *rc;
+    double again_work, again_bytes, again_s;
 } TpNet;
 
 // Unit u forward, from stream[u] (the embeddings: from tokens) into
@@ -125,7 +142,10 @@ void tp_net_unit_backward(TpNet *n, int u, void *params, void *grads);
 
 // One block on any buffers of the run's type: x, out, dout, dx (M, C); u
 // is its unit (1 .. L), the layer of its dropout masks; k what it keeps;
-// p and g fp32 views. dx may be dout.
+// p and g fp32 views. dx may be dout. out NULL: recomputation's forward
+// again, which makes what k keeps and writes no output (the next block has
+// read it already); its layers still run whole, their g's with them (the
+// MLP's kept hidden activations come from its one forward call).
 void tp_net_block_forward(TpNet *n, int u, TpNetBlock *k, const GptBlockView *p, const void *x, void *out);
 void tp_net_block_backward(TpNet *n, int u, TpNetBlock *k, const GptBlockView *p, GptBlockView *g, const void *x,
                            const void *dout, void *dx);

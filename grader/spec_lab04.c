@@ -42,6 +42,12 @@ static const RunSpec LAB04_RUNS[] = {
     {"np2-bf16", 2, SMALL "--precision bf16", true, false},
     {"np3-heads6-bf16", 3, SMALL "--heads 6 --dim 96 --vocab 192 --precision bf16", false, false},
     {"np4-dp2-tp2-bf16", 4, SMALL "--tp 2 --precision bf16", false, false},
+    // Full recomputation (the harness's: each block's forward again, the
+    // student's layers and their g's, at the start of its backward pass),
+    // against build/ref --recompute full, with dropout: the masks drawn
+    // again must be the same. The student's layers run twice a block and
+    // step, into a set of kept tensors another block has just used.
+    {"np2-recompute-full", 2, SMALL "--recompute full --dropout 0.1", false, false},
 };
 #undef SMALL
 
@@ -170,7 +176,7 @@ static void check_probe(Grader *g, const Run *run, int t) {
 // of M; on the data-parallel group, one all-reduce per unit of this rank's
 // parts.
 typedef struct {
-    bool naive;
+    bool naive, recompute;
     int t, dp;
     double M, C, L, psi_local, nunits;
     double E;   // bytes of an activation or gradient element: 4, or 2 in bf16 (the cross-entropy's three of M stay fp32)
@@ -180,18 +186,24 @@ static int lab04_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     (void)run, (void)rank;
     const Lab04Step *k = ctx;
     double M = k->M, C = k->C, L = k->L, MC = k->E * M * C;
+    double R = k->recompute ? 2 : 1;   // full recomputation: each block's forward, its g's and gathers, twice
     int n = 0;
     if (k->t == 1) {   // a group of one moves nothing
     } else if (!k->naive) {
-        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * (4 * L + 2) + 3 * 4 * M, 4 * L + 5,
-                              "per block f's and g's all-reduces of M C, the embedding's and the head's, and the "
-                              "cross-entropy's three of M"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * ((2 + 2 * R) * L + 2) + 3 * 4 * M,
+                              (2 + 2 * R) * L + 5,
+                              k->recompute ? "per block f's all-reduces of M C and g's twice (its forward made "
+                                             "again), the embedding's and the head's, and the cross-entropy's three of M"
+                                           : "per block f's and g's all-reduces of M C, the embedding's and the head's, "
+                                             "and the cross-entropy's three of M"};
     } else {
-        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * (3 * L + 2) + 3 * 4 * M, 3 * L + 5,
-                              "attention's f and g and the naive MLP's last all-reduce of M C per block, the "
-                              "embedding's and the head's, and the cross-entropy's three of M"};
-        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, L * 5 * MC, 2 * L,
-                              "the naive MLP's gathers of the hidden (M 4C) and output (M C) columns"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * ((2 + R) * L + 2) + 3 * 4 * M, (2 + R) * L + 5,
+                              "attention's f and g (g twice with its forward made again) and the naive MLP's last "
+                              "all-reduce of M C per block, the embedding's and the head's, and the cross-entropy's "
+                              "three of M"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, R * L * 5 * MC, R * 2 * L,
+                              "the naive MLP's gathers of the hidden (M 4C) and output (M C) columns (twice with "
+                              "its forward made again)"};
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, L * 4 * MC, L,
                               "the naive MLP's reduce-scatter of the hidden gradient (M 4C)"};
     }
@@ -216,12 +228,25 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_equivalence(g, run, N);
     // The split layers' products are shared out over the group; the
     // LayerNorms run whole on each of its t ranks (lab06 splits them).
-    check_work(g, run, 1, t, true,
-               "a rank computed whole layers (their weights gathered, or a whole matrix product) where tensor "
-               "parallelism gives each of the t ranks its own columns or rows of every split layer and its own "
-               "heads of attention: 1/t of the products",
-               "the LayerNorms ran more than once per rank: tensor parallelism runs each on the whole batch on each "
-               "of the t ranks of a group, once");
+    // Full recomputation makes the blocks' forwards again here as in
+    // build/ref, but the MLP's whole: its layer is one call (the kept hidden
+    // activations come from it), so its second product too, M x 4C x C a
+    // block, which the reference's recomputation stops before.
+    const bool recompute = config_is(d, "recompute", "full");
+    const DumpArray *ref_work = run->ref ? dump_find(run->ref, "ops/matmul") : NULL, *loss = dump_find(d, "loss");
+    double times = 1, ref_sum = 0;
+    for (uint64_t q = 0; recompute && ref_work && q < ref_work->count; q++) ref_sum += dump_get(ref_work, q);
+    if (ref_sum > 0) {
+        double C = config_value(d, "dim", 0), rows = config_value(d, "batch", 0) * config_value(d, "seq", 0);
+        times = 1 + (loss ? (double)loss->count : 0) * config_value(d, "layers", 0) * rows * 4 * C * C / ref_sum;
+    }
+    check_work_why(g, run, times, recompute ? "the reference's, and each block's mlp.w2 product made again" : NULL, t,
+                   true,
+                   "a rank computed whole layers (their weights gathered, or a whole matrix product) where tensor "
+                   "parallelism gives each of the t ranks its own columns or rows of every split layer and its own "
+                   "heads of attention: 1/t of the products",
+                   "the LayerNorms ran more than once per rank: tensor parallelism runs each on the whole batch on each "
+                   "of the t ranks of a group, once");
     check_resident(g, run);
     check_live_growth(g, run);
 
@@ -299,17 +324,18 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     // all-reduce of this rank's gradients.
     double M = config_value(d, "batch", 0) / dp * config_value(d, "seq", 0), C = config_value(d, "dim", 0);
     double L = config_value(d, "layers", 0);
-    const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
-    double per_step = tp_bytes_per_step_typed(naive, t, dp, M, C, (int)L, local, P).total;
-    check_comm_volume(g, run, steps * per_step, steps * per_step,
-                      naive ? "steps x (L x naive MLP and attention + embedding + cross-entropy + data-parallel)"
-                      : bf16 ? "steps x (L x 4 all-reduces of M C + 2 of M C at 2 bytes + 3 of M at 4 + data-parallel "
-                               "2(d-1)/d x 2 psi_local)"
-                             : "steps x (L x 4 all-reduces of M C + 2 of M C + 3 of M + data-parallel 2(d-1)/d x 4 psi_local)",
+    double per_step = tp_bytes_per_step_recompute(naive, t, dp, M, C, (int)L, local, P, recompute).total;
+    char vol[200];
+    snprintf(vol, sizeof vol, naive ? "steps x (L x naive MLP and attention%s + embedding + cross-entropy + data-parallel)"
+             : bf16 ? "steps x (L x %s all-reduces of M C + 2 of M C at 2 bytes + 3 of M at 4 + data-parallel 2(d-1)/d "
+                      "x 2 psi_local)"
+                    : "steps x (L x %s all-reduces of M C + 2 of M C + 3 of M + data-parallel 2(d-1)/d x 4 psi_local)",
+             naive ? (recompute ? ", their forward twice" : "") : recompute ? "6 (g's twice: the forward again)" : "4");
+    check_comm_volume(g, run, steps * per_step, steps * per_step, vol,
                       "a collective runs more often than the layers need, or over the whole world instead of the "
                       "group");
-    Lab04Step k = {naive, t, dp, M, C, L, local, L + 2, P};
+    Lab04Step k = {naive, recompute, t, dp, M, C, L, local, L + 2, P};
     static const char *const names[] = {"its tensor-parallel group", "its data-parallel group"};
     check_ledger(g, run, t, names, lab04_wants, &k);
 }

@@ -215,7 +215,7 @@ static double sum_of(const DumpFile *d, const char *name, int *n, double *most) 
 }
 
 static void check_one_work(Grader *g, const Run *run, const char *name, const char *what, double times,
-                           bool balanced, const char *more) {
+                           const char *why, bool balanced, const char *more) {
     int n, nref;
     double most, ref_most;
     double mine = sum_of(run->dump, name, &n, &most), ref = run->ref ? sum_of(run->ref, name, &nref, &ref_most) : NAN;
@@ -230,7 +230,7 @@ static void check_one_work(Grader *g, const Run *run, const char *name, const ch
     double ratio = mine / (times * ref);
     snprintf(fig, sizeof fig, "x%.3f of single-device training's", mine / ref);
     snprintf(bound, sizeof bound, "x%.3f (%s) +- 0.5%%", times,
-             times == 1 ? "the model's work, shared out" : "the ranks that repeat it");
+             why ? why : times == 1 ? "the model's work, shared out" : "the ranks that repeat it");
     if (ratio > 1)
         snprintf(diag, sizeof diag, "the ranks together asked ops.h for %.2f times the %s this run's split needs "
                  "(single-device training's x %g): %s", ratio, what, times, more);
@@ -257,8 +257,13 @@ shares:
 
 void check_work(Grader *g, const Run *run, double matmul_times, double layernorm_times, bool balanced,
                 const char *more_matmul, const char *more_layernorm) {
-    check_one_work(g, run, "ops/matmul", "matrix products", matmul_times, balanced, more_matmul);
-    check_one_work(g, run, "ops/layernorm", "LayerNorm rows", layernorm_times, balanced, more_layernorm);
+    check_work_why(g, run, matmul_times, NULL, layernorm_times, balanced, more_matmul, more_layernorm);
+}
+
+void check_work_why(Grader *g, const Run *run, double matmul_times, const char *matmul_why, double layernorm_times,
+                    bool balanced, const char *more_matmul, const char *more_layernorm) {
+    check_one_work(g, run, "ops/matmul", "matrix products", matmul_times, matmul_why, balanced, more_matmul);
+    check_one_work(g, run, "ops/layernorm", "LayerNorm rows", layernorm_times, NULL, balanced, more_layernorm);
 }
 
 // ---- the memory live after each step ---------------------------------------------

@@ -53,6 +53,10 @@ const char *excess_category(const Run *run, const double *expected, char *buf, s
 // rank does an equal share. `more_*`: why a run would do more.
 void check_work(Grader *g, const Run *run, double matmul_times, double layernorm_times, bool balanced,
                 const char *more_matmul, const char *more_layernorm);
+// The same with the products' factor explained (matmul_why: where the run's
+// products are not the reference's times a count of ranks).
+void check_work_why(Grader *g, const Run *run, double matmul_times, const char *matmul_why, double layernorm_times,
+                    bool balanced, const char *more_matmul, const char *more_layernorm);
 
 // The memory live after each step (mem.h's mem/live_per_step): a correct
 // step frees what it allocates, so the live total after the last step is

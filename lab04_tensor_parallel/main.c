@@ -1,6 +1,6 @@
 // main.c: lab04's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab04 [--tp t] [--mlp megatron|naive] [--precision fp32|bf16]
+//   mpirun -np 4 build/lab04 [--tp t] [--mlp megatron|naive] [--precision fp32|bf16] [--recompute full]
 //
 // Trains the course's GPT with its layers cut by width over t ranks (the
 // student's tp.c), on a grid of N / t data-parallel groups when t < N: a
@@ -13,6 +13,12 @@
 // the parameters and their gradients are bf16 (2 bytes), with an fp32
 // master copy and fp32 moments for AdamW (2 + 2 + 12 bytes a parameter);
 // the activations the layers keep and the tensors f and g move are bf16.
+//
+// --recompute full: each block keeps only its input (the residual stream)
+// and its backward pass runs its forward again first, the student's layers
+// and their g's included, into one set of kept tensors that the blocks
+// share (common/tp_net.h). The same training to the bit; fewer activations,
+// more products and bytes, which the end of the run prints.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +70,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL | ARGS_PRECISION, NULL);
+    args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv,
                "lab04: tensor parallelism (the lecture's naive split, Megatron's f and g, vocabulary-parallel "
                "cross-entropy), checked against single-device training.",
@@ -81,6 +87,15 @@ int main(int argc, char **argv) {
     if (bf16 && naive)
         core_usage_error("the naive MLP runs in fp32 only (it is the lecture's picture of the gathers); run it "
                          "without --precision bf16, or the Megatron MLP (--mlp megatron) in bf16");
+    const GptRecompute rc = gpt_recompute_parse(a.recompute);
+    // Selective recomputation makes attention's probabilities again inside
+    // the attention layer, which is the student's here and keeps them itself.
+    if (rc == GPT_RECOMPUTE_SELECTIVE)
+        core_usage_error("--recompute selective is not this lab's: it makes attention's probabilities again inside "
+                         "the attention layer, and yours (tp.c) keeps its own (a->att); run with --recompute full (each "
+                         "block's forward again from its input) or none; lab06 teaches selective recomputation "
+                         "(build/lab06 --recompute selective)");
+    const bool recompute = rc == GPT_RECOMPUTE_FULL;
 
     // Refused before any of it is allocated when it cannot fit (an upper
     // estimate: a whole replica per rank) and, first, the reference.
@@ -93,7 +108,8 @@ int main(int argc, char **argv) {
     // same part of it and average their gradients.
     Comm *tpc = comm_split(c, dp_rank, r % t), *dpc = comm_split(c, r % t, dp_rank);
     GptConfig cfg = {.B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
-                     .dropout = (float)a.dropout, .seed = a.seed, .precision = bf16 ? GPT_BF16 : GPT_FP32};
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = bf16 ? GPT_BF16 : GPT_FP32,
+                     .recompute = rc};
     Gpt *model = gpt_create(&cfg);   // the whole model's shapes; no memory for tensors
     Tp tp = {.group = tpc, .t = t, .r = r % t, .naive = naive, .B = rows, .T = a.seq, .C = a.dim,
              .NH = a.heads, .V = a.vocab};
@@ -101,7 +117,7 @@ int main(int argc, char **argv) {
     tpm_layout(&tm, model, &tp);
     tm.net.dropout = (float)a.dropout;
     mem_reset_peaks();
-    tpm_alloc_acts(&tm, rows, a.seq, bf16);
+    tpm_alloc_acts(&tm, rows, a.seq, bf16, recompute);
     const CommType type = tm.prec.type;
     const size_t elem = tm.prec.elem;
     // What the split model's activations and scratch take, allocated by the
@@ -110,9 +126,9 @@ int main(int argc, char **argv) {
     double acts_expected = (double)mem_live(MEM_ACTS);
     char desc[96];
     print0("[lab04] %d rank%s · %s · %s · %s · %s · %s MLP · %d tensor-parallel x %d data-parallel · batch %d = %d "
-           "groups x %d rows\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
+           "groups x %d rows%s\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
            gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
-           naive ? "naive" : "Megatron", t, dp, a.batch, dp, rows);
+           naive ? "naive" : "Megatron", t, dp, a.batch, dp, rows, recompute ? " · full recomputation" : "");
 
     // The parameters and gradients in the run's type; in bf16 AdamW's fp32
     // master copy besides, initialised as fp32 is and rounded into them.
@@ -147,6 +163,8 @@ int main(int argc, char **argv) {
     comm_stats_reset();
     harness_seal_measures();
     HarnessRun run = harness_run(c, &a, &ref, "lab04", verdict_of_lab_run);
+    tm.net.again_work = tm.net.again_bytes = tm.net.again_s = 0;
+    const double loop0 = core_now();
 
     for (int s = 0; s < a.steps; s++) {
         harness_step_begin(&run);
@@ -188,6 +206,7 @@ int main(int argc, char **argv) {
     }
 
     // The end. Memory and bytes first: what follows is not the lab's.
+    const double loop_s = core_now() - loop0, work = ops_work().matmul;
     MemReport mem = mem_report();
     CommStats st = comm_stats();
     MemReport *all = malloc((size_t)N * sizeof *all);
@@ -213,22 +232,37 @@ int main(int argc, char **argv) {
                core_fmt_bytes(K * (rep + (psi - rep) / t), b2, 32));
     }
     print0("  %-24s %10s %10s   the formula's column: what the harness allocates for them, measured before "
-           "training; split only inside attention and the MLP (lab06 splits the rest)\n",
-           "activations (ACTS)", core_fmt_bytes(peak[MEM_ACTS], b1, 32), core_fmt_bytes(acts_expected, b2, 32));
+           "training; split only inside attention and the MLP (lab06 splits the rest)%s\n",
+           "activations (ACTS)", core_fmt_bytes(peak[MEM_ACTS], b1, 32), core_fmt_bytes(acts_expected, b2, 32),
+           recompute ? "; full recomputation: each block keeps its input alone, and one set of kept tensors serves "
+           "the block running" : "");
     // Bytes: this rank's, per step, beside both variants' formulas.
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
-    TpBytes mega = tp_bytes_per_step_typed(false, t, dp, M, a.dim, a.layers, local, P),
-            nv = tp_bytes_per_step_typed(true, t, dp, M, a.dim, a.layers, local, P);
+    TpBytes mega = tp_bytes_per_step_recompute(false, t, dp, M, a.dim, a.layers, local, P, recompute),
+            nv = tp_bytes_per_step_recompute(true, t, dp, M, a.dim, a.layers, local, P, recompute);
     print0("  %-24s %10s %10s   %s MLP: blocks %s, embedding and cross-entropy %s, data-parallel %s\n",
            "bytes sent per step", core_fmt_bytes(sent, b1, 32), core_fmt_bytes((naive ? nv : mega).total, b2, 32),
            naive ? "naive" : "Megatron", core_fmt_bytes((naive ? nv : mega).block, b3, 32),
            core_fmt_bytes(mega.embed_head, desc, sizeof desc), core_fmt_bytes(mega.dp, b4, sizeof b4));
     print0("  %-24s %10s %10s   the other MLP, for comparison (%s MLP)\n", "", "",
            core_fmt_bytes((naive ? mega : nv).total, b2, 32), naive ? "Megatron" : "naive");
+    if (recompute) {
+        // What the forwards made again cost, counted where they ran (tp_net.c).
+        double steps = a.steps ? a.steps : 1, again = comm_max_double(c, tm.net.again_work);
+        double all = comm_max_double(c, work), again_s = comm_max_double(c, tm.net.again_s);
+        double secs = comm_max_double(c, loop_s);
+        print0("  %-24s %10s %10s   the blocks' forwards again: per block %s\n", "of which made again",
+               core_fmt_bytes(comm_max_double(c, tm.net.again_bytes) / steps, b1, 32),
+               core_fmt_bytes((naive ? nv : mega).again, b2, 32),
+               naive ? "attention's g and the naive MLP's two all-gathers" : "g's two all-reduces of M C");
+        print0("  the cost of full recomputation: the forwards again, %.4g M multiply-adds of the steps' %.4g M "
+               "(%.1f%%), %.1f ms of the steps' %.1f ms (%.1f%%, wall clock)\n", again / 1e6, all / 1e6,
+               100 * again / all, again_s * 1e3, secs * 1e3, 100 * again_s / secs);
+    }
     harness_print_memory(c, &mem);
     if (figure && r == 0) {
         Lab04Figure fg = {figure, naive, N, t, dp, &a, M, psi, rep, sent,
-                          peak[MEM_PARAMS] + peak[MEM_GRADS] + peak[MEM_OPTIM]};
+                          peak[MEM_PARAMS] + peak[MEM_GRADS] + peak[MEM_OPTIM], recompute};
         lab04_draw_figure(&fg);
     }
 

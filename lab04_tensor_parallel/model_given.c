@@ -96,7 +96,7 @@ static float *acts(size_t n, const char *name) { return mem_alloc_floats(n, MEM_
 
 static size_t zmax(size_t a, size_t b) { return a > b ? a : b; }
 
-void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16) {
+void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16, bool recompute) {
     Tp *tp = tm->tp;
     TpNet *n = &tm->net;
     const int L = tm->m->cfg.L, C = tp->C;
@@ -116,13 +116,17 @@ void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16) {
     n->targets = mem_alloc(M * sizeof(int), MEM_ACTS, "targets");
     n->stream = calloc((size_t)tm->nunits + 1, sizeof *n->stream);
     n->dstream = calloc((size_t)tm->nunits + 1, sizeof *n->dstream);
+    // A set of kept tensors a block; under full recomputation one, shared:
+    // each block's input is the residual stream, kept whatever the mode.
+    tm->nsets = recompute && L > 0 ? 1 : L;
     n->blocks = calloc((size_t)(L ? L : 1), sizeof *n->blocks);
     tm->acts = calloc((size_t)(L ? L : 1), sizeof *tm->acts);
     for (int u = 1; u < tm->nunits; u++) {
         n->stream[u] = prec_alloc(pr, MC, MEM_ACTS, "residual stream");
         n->dstream[u] = prec_alloc(pr, MC, MEM_ACTS, "residual stream gradient");
     }
-    for (int l = 0; l < L; l++) {
+    n->rc = recompute && L > 0 ? &n->blocks[0] : NULL;
+    for (int l = 0; l < tm->nsets; l++) {
         tp_net_block_alloc(&n->blocks[l], M, C, MEM_ACTS, pr);
         TpBlockActs *a = &tm->acts[l];
         n->blocks[l].layers = a;
@@ -163,7 +167,7 @@ void tpm_free(TpModel *tm) {
     mem_free(n->tokens);
     mem_free(n->targets);
     for (int u = 1; u < tm->nunits; u++) mem_free(n->stream[u]), mem_free(n->dstream[u]);
-    for (int l = 0; l < tm->m->cfg.L; l++) {
+    for (int l = 0; l < tm->nsets; l++) {
         tp_net_block_free(&n->blocks[l]);
         TpBlockActs *a = &tm->acts[l];
         void *all[] = {a->q, a->k, a->v, a->att, a->y, a->h, a->hg, a->hg_all};

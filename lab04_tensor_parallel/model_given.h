@@ -24,8 +24,10 @@ typedef struct {
     // the probability).
     TpNet net;
     Prec prec;             // the run's precision (tp->prec points here)
-    // What the student's layers keep (tp.h).
-    TpBlockActs *acts;     // (L)
+    // What the student's layers keep (tp.h): a set a block, or under
+    // --recompute full one set shared by the blocks (net.rc's).
+    TpBlockActs *acts;     // (nsets)
+    int nsets;             // L, or 1 (--recompute full)
     TpHeadActs head;
 } TpModel;
 
@@ -35,7 +37,10 @@ typedef struct {
 void tpm_layout(TpModel *tm, const Gpt *m, Tp *tp);
 // Activations for B rows of T tokens (ACTS), kept in bf16 or fp32 (the
 // run's precision: tp->prec, tp->type); free them and the layout.
-void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16);
+// recompute (--recompute full): a block keeps its input alone (the residual
+// stream), and the composition's and the layers' kept tensors are one set
+// for the block running (tp_net.h: TpNet.rc).
+void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16, bool recompute);
 void tpm_free(TpModel *tm);
 
 // The batch: x, y (B, T) host tokens; dropout keyed by step and row0.

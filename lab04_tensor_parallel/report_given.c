@@ -75,16 +75,17 @@ void lab04_draw_figure(const Lab04Figure *g) {
     for (int i = 0; i < 4; i++) {
         snprintf(labels[i], sizeof labels[i], "t = %d", ts[i]);
         double lm = rep_mega + (psi - rep_mega) / ts[i], ln = rep_naive + (psi - rep_naive) / ts[i];
-        bytes[i] = (FigGroup){labels[i], {tp_bytes_per_step(true, ts[i], dp, M, a->dim, a->layers, ln).total,
-                                          tp_bytes_per_step(false, ts[i], dp, M, a->dim, a->layers, lm).total}};
+        bytes[i] = (FigGroup){labels[i],
+                              {tp_bytes_per_step_recompute(true, ts[i], dp, M, a->dim, a->layers, ln, 4, g->recompute).total,
+                               tp_bytes_per_step_recompute(false, ts[i], dp, M, a->dim, a->layers, lm, 4, g->recompute).total}};
         mem_g[i] = (FigGroup){labels[i], {16 * ln, 16 * lm}};
         if (ts[i] == t) at = i;
     }
     bool unfinished = harness_any_unfinished();
     char title[300];
     snprintf(title, sizeof title, "lab04: %s MLP, %d ranks (t = %d, %d data-parallel), %d blocks of %d channels, "
-             "M = %.0f rows a group%s", naive ? "the naive" : "Megatron's", g->N, t, dp, a->layers, a->dim, M,
-             unfinished ? " (an unfinished tp.c: its point is not tensor parallelism's yet)" : "");
+             "M = %.0f rows a group%s%s", naive ? "the naive" : "Megatron's", g->N, t, dp, a->layers, a->dim, M,
+             g->recompute ? ", full recomputation" : "", unfinished ? " (an unfinished tp.c: its point is not tensor parallelism's yet)" : "");
     static const char *const series[] = {"naive MLP (formula)", "Megatron (formula)"};
     FigMark mb = {at, naive ? 0 : 1, g->sent, "this run, measured:"};
     FigMark mm = {at, naive ? 0 : 1, g->held, "this run, measured:"};

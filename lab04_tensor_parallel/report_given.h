@@ -34,5 +34,6 @@ typedef struct {
     int N, t, dp;
     const Args *a;
     double M, psi, rep, sent, held;   // held: parameters, gradients and moments, the largest rank's peak
+    bool recompute;                   // --recompute full: the bytes of the forwards made again in the bars
 } Lab04Figure;
 void lab04_draw_figure(const Lab04Figure *g);

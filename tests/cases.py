@@ -282,6 +282,8 @@ def labs():
         refused("lab04 np=3 with 4 heads (after MPI starts)", "3 ranks cannot split 4 heads", mpi(3, "build/lab04"), l4),
         refused("lab04 --tp 3 np=4", "--tp 3 does not divide 4 ranks", mpi(4, "build/lab04", "--tp", 3), l4),
         refused("lab04 --vocab 255 np=2", "cannot split 255 tokens", mpi(2, "build/lab04", "--vocab", 255), l4),
+        refused("lab04 --recompute selective np=2", "--recompute selective is not this lab's",
+                mpi(2, "build/lab04", "--recompute", "selective"), l4),
         refused("lab05 --micro 3 np=2", "--micro 3 does not divide", mpi(2, "build/lab05", "--micro", 3), l5),
         refused("lab05 --pp 3 np=4", "--pp 3 does not divide 4 ranks", mpi(4, "build/lab05", "--pp", 3), l5),
         refused("lab05 np=7 stages for 6 units", "7 stages for 6 units", mpi(7, "build/lab05"), l5),
