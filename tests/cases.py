@@ -335,6 +335,15 @@ def labs():
              " ".join(mpi(2, "build/lab04_solution", "--steps", 2, "--layers", 2, "--no-ref", "--figure",
                           "build/lab04-tp.svg"))
              + f" && {svg} build/lab04-tp.svg --rects-at-least 18 --circles 2", 300, needs=s),
+        # lab04 --recompute full trains as without, to the bit (bf16, dropout:
+        # the masks drawn again): the losses, first gradients, parameters
+        # and moments of the two dumps identical.
+        Case("labs", "lab04_solution np=2 --recompute full: the same training to the bit",
+             " && ".join(" ".join(mpi(2, "build/lab04_solution", "--steps", 3, "--layers", 2, "--dropout", 0.1,
+                                      "--precision", "bf16", "--no-ref", "--dump", f"build/lab04-rc-{m}.bin", *f))
+                         for m, f in (("none", ()), ("full", ("--recompute", "full"))))
+             + " && for p in loss grad/ param/ optim/; do build/dumptool diff build/lab04-rc-full.bin "
+               "build/lab04-rc-none.bin --prefix $p > /dev/null || exit 1; done", 120, needs=s),
         # lab05: 1F1B on the default shape at p = 4 draws its schedule (the
         # grader's runs cover p = 1 to 4, m = 1 to 8, GPipe and the grid).
         Case("labs", "lab05_solution np=4 1f1b --figure",
