@@ -156,27 +156,37 @@ static void print_memory(const Lab05End *e) {
     }
 }
 
+// A count of multiply-adds, "327 M" or "1.31 G".
+static const char *fmt_work(double x, char *buf, size_t len) {
+    if (x >= 1e9) snprintf(buf, len, "%.3g G", x / 1e9);
+    else snprintf(buf, len, "%.3g M", x / 1e6);
+    return buf;
+}
+
 // Full recomputation's cost per stage: the passes made again, their
-// products and time beside the stage's own (measured as they ran).
-static void print_recompute(const Lab05End *e) {
+// products beside the stage's (all steps), their time beside the wall
+// clock and beside the stage's passes (steps 2..), as measured.
+static void print_recompute(const Lab05End *e, int steps) {
     const Pp *pp = e->pp;
     if (!pp->recompute) return;
     print0("\nrecomputation at the stage boundaries: each micro-batch's activations made again before its backward "
            "pass (not where the shared set still held them):\n");
-    print0("  %-6s %12s   %-30s %s\n", "stage", "made again", "multiply-adds again", "time again (steps 2..)");
+    print0("  %-6s %-11s %-26s %s\n", "stage", "made again", "multiply-adds again",
+           "time again (steps 2..): of the wall clock, of the stage's passes");
     double again = 0, all = 0;
     for (int q = 0; q < pp->p; q++) {
         const Lab05Stage *l = &e->stages[q];
-        char work[64], time[64];
-        snprintf(work, sizeof work, "%.3g M of %.3g M (%.1f%%)", l->rc_matmul / 1e6, l->matmul / 1e6,
-                 l->matmul > 0 ? 100 * l->rc_matmul / l->matmul : 0);
-        snprintf(time, sizeof time, "%.1f ms of %.1f ms (%.1f%%)", l->rc_seconds * 1e3, l->seconds * 1e3,
-                 l->seconds > 0 ? 100 * l->rc_seconds / l->seconds : 0);
-        print0("  %-6d %5d of %-4d   %-30s %s\n", q, l->recomputes, pp->m, work, time);
+        char work[64], w1[24], w2[24];
+        snprintf(work, sizeof work, "%s of %s (%.1f%%)", fmt_work(l->rc_matmul, w1, sizeof w1),
+                 fmt_work(l->matmul, w2, sizeof w2), l->matmul > 0 ? 100 * l->rc_matmul / l->matmul : 0);
+        double passes = l->busy * (steps - 1);
+        print0("  %-6d %2d of %-5d %-26s %.1f ms: %.1f%%, %.1f%%\n", q, l->recomputes, pp->m, work,
+               l->rc_seconds * 1e3, l->seconds > 0 ? 100 * l->rc_seconds / l->seconds : 0,
+               passes > 0 ? 100 * l->rc_seconds / passes : 0);
         again += l->rc_matmul, all += l->matmul;
     }
-    print0("  the pipeline: %.1f%% of its products made again (a stage's forward is a third of its products: the most "
-           "is 25%%)\n", all > 0 ? 100 * again / all : 0);
+    print0("  pipeline 0: %.1f%% of its products made again (a forward pass is a third of a forward and backward's "
+           "products: at most 25%%)\n", all > 0 ? 100 * again / all : 0);
 }
 
 void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
@@ -186,7 +196,7 @@ void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
     print_bubble(e);
     draw(e);
     print_memory(e);
-    print_recompute(e);
+    print_recompute(e, h->a->steps);
 }
 
 // ---- the dump ------------------------------------------------------------------
