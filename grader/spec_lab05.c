@@ -23,7 +23,9 @@
 // np2-dp2-pp1 are grids. The quick subset holds a run of each kind of bug:
 // p = 2 (scaling, accumulation), p = 3 (a deadlock needs three stages;
 // 1F1B's memory bound; GPipe's order and overlap), p = 4 with m = 8, m
-// below p - 1, more stages than blocks, and the grid. In bf16 mixed
+// below p - 1, more stages than blocks, the grid, and full recomputation
+// at the stage boundaries (1F1B at p = 3: two stages make their
+// micro-batches again, the last needs none). In bf16 mixed
 // precision (bf16 weights, gradients and messages, an fp32 master copy and
 // moments), against build/ref in bf16: p = 2, p = 3 cutting 4 blocks
 // unevenly, and the grid, whose data-parallel all-reduce is bf16 too.

@@ -71,8 +71,8 @@ static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makes
             alive -= ev[s][k].kind == PP_PASS_B;
         }
     }
-    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">micro-batches alive on each stage (their activations "
-               "kept, from the forward to the end of the backward), the same replay; the most: %d</text>\n",
+    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">micro-batches alive on each stage (what each keeps "
+               "for its backward, from the forward to the end of the backward), the same replay; the most: %d</text>\n",
             x0, y0 - 8, most);
     for (int s = 0; s < p; s++) {
         double y = y0 + s * (h + 6);
