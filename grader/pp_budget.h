@@ -8,10 +8,14 @@
 // (the master copy and the two moments: 16 psi_s again, a quarter of it
 // working weights and gradients). Its activations: the scratch every
 // micro-batch shares plus k micro-batches' sets of its units, k = m for
-// GPipe and min(m, p - s) for 1F1B; both measured from the model's shapes
-// before any of the student's code runs, in the model's precision (bf16's
-// kept tensors at 2 bytes an element, its LayerNorm statistics and its
-// scratch's widened copies at 4).
+// GPipe and min(m, p - s) for 1F1B. Under full recomputation at the stage
+// boundaries (lab05's --recompute full, GPipe as published) a micro-batch's
+// set is its boundary alone (its input, the tokens on stage 0, and its
+// messages) and the stage's units run forward into one shared set of their
+// activations: scratch + the shared set + k boundaries. Each measured from
+// the model's shapes before any of the student's code runs, in the model's
+// precision (bf16's kept tensors at 2 bytes an element, its LayerNorm
+// statistics and its scratch's widened copies at 4).
 #pragma once
 
 #include <stdbool.h>
@@ -22,6 +26,9 @@ typedef struct {
     const char *params_why, *grads_why, *optim_why, *acts_why;   // the formulas, in words
 } PpBudget;
 
-// Stage s of p, m micro-batches, GPipe or 1F1B; psi_s parameters; the
-// activations' scratch and one micro-batch's set, in bytes (measured).
-PpBudget pp_budget(bool gpipe, int p, int m, int s, double psi_s, double acts_scratch, double acts_set, bool bf16);
+// Stage s of p, m micro-batches, GPipe or 1F1B, with full recomputation at
+// the stage boundaries or not; psi_s parameters; the activations' scratch,
+// the shared set (0 without recomputation) and one micro-batch's set (its
+// boundary under recomputation), in bytes (measured).
+PpBudget pp_budget(bool gpipe, bool recompute, int p, int m, int s, double psi_s, double acts_scratch,
+                   double acts_shared, double acts_set, bool bf16);

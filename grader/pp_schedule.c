@@ -8,6 +8,32 @@
 
 double pp_bubble_formula(int p, int m) { return (double)(p - 1) / (double)(m + p - 1); }
 
+// Each kind of pass: its length with equal stages, and what it waits for
+// besides its stage's previous pass: the pass of kind `on` of the same
+// micro-batch on stage s + dir (nothing where that stage does not exist).
+static const struct {
+    double units;
+    int dir, on;
+    char letter;
+    const char *name;
+} PASS[PP_PASS_KINDS] = {
+    [PP_PASS_F] = {1, -1, PP_PASS_F, 'F', "forward"},
+    [PP_PASS_B] = {2, +1, PP_PASS_B, 'B', "backward"},
+    [PP_PASS_R] = {1, +1, PP_PASS_B, 'R', "recompute"},   // the backward's first part (pp_schedule.h)
+};
+
+static bool known(int kind) { return kind >= 0 && kind < PP_PASS_KINDS; }
+double pp_pass_units(int kind) { return known(kind) ? PASS[kind].units : 0; }
+char pp_pass_letter(int kind) { return known(kind) ? PASS[kind].letter : '?'; }
+const char *pp_pass_name(int kind) { return known(kind) ? PASS[kind].name : "unknown pass"; }
+
+int pp_events_without(PpEvent *ev, int n, int kind) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ev[i].kind != kind) ev[k++] = ev[i];
+    return k;
+}
+
 // The end of the event of stage s that is (kind, mb), if it has been
 // replayed; -1 if it has not (yet), -2 if stage s has no such event.
 static double end_of(PpEvent **ev, const int *n, const int *done, int s, int kind, int mb) {
@@ -28,14 +54,15 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
         for (int s = 0; s < p; s++) {
             if (done[s] == n[s]) continue;
             PpEvent *e = &ev[s][done[s]];
+            if (!known(e->kind)) continue;   // never runs: the pass stalls
             double ready = done[s] ? ev[s][done[s] - 1].end : 0;
-            int from = e->kind == 0 ? s - 1 : s + 1;
+            int from = s + PASS[e->kind].dir;
             if (from >= 0 && from < p) {
-                double dep = end_of(ev, n, done, from, e->kind, e->mb);
+                double dep = end_of(ev, n, done, from, PASS[e->kind].on, e->mb);
                 if (dep < 0) continue;   // not yet (or never: the pass stalls)
                 ready = dep > ready ? dep : ready;
             }
-            double d = equal ? (e->kind == 0 ? 1.0 : 2.0) : e->seconds;
+            double d = equal ? PASS[e->kind].units : e->seconds;
             e->start = ready;
             e->end = ready + d;
             busy += d;
@@ -107,7 +134,7 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
                     raised[(size_t)r * most + next[r]] = t - clock[r];
                 }
                 at[(size_t)r * most + next[r]] = t;
-                clock[r] = t + (e->kind == COMM_EVENT_MARK ? (e->op == 0 ? 1.0 : 2.0) : 0.0);
+                clock[r] = t + (e->kind == COMM_EVENT_MARK ? pp_pass_units(e->op) : 0.0);
                 next[r]++, left--, ran++;
             }
         if (!ran) break;
@@ -125,7 +152,7 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
             for (int i = 0; i < n[s]; i++) {
                 const CommEvent *e = &ev[s][i];
                 if (e->kind != COMM_EVENT_MARK) continue;
-                double d = e->op == 0 ? 1.0 : 2.0, end = at[(size_t)s * most + i] + d;
+                double d = pp_pass_units(e->op), end = at[(size_t)s * most + i] + d;
                 busy += d;
                 span = end > span ? end : span;
                 index[(size_t)s * most + counts[s]] = i;

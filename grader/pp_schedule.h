@@ -1,30 +1,47 @@
 // pp_schedule.h: a pipeline schedule's events, replayed (lab05's harness
 // and its grader share it).
 //
-// Each stage records the order of its forward (F) and backward (B) passes
-// over micro-batches and how long each took. The replay runs that order
-// again as a dependency graph, on one core per stage: an event starts when
-// its stage's previous event has ended and, for F of micro-batch i on
-// stage s > 0, when F of i on stage s - 1 has ended (its activations), and
-// for B of i on stage s < p - 1, when B of i on stage s + 1 has (its
-// gradients). What is left idle is the schedule's own bubble, free of the
-// noise of a machine with fewer cores than ranks.
+// Each stage records the order of its passes over micro-batches, of each
+// kind (PpPass), and how long each took. The replay runs that order again
+// as a dependency graph, on one core per stage: an event starts when its
+// stage's previous event has ended and when the neighbour's pass it waits
+// for has: for F of micro-batch i on stage s > 0, F of i on stage s - 1
+// (its activations); for B of i on stage s < p - 1, B of i on stage s + 1
+// (its gradients). What is left idle is the schedule's own bubble, free of
+// the noise of a machine with fewer cores than ranks.
 #pragma once
 
 #include <stdbool.h>
 
 #include "comm.h"
 
+// The kinds of pass. R is full recomputation's forward again at the stage
+// boundary (GPipe's): the stage's units run forward once more from the
+// micro-batch's kept input, just before its backward pass. It needs only
+// that input, but it is counted as the backward pass's first part, waiting
+// for the gradient as B does (where the lectures draw it, and where a
+// schedule that recomputes on the gradient's arrival puts it); a schedule
+// that runs it earlier, while the gradient travels, replays no later.
+typedef enum { PP_PASS_F, PP_PASS_B, PP_PASS_R, PP_PASS_KINDS } PpPass;
+// Its length in the replay with equal stages: F 1, B 2, R 1 (a forward
+// again); its letter in the pictures ('F', 'B', 'R') and its name
+// ("forward", "backward", "recompute"). Another kind (read from a dump):
+// 0, '?', "unknown pass".
+double pp_pass_units(int kind);
+char pp_pass_letter(int kind);
+const char *pp_pass_name(int kind);
+
 typedef struct {
-    int kind;        // 0 F, 1 B
+    int kind;        // PpPass
     int mb;          // micro-batch
     double seconds;  // how long it took (measured)
     double start, end;   // set by the replay
 } PpEvent;
 
 // ev[s] the events of stage s in the order it ran them (n[s] of them).
-// equal: F takes 1 and B 2 on every stage (the lectures' picture, where
-// the bubble is exactly (p - 1) / (m + p - 1)); else the measured seconds.
+// equal: pp_pass_units (F 1, B 2: the lectures' picture, where the bubble
+// of F and B alone is exactly (p - 1) / (m + p - 1)); else the measured
+// seconds.
 // Returns the idle fraction of the replayed timeline, (p T - busy) / (p T)
 // for makespan T, and the makespan in *makespan; -1 when the events cannot
 // all run (one waits for an event no stage recorded).
@@ -33,9 +50,13 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
 // The bubble of GPipe and 1F1B with equal stages: (p - 1) / (m + p - 1).
 double pp_bubble_formula(int p, int m);
 
+// Stage s's events without those of one kind, in order, in place; returns
+// how many are left (the order of F and B alone: pp_events_without(.., PP_PASS_R)).
+int pp_events_without(PpEvent *ev, int n, int kind);
+
 // The timeline: every rank's log of one step (comm.h's events; its marks
-// are the passes, what 0 F and 1 B, arg the micro-batch), replayed with
-// equal stages (F 1, B 2) and with what each end of an operation waits
+// are the passes, what the PpPass, arg the micro-batch), replayed with
+// equal stages (pp_pass_units) and with what each end of an operation waits
 // for: a receive its send's start, a send its receive's start (a message
 // leaves when the other side asks for it, as a large one does), a
 // collective every member's start. A schedule whose stages wait only for
@@ -44,7 +65,7 @@ double pp_bubble_formula(int p, int m);
 // input before the first pass) replays later, though its order is the same.
 typedef struct {
     int rank, kind, mb;   // the first pass (in replayed time) that starts later than its order allows; rank -1: none
-    double late;          // by how much (F = 1)
+    double late;          // by how much (F = 1); kind: a PpPass
     int cause_rank;       // and what it waited for: an event of cause_rank's log (-1: not found)
     CommEvent cause;
 } PpLate;

@@ -23,7 +23,9 @@
 // np2-dp2-pp1 are grids. The quick subset holds a run of each kind of bug:
 // p = 2 (scaling, accumulation), p = 3 (a deadlock needs three stages;
 // 1F1B's memory bound; GPipe's order and overlap), p = 4 with m = 8, m
-// below p - 1, more stages than blocks, and the grid. In bf16 mixed
+// below p - 1, more stages than blocks, the grid, and full recomputation
+// at the stage boundaries (1F1B at p = 3: two stages make their
+// micro-batches again, the last needs none). In bf16 mixed
 // precision (bf16 weights, gradients and messages, an fp32 master copy and
 // moments), against build/ref in bf16: p = 2, p = 3 cutting 4 blocks
 // unevenly, and the grid, whose data-parallel all-reduce is bf16 too.
@@ -41,19 +43,30 @@ static const RunSpec LAB05_RUNS[] = {
     {"np3-layers1-gpipe", 3, "--steps 3 --layers 1 --schedule gpipe --micro 2", false, false},
     {"np4-dp2-pp2", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2", true, false},
     {"np2-dp2-pp1", 2, "--steps 3 --schedule gpipe --micro 2 --pp 1", false, false},
-    // Full recomputation (the model's): GPipe as published, each
-    // micro-batch keeping its blocks' inputs only; and 1F1B with it.
+    // Full recomputation at the stage boundaries (the student's
+    // pp_recompute): GPipe as published, each micro-batch keeping its input
+    // and messages only; 1F1B with it (its last stage needs none: each
+    // backward follows its own forward). Selective recomputation is the
+    // model's, per block.
     {"np4-gpipe-m8-recompute-full", 4, "--steps 3 --schedule gpipe --micro 8 --recompute full", false, false},
+    {"np3-1f1b-m4-recompute-full", 3, "--steps 3 --schedule 1f1b --micro 4 --recompute full", true, false},
     {"np3-1f1b-m4-recompute-selective", 3, "--steps 3 --schedule 1f1b --micro 4 --recompute selective", false, false},
     {"np2-1f1b-m4-bf16", 2, "--steps 3 --schedule 1f1b --micro 4 --precision bf16", true, false},
     {"np3-gpipe-m4-bf16", 3, "--steps 3 --schedule gpipe --micro 4 --precision bf16", false, false},
     {"np4-dp2-pp2-bf16", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2 --precision bf16", true, false},
 };
 
+// Full recomputation at the stage boundaries is lab05's own (the model's
+// per-block one recomputes other products): the reference trains without
+// it, the same training to the bit, and the work check takes the
+// recomputes out (check_work_recomputed). Selective is the model's in both.
+static bool recompute_full(const Run *run) { return strstr(run->spec->flags, "--recompute full") != NULL; }
+
 static const char *lab05_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
     (void)lab;
-    static const char *const drop[] = {"schedule", "micro", "pp", NULL};
-    return without_flags(run, drop, buf, len);
+    static const char *const drop[] = {"schedule", "micro", "pp", NULL},
+                             *const drop_rc[] = {"schedule", "micro", "pp", "recompute", NULL};
+    return without_flags(run, recompute_full(run) ? drop_rc : drop, buf, len);
 }
 
 // The size of unit u in floats, from the dump's tensor names ("embed.wte",
@@ -101,8 +114,9 @@ static const DumpArray *numbers(const DumpFile *d, const char *name, int ndim) {
 
 // The last step's schedule of pipeline 0, replayed again here from the
 // order of events the harness recorded (pp/events/kind and pp/events/mb),
-// with equal stages.
-static double replayed_bubble(const DumpFile *d, int p) {
+// with equal stages: its F and B alone (the formula's), recomputes aside
+// (*recomputes: how many there were).
+static double replayed_bubble(const DumpFile *d, int p, int *recomputes) {
     const DumpArray *kinds = numbers(d, "pp/events/kind", 2), *mbs = numbers(d, "pp/events/mb", 2);
     if (!kinds || !mbs || (int)kinds->shape[0] != p || mbs->shape[0] != kinds->shape[0] ||
         mbs->shape[1] != kinds->shape[1])
@@ -110,6 +124,7 @@ static double replayed_bubble(const DumpFile *d, int p) {
     int most = (int)kinds->shape[1];
     PpEvent *all = calloc((size_t)p * most, sizeof *all), *rows[64];
     int n[64];
+    *recomputes = 0;
     for (int s = 0; s < p && s < 64; s++) {
         rows[s] = all + (size_t)s * most;
         n[s] = 0;
@@ -119,6 +134,8 @@ static double replayed_bubble(const DumpFile *d, int p) {
             if (kind < 0) break;
             rows[s][n[s]++] = (PpEvent){kind, mb, 0, 0, 0};
         }
+        int fb = pp_events_without(rows[s], n[s], PP_PASS_R);
+        *recomputes += n[s] - fb, n[s] = fb;
     }
     double span, bubble = pp_replay(p, rows, n, true, &span);
     free(all);
@@ -126,19 +143,28 @@ static double replayed_bubble(const DumpFile *d, int p) {
 }
 
 // The harness's record per rank: its stage, its units [u0, u1), the most
-// micro-batches alive at once, and the activation bytes the schedule's
-// bound is made of (scratch + k sets), a field an entry (pp/rank_stage/...),
-// one number per rank.
+// micro-batches alive at once, the activation bytes the schedule's bound is
+// made of (scratch + k sets; under full recomputation + the shared set),
+// and full recomputation's record (passes made again, the most in a step,
+// and their multiply-adds and LayerNorm rows; backward passes on
+// activations not made again, and the first: step, micro-batch, the one
+// whose activations it ran on), a field an entry (pp/rank_stage/...), one
+// number per rank.
 typedef struct {
-    const DumpArray *stage, *u0, *u1, *max_live, *acts_scratch, *acts_set;
+    const DumpArray *stage, *u0, *u1, *max_live, *acts_scratch, *acts_set, *acts_shared, *recomputes, *rc_matmul,
+        *rc_layernorm, *stale, *stale_step, *stale_mb, *stale_held;
 } RankStage;
 
 // The record of a dump of N ranks: true when whole, else false with the
 // entry that is missing or not one number per rank in `missing`.
 static bool rank_stage_read(const DumpFile *d, int N, RankStage *rs, char *missing, size_t len) {
-    static const char *const fields[] = {"stage", "u0", "u1", "max_live", "acts_scratch", "acts_set"};
-    const DumpArray **at[] = {&rs->stage, &rs->u0, &rs->u1, &rs->max_live, &rs->acts_scratch, &rs->acts_set};
-    for (int i = 0; i < 6; i++) {
+    static const char *const fields[] = {"stage",       "u0",         "u1",         "max_live",     "acts_scratch",
+                                         "acts_set",    "acts_shared", "recomputes", "rc_matmul",    "rc_layernorm",
+                                         "stale",       "stale_step", "stale_mb",   "stale_held"};
+    const DumpArray **at[] = {&rs->stage,      &rs->u0,         &rs->u1,         &rs->max_live, &rs->acts_scratch,
+                              &rs->acts_set,   &rs->acts_shared, &rs->recomputes, &rs->rc_matmul, &rs->rc_layernorm,
+                              &rs->stale,      &rs->stale_step, &rs->stale_mb,   &rs->stale_held};
+    for (int i = 0; i < (int)(sizeof fields / sizeof fields[0]); i++) {
         char name[64];
         snprintf(name, sizeof name, "pp/rank_stage/%s", fields[i]);
         *at[i] = numbers(d, name, 1);
@@ -251,7 +277,7 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
                  "%.1f%% idle where its order of passes leaves %.1f%%: the first pass to start late is stage %d's "
                  "%s of micro-batch %d, %.0f forward pass%s later than its input allows, held by %s. The order of "
                  "passes is right; the stages wait for each other besides their inputs, so they no longer overlap",
-                 100 * bubble, 100 * order, late.rank, late.kind ? "backward" : "forward", late.mb, late.late,
+                 100 * bubble, 100 * order, late.rank, pp_pass_name(late.kind), late.mb, late.late,
                  late.late == 1 ? "" : "es", cause[0] ? cause : "something before it");
     grade_check(g, run, check, bubble >= 0 && order >= 0 && bubble <= order + 0.005, fig, bound, diag);
     free(n);
@@ -309,6 +335,73 @@ static void check_message_elements(Grader *g, const Run *run, int N, double elem
     grade_check(g, run, check, true, bf16 ? "2 bytes an element, every one" : "4 bytes an element, every one", bound, NULL);
 }
 
+// Under full recomputation at the stage boundaries, the recomputes' work
+// (pp_recompute's, counted by the harness as it ran them) comes on top of
+// single-device training's: taken out, the rest is the model's work shared
+// out, as check_work holds it without recomputation. (What the recomputes
+// cost, the program prints.)
+static void check_work_recomputed(Grader *g, const Run *run, const RankStage *per, int N) {
+    static const char *const names[2] = {"ops/matmul", "ops/layernorm"}, *const what[2] = {"matrix products",
+                                                                                           "LayerNorm rows"};
+    const DumpArray *again_of[2] = {per->rc_matmul, per->rc_layernorm};
+    if (!run->ref) return;   // a run without its reference: nothing to compare the sum with
+    for (int k = 0; k < 2; k++) {
+        const DumpArray *a = dump_find(run->dump, names[k]), *b = dump_find(run->ref, names[k]);
+        char check[96], fig[200], bound[160], diag[900];
+        snprintf(check, sizeof check, "%s, all ranks together", what[k]);
+        snprintf(bound, sizeof bound, "x1.000 (the model's work, shared out; the recomputes aside) +- 0.5%%");
+        if (!a || !b || (int)a->count != N) {
+            grade_check(g, run, check, false, "not in the dump", "single-device training's",
+                        "the harness or the reference did not write the ops' work (ops.h)");
+            continue;
+        }
+        double mine = 0, again = 0, ref = 0;
+        for (int q = 0; q < N; q++) mine += dump_get(a, (uint64_t)q), again += rank_field(again_of[k], q);
+        for (uint64_t r = 0; r < b->count; r++) ref += dump_get(b, r);
+        double ratio = ref > 0 ? (mine - again) / ref : NAN;
+        snprintf(fig, sizeof fig, "x%.3f of single-device training's, the recomputes aside (they add x%.3f)", ratio,
+                 ref > 0 ? again / ref : NAN);
+        if (ratio > 1)
+            snprintf(diag, sizeof diag, "besides the recomputes, the ranks together asked ops.h for %.2f times "
+                     "single-device training's %s: a stage computed units that are not its own, or a micro-batch "
+                     "more than once (a forward pass run again by pp_forward_compute is not a recompute: "
+                     "pp_recompute makes the activations again, once, into the shared set)", ratio, what[k]);
+        else
+            snprintf(diag, sizeof diag, "besides the recomputes, the ranks together asked ops.h for %.2f of "
+                     "single-device training's %s: the rest was computed outside ops.h or not at all", ratio, what[k]);
+        grade_check(g, run, check, fabs(ratio - 1) <= 0.005, fig, bound, diag);
+    }
+}
+
+// Full recomputation at the stage boundaries: each backward pass ran on its
+// own micro-batch's activations, made again (pp_recompute) since the last
+// pass that filled the shared set with another's. The harness notes the
+// backward passes that found another micro-batch's there and ran on them.
+static void check_recomputed(Grader *g, const Run *run, const RankStage *per, int N) {
+    int at = -1, total = 0;
+    for (int q = 0; q < N; q++) {
+        int n = (int)rank_field(per->stale, q);
+        total += n;
+        if (n > 0 && at < 0) at = q;
+    }
+    char fig[160], diag[700] = "", held[64];
+    if (at < 0) {
+        snprintf(fig, sizeof fig, "every backward pass on its own micro-batch's activations");
+    } else {
+        int s = (int)rank_field(per->stage, at), mb = (int)rank_field(per->stale_mb, at);
+        int h = (int)rank_field(per->stale_held, at), step = (int)rank_field(per->stale_step, at);
+        if (h >= 0) snprintf(held, sizeof held, "micro-batch %d's", h);
+        else snprintf(held, sizeof held, "none of this step's");
+        snprintf(fig, sizeof fig, "%d backward pass%s on activations not made again", total, total == 1 ? "" : "es");
+        snprintf(diag, sizeof diag, "micro-batch %d's backward pass on stage %d ran on activations that were not made "
+                 "again (in step %d the shared set held %s): under --recompute full call pp_recompute(pp, mb) before "
+                 "pp_backward_compute, for every micro-batch (it returns at once where the set holds mb's still)", mb,
+                 s, step + 1, held);
+    }
+    grade_check(g, run, "activations made again before each backward pass", total == 0, fig,
+                "none on another micro-batch's", diag);
+}
+
 // The factors a pipeline's gradients can be off by, and why.
 static int lab05_ratio_causes(const Run *run, RatioCause *out) {
     int m = (int)dump_scalar(run->dump, "pp/m", 1), n = 0;
@@ -331,6 +424,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     int N = (int)dump_scalar(d, "meta/world_size", 0), p = (int)dump_scalar(d, "pp/p", 1);
     int m = (int)dump_scalar(d, "pp/m", 1), dp = (int)dump_scalar(d, "pp/dp", 1);
     bool gpipe = dump_scalar(d, "pp/gpipe", 0) != 0, bf16 = config_is(d, "precision", "bf16");
+    bool rc = dump_scalar(d, "pp/recompute", 0) != 0;
     RankStage per;
     char fig[200], bound[200], diag[800], missing[64];
     if (!rank_stage_read(d, N, &per, missing, sizeof missing)) {
@@ -357,9 +451,14 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
 
     check_equivalence(g, run, N);
     check_master_kept(g, run);
-    check_work(g, run, 1, 1, false,
-               "a stage computed units that are not its own, or a micro-batch more than once: each stage runs its own units, once forward and once backward per micro-batch",
-               "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once");
+    if (rc) {
+        check_recomputed(g, run, &per, N);
+        check_work_recomputed(g, run, &per, N);
+    } else {
+        check_work(g, run, 1, 1, false,
+                   "a stage computed units that are not its own, or a micro-batch more than once: each stage runs its own units, once forward and once backward per micro-batch",
+                   "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once");
+    }
     check_resident(g, run);
     check_live_growth(g, run);
 
@@ -422,7 +521,8 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     for (int q = 0; q < N; q++) {
         int s = (int)rank_field(per.stage, q), u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q);
         for (int u = u0; u < u1; u++) psi[q] += unit_floats(d, u, nunits);
-        bud[q] = pp_budget(gpipe, p, m, s, psi[q], rank_field(per.acts_scratch, q), rank_field(per.acts_set, q), bf16);
+        bud[q] = pp_budget(gpipe, rc, p, m, s, psi[q], rank_field(per.acts_scratch, q), rank_field(per.acts_shared, q),
+                           rank_field(per.acts_set, q), bf16);
         stage_max = fmax(stage_max, psi[q]), stage_min = fmin(stage_min, psi[q]);
         acts_bound = fmax(acts_bound, bud[q].acts);
     }
@@ -483,13 +583,13 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_ledger(g, run, p, names, lab05_wants, &k);
     // The state: a stage holds its units whole, nothing else; in bf16 the
     // fp32 master copy beside the moments (OPTIM held from below too).
-    PpBudget b = pp_budget(gpipe, p, m, 0, stage_max, 0, 0, bf16);
+    PpBudget b = pp_budget(gpipe, rc, p, m, 0, stage_max, 0, 0, 0, bf16);
     const char *beyond = "a stage holds parameters, gradients or optimizer state beyond its own units";
     check_peak(g, run, MEM_PARAMS, "PARAMS", b.params, b.params_why, beyond);
     check_peak(g, run, MEM_GRADS, "GRADS", b.grads, b.grads_why, beyond);
     check_peak(g, run, MEM_OPTIM, "OPTIM", b.optim, b.optim_why, beyond);
     if (bf16) {
-        PpBudget least = pp_budget(gpipe, p, m, 0, stage_min, 0, 0, bf16);
+        PpBudget least = pp_budget(gpipe, rc, p, m, 0, stage_min, 0, 0, 0, bf16);
         check_peak_at_least(g, run, MEM_OPTIM, "OPTIM", least.optim,
                             "12 bytes per parameter of the smallest stage (the fp32 master copy and the two moments)",
                             "the optimizer's state is smaller than the fp32 master copy and the two moments of the "
@@ -513,11 +613,14 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     free(psi);
     free(bud);
 
-    // The bubble: the schedule's order of events replayed with equal stages
-    // must leave exactly (p - 1) / (m + p - 1) idle.
-    double formula = pp_bubble_formula(p, m), replay = replayed_bubble(d, p);
+    // The bubble: the schedule's order of forward and backward passes
+    // replayed with equal stages must leave exactly (p - 1) / (m + p - 1)
+    // idle (recomputes aside: they are the backward passes' first part).
+    int recomputes = 0;
+    double formula = pp_bubble_formula(p, m), replay = replayed_bubble(d, p, &recomputes);
     snprintf(fig, sizeof fig, "%.1f%%", 100 * replay);
-    snprintf(bound, sizeof bound, "(p - 1) / (m + p - 1) = %.1f%% (+- 0.5%%)", 100 * formula);
+    snprintf(bound, sizeof bound, "(p - 1) / (m + p - 1) = %.1f%% (+- 0.5%%)%s", 100 * formula,
+             recomputes ? ", of F and B (the recomputes aside)" : "");
     if (replay < 0)
         snprintf(diag, sizeof diag, "the schedule cannot be replayed: a stage's pass waits for a pass its neighbour "
                  "never ran (every stage must run F and B of every micro-batch)");
@@ -537,15 +640,22 @@ const LabSpec LAB05 = {
 
 // ---- the formulas (pp_budget.h) -------------------------------------------
 
-PpBudget pp_budget(bool gpipe, int p, int m, int s, double psi_s, double acts_scratch, double acts_set, bool bf16) {
+PpBudget pp_budget(bool gpipe, bool recompute, int p, int m, int s, double psi_s, double acts_scratch,
+                   double acts_shared, double acts_set, bool bf16) {
     // P bytes a parameter, G a gradient, K of optimizer state.
     const double P = bf16 ? 2 : 4, G = P, K = bf16 ? 12 : 8;
     int k = gpipe ? m : (p - s < m ? p - s : m);
-    return (PpBudget){k, P * psi_s, G * psi_s, K * psi_s, acts_scratch + k * acts_set,
+    const char *acts_why = recompute
+        ? (gpipe ? "scratch + the shared set of its units' activations + m x one micro-batch's boundary (its input and "
+                   "messages)"
+                 : "scratch + the shared set of its units' activations + min(m, p - s) x one micro-batch's boundary "
+                   "(its input and messages)")
+        : (gpipe ? "scratch + m x one micro-batch's activations of its units"
+                 : "scratch + min(m, p - s) x one micro-batch's activations of its units");
+    return (PpBudget){k, P * psi_s, G * psi_s, K * psi_s, acts_scratch + (recompute ? acts_shared : 0) + k * acts_set,
                       bf16 ? "2 bytes per parameter of the stage's units (bf16)" : "4 bytes per parameter of the stage's units",
                       bf16 ? "2 bytes per parameter of the stage's units (bf16)" : "4 bytes per parameter of the stage's units",
                       bf16 ? "12 bytes per parameter of the stage's units (the fp32 master copy and the two moments)"
                            : "8 bytes per parameter of the stage's units (the two moments)",
-                      gpipe ? "scratch + m x one micro-batch's activations of its units"
-                            : "scratch + min(m, p - s) x one micro-batch's activations of its units"};
+                      acts_why};
 }

@@ -15,7 +15,7 @@
 // pp_grad_in/out(pp, mb), pp_message_count(pp) elements of pp->type each
 // (fp32, or bf16 with --precision bf16: the typed calls move either). The
 // harness's work: pp_zero_grads, pp_begin_micro, pp_forward_compute,
-// pp_backward_compute, pp_end_micro (pipeline.h).
+// pp_recompute, pp_backward_compute, pp_end_micro (pipeline.h).
 #include "pipeline.h"
 
 #include "comm.h"
@@ -76,6 +76,12 @@ void pp_gpipe(Pp *pp) {
     // (not on the last). Then for every micro-batch: receive its gradients
     // (not on the last stage), compute backward, send them back (not on the
     // first), and, its sends finished, end it (5: free its activations).
+    //
+    // TODO(lab05) 6, in both schedules: with --recompute full
+    // (pp->recompute), a micro-batch keeps only its input and messages, and
+    // the stage's units run in one shared set of activations that the next
+    // forward overwrites; make the micro-batch's activations again with
+    // pp_recompute(pp, mb) before its pp_backward_compute.
     (void)pp;
 }
 
@@ -86,6 +92,7 @@ void pp_1f1b(Pp *pp) {
     // TODO(lab05): the same passes in another order: p - s - 1 forwards (at
     // most m), then one forward and one backward in turn until every
     // micro-batch has gone forward, then the backwards left. At most p - s
-    // micro-batches are alive on stage s at once.
+    // micro-batches are alive on stage s at once. (6: pp_recompute before
+    // each backward pass, with pp->recompute.)
     (void)pp;
 }

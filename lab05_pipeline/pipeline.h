@@ -15,6 +15,17 @@
 // is what moves between the stages: the activations and their gradients
 // are the model's precision (pp->type), 2 bytes an element where fp32 takes
 // 4, so every message is half the bytes.
+//
+// With --recompute full (pp->recompute), recomputation at the stage
+// boundaries, as GPipe does it: a micro-batch keeps only what crosses the
+// boundary (its input, the received activations or the tokens on stage 0,
+// and the message buffers below), and the stage's units run forward into
+// ONE set of their activations that every micro-batch shares. Before a
+// micro-batch's backward pass, pp_recompute runs the stage's units forward
+// again from its kept input into that set. The dropout masks come out the
+// same: they are keyed by the step and the global row (the micro-batch's
+// rows of the batch), not by which pass draws them. (--recompute selective
+// is the model's own, per block: nothing changes here.)
 #pragma once
 
 #include <stdbool.h>
@@ -44,6 +55,9 @@ typedef struct {
     // gradients to the previous one. A micro-batch's buffers cannot be
     // freed (pp_end_micro) while a send from them is in flight.
     CommHandle *send_act[PP_MAX_MICRO], *send_grad[PP_MAX_MICRO];
+    // --recompute full: a micro-batch's activations are made again
+    // (pp_recompute) before its backward pass.
+    bool recompute;
     struct PpRun *run;  // the harness's own state (pipeline_given.h)
 } Pp;
 
@@ -51,15 +65,24 @@ typedef struct {
 
 // Zero this stage's gradients (once a step: the micro-batches add into them).
 void pp_zero_grads(Pp *pp);
-// Micro-batch mb's activations for this stage's units are allocated (ACTS)
-// and its rows of the batch loaded. loss_scale: the gradient of each
-// token's loss is scaled by it (1 / the tokens the loss averages over).
+// Micro-batch mb's activations for this stage's units are allocated (ACTS;
+// with pp->recompute, its boundary alone) and its rows of the batch
+// loaded. loss_scale: the gradient of each token's loss is scaled by it
+// (1 / the tokens the loss averages over).
 void pp_begin_micro(Pp *pp, int mb, float loss_scale);
 // This stage's units forward on mb (its input must have arrived).
 void pp_forward_compute(Pp *pp, int mb);
 // This stage's units backward on mb (the gradient of its output must have
-// arrived), ADDING into this stage's gradients.
+// arrived), ADDING into this stage's gradients. With pp->recompute it reads
+// the shared set, which must hold mb's activations (pp_recompute).
 void pp_backward_compute(Pp *pp, int mb);
+// With pp->recompute: this stage's units forward again on mb, from its kept
+// input, into the shared set (the same masks, the same values), for its
+// backward pass. Where the set still holds mb's activations (mb's forward
+// was this stage's last pass, as on the last stage in 1F1B) there is
+// nothing to make again, and it returns at once; without pp->recompute,
+// too. Its time is recorded as its own pass (R), its products counted.
+void pp_recompute(Pp *pp, int mb);
 // mb's activations are freed (its sends must have finished).
 void pp_end_micro(Pp *pp, int mb);
 // The buffers of mb to move, (micro_rows, T, C) each, pp_message_count(pp)
@@ -101,6 +124,8 @@ void pp_gpipe(Pp *pp);
 //    most p - s micro-batches alive on stage s at once, whatever m is.
 //    5. In both: free a micro-batch's activations as soon as its backward
 //    pass is done (and its sends have finished).
+//    6. In both, with pp->recompute: make a micro-batch's activations
+//    again (pp_recompute) before its backward pass.
 void pp_1f1b(Pp *pp);
 
 // A function the student has not written yet says so by calling this first.

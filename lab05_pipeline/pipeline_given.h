@@ -13,7 +13,7 @@
 #include "pipeline.h"
 #include "pp_schedule.h"
 
-enum { PPRUN_MAX_EVENTS = 2 * PP_MAX_MICRO, PPRUN_MAX_LOG = 8 * PPRUN_MAX_EVENTS };
+enum { PPRUN_MAX_EVENTS = 3 * PP_MAX_MICRO, PPRUN_MAX_LOG = 8 * PPRUN_MAX_EVENTS };
 
 typedef struct PpRun {
     Gpt *model;                  // the whole model's shapes; B = micro_rows
@@ -27,9 +27,21 @@ typedef struct PpRun {
     int most, least;             // units of the largest and the smallest stage (the partition)
     // Activation bytes, measured before any of the student's code runs: the
     // scratch every micro-batch shares, and one micro-batch's activations of
-    // this stage's units. The schedule's bound is scratch + k sets.
-    double acts_scratch, acts_set;
+    // this stage's units. The schedule's bound is scratch + k sets. With
+    // pp->recompute a micro-batch's set is its boundary (its input, tokens
+    // and targets, its messages) and the shared set is counted once:
+    // scratch + shared + k sets.
+    double acts_scratch, acts_shared, acts_set;
     GptActs *acts[PP_MAX_MICRO]; // the micro-batches alive on this stage
+    // With pp->recompute: the one set of this stage's units' activations
+    // that every micro-batch's passes use, lent each pass the micro-batch's
+    // boundary (its input, targets, messages, dropout key); its own output
+    // buffer (the stage's output made again goes there, not into a message
+    // a send may still be reading); and the micro-batch whose activations
+    // it holds (-1: none, or not this step's).
+    GptActs *shared;
+    void *shared_out;
+    int held;
     bool forward_done[PP_MAX_MICRO], backward_done[PP_MAX_MICRO];
     int live, max_live;          // micro-batches alive now, and at most this step (and ever)
     int max_live_ever;
@@ -45,6 +57,15 @@ typedef struct PpRun {
     double busy;                 // seconds in this step's passes
     double busy_total;           // and over steps 2.. (the first warms up)
     int unfreed, unwaited;       // micro-batches the schedules left alive, sends left in flight (all steps)
+    // Recomputation: passes made again this step and at most in a step; their
+    // seconds this step and over steps 2..; their multiply-adds and LayerNorm
+    // rows (ops.h's counters, all steps, as the harness seals them).
+    int recomputes, recomputes_most;
+    double rc_seconds, rc_seconds_total, rc_matmul, rc_layernorm;
+    // Backward passes that found the shared set holding another micro-batch's
+    // activations (all steps), and the first: its step, micro-batch and the
+    // one whose activations it ran on (-1: none, or a step's leftovers).
+    int stale, stale_step, stale_mb, stale_held;
 } PpRun;
 
 // The run's state for a pipeline's rows of the batch from row0, x and y
@@ -54,9 +75,10 @@ void pprun_init(PpRun *run, Gpt *model, int row0, const int *x, const int *y);
 // the pipeline: the units in order, each stage a range that starts where
 // the last one ended, none empty. Sets run->most and run->least.
 void pprun_check_partition(Pp *pp, int nunits);
-// The activations' scratch allocated (and measured with one micro-batch's
-// set), then this stage's parameters (initialised), gradients, moments and,
-// in bf16, master copy (initialised: the parameters are its rounding).
+// The activations' scratch allocated (and, with pp->recompute, the shared
+// set), measured with one micro-batch's set, then this stage's parameters
+// (initialised), gradients, moments and, in bf16, master copy (initialised:
+// the parameters are its rounding).
 void pprun_alloc_stage(Pp *pp);
 
 // Around the student's schedule, each step: the state reset and the log

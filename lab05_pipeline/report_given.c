@@ -8,6 +8,7 @@
 
 #include "comm.h"
 #include "core.h"
+#include "ops.h"
 #include "schedule_given.h"
 
 // The last step's events, every stage's, gathered over the pipeline and
@@ -38,6 +39,15 @@ static void replay_events(Lab05End *e) {
     e->bubble_ideal = pp_replay(p, e->ideal_rows, e->counts, true, &e->span_ideal);
     e->bubble_measured = pp_replay(p, e->measured_rows, e->counts, false, &e->span_measured);
     e->formula = pp_bubble_formula(p, pp->m);
+    // The order of F and B alone, recomputes aside: what the formula counts.
+    PpEvent *order = malloc((size_t)p * row * sizeof *order), *order_rows[64];
+    int order_n[64];
+    CHECK(order, "out of memory");
+    memcpy(order, e->ideal, (size_t)p * row * sizeof *order);
+    for (int q = 0; q < p; q++)
+        order_rows[q] = order + q * row, order_n[q] = pp_events_without(order_rows[q], e->counts[q], PP_PASS_R);
+    e->bubble_order = pp_replay(p, order_rows, order_n, true, &e->span_order);
+    free(order);
 }
 
 // Per stage: units, busy and idle, activations against the bound, every
@@ -49,10 +59,13 @@ static void gather_stages(Lab05End *e, const HarnessRun *h, const MemReport *mem
     double idle = h->seconds - run->busy_total;   // over steps 2..
     Lab05Stage mine = {pp->u0, pp->u1, run->max_live_ever, steps > 1 ? idle / (steps - 1) : 0,
                        steps > 1 ? (h->seconds - idle) / (steps - 1) : 0, mem->peak[MEM_ACTS], run->acts_set,
-                       run->acts_scratch, run->stage_params,
+                       run->acts_scratch, run->acts_shared, run->stage_params,
                        {mem->peak[MEM_PARAMS], mem->peak[MEM_GRADS], mem->peak[MEM_OPTIM], mem->peak[MEM_ACTS]},
-                       pp_budget(e->gpipe, pp->p, pp->m, pp->s, run->stage_params, run->acts_scratch, run->acts_set,
-                                 e->bf16)};
+                       pp_budget(e->gpipe, pp->recompute, pp->p, pp->m, pp->s, run->stage_params, run->acts_scratch,
+                                 run->acts_shared, run->acts_set, e->bf16),
+                       run->recomputes_most, run->rc_matmul, run->rc_layernorm, ops_work().matmul,
+                       run->rc_seconds_total, h->seconds, run->stale, run->stale_step, run->stale_mb,
+                       run->stale_held};
     e->stages = malloc((size_t)N * sizeof *e->stages);
     CHECK(e->stages, "out of memory");
     comm_all_gather_host(h->c, &mine, sizeof mine, e->stages);
@@ -67,17 +80,20 @@ static void print_stages(const Lab05End *e) {
     const Pp *pp = e->pp;
     const Gpt *model = pp->run->model;
     int p = pp->p, m = pp->m;
-    char b1[32], b2[32], b3[32], b4[32];
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
     print0("\nper stage (pipeline 0), %s, p = %d, m = %d:\n", e->gpipe ? "GPipe" : "1F1B", p, m);
-    print0("  %-6s %-14s %9s %9s %10s %10s   %s\n", "stage", "units", "busy", "idle", "ACTS peak", "bound",
-           e->gpipe ? "m micro-batches' activations" : "min(m, p - s) micro-batches' activations");
+    const bool rc = pp->recompute;
+    print0("  %-6s %-14s %9s %9s %10s %10s   %s%s\n", "stage", "units", "busy", "idle", "ACTS peak", "bound",
+           e->gpipe ? "m micro-batches' " : "min(m, p - s) micro-batches' ",
+           rc ? "boundaries (input and messages) + the shared set" : "activations");
     for (int q = 0; q < p; q++) {
         const Lab05Stage *l = &e->stages[q];
-        char units[48];
+        char units[48], shared[48] = "";
         snprintf(units, sizeof units, "%s..%s", model->units[l->u0].name, model->units[l->u1 - 1].name);
-        print0("  %-6d %-14s %7.1f ms %6.1f ms %10s %10s   scratch %s + %d x %s (at most %d alive)\n", q, units,
+        if (rc) snprintf(shared, sizeof shared, " + shared %s", core_fmt_bytes(l->acts_shared, b5, 32));
+        print0("  %-6d %-14s %7.1f ms %6.1f ms %10s %10s   scratch %s%s + %d x %s (at most %d alive)\n", q, units,
                l->busy * 1e3, l->idle * 1e3, core_fmt_bytes(l->acts_peak, b1, 32), core_fmt_bytes(l->budget.acts, b2, 32),
-               core_fmt_bytes(l->acts_scratch, b3, 32), l->budget.k,
+               core_fmt_bytes(l->acts_scratch, b3, 32), shared, l->budget.k,
                core_fmt_bytes(l->acts_set, b4, 32), l->max_live);
     }
 }
@@ -86,7 +102,10 @@ static void print_bubble(const Lab05End *e) {
     int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     print0("\nthe bubble (idle share of the stages' time):\n");
     print0("  (p - 1) / (m + p - 1)                   %5.1f%%\n", 100 * e->formula);
-    print0("  replayed, equal stages (F 1, B 2)       %5.1f%%   the schedule's own\n", 100 * e->bubble_ideal);
+    print0("  replayed, equal stages (F 1, B 2)       %5.1f%%   the schedule's own\n", 100 * e->bubble_order);
+    if (e->pp->recompute && e->span_order > 0)
+        print0("  the same with its recomputes (R 1)      %5.1f%%   a step %.2f times as long: more work, not more "
+               "idle\n", 100 * e->bubble_ideal, e->span_ideal / e->span_order);
     print0("  replayed, measured durations            %5.1f%%   one core per stage; unequal stages add to it\n",
            100 * e->bubble_measured);
     print0("  wall clock                              %5.1f%%   %d ranks on %d cores: the OS blurs it\n",
@@ -98,16 +117,18 @@ static void draw(Lab05End *e) {
     int p = pp->p, m = pp->m;
     if (e->bubble_ideal >= 0) {
         print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1B1 its "
-               "backward):\n");
+               "backward%s):\n", e->pp->recompute ? ", R1 its activations made again" : "");
         pp_draw_ascii(p, e->ideal_rows, e->counts, e->span_ideal);
     } else {
         print0("\nthe schedule cannot be replayed: a stage waits for a pass no stage ran\n");
     }
     if (e->figure && comm_rank(comm_world()) == 0) {
         int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
-        char caption[160], label[160];
-        snprintf(caption, sizeof caption, "%s, p = %d stages, m = %d micro-batches: bubble %.1f%% (formula %.1f%%)",
-                 e->gpipe ? "GPipe" : "1F1B", p, m, 100 * e->bubble_ideal, 100 * e->formula);
+        char caption[224], label[160];
+        char rc[64] = "";
+        if (pp->recompute) snprintf(rc, sizeof rc, "; with its recomputes %.1f%%", 100 * e->bubble_ideal);
+        snprintf(caption, sizeof caption, "%s, p = %d stages, m = %d micro-batches: bubble %.1f%% (formula %.1f%%)%s",
+                 e->gpipe ? "GPipe" : "1F1B", p, m, 100 * e->bubble_order, 100 * e->formula, rc);
         snprintf(label, sizeof label, "replayed on one core per stage, with the durations measured with %d ranks on "
                  "%d core%s%s", N, cores, cores == 1 ? "" : "s", N > cores ? " (ranks shared cores: slower passes)" : "");
         pp_draw_svg(e->figure, p, e->ideal_rows, e->measured_rows, e->counts,
@@ -135,6 +156,39 @@ static void print_memory(const Lab05End *e) {
     }
 }
 
+// A count of multiply-adds, "327 M" or "1.31 G".
+static const char *fmt_work(double x, char *buf, size_t len) {
+    if (x >= 1e9) snprintf(buf, len, "%.3g G", x / 1e9);
+    else snprintf(buf, len, "%.3g M", x / 1e6);
+    return buf;
+}
+
+// Full recomputation's cost per stage: the passes made again, their
+// products beside the stage's (all steps), their time beside the wall
+// clock and beside the stage's passes (steps 2..), as measured.
+static void print_recompute(const Lab05End *e, int steps) {
+    const Pp *pp = e->pp;
+    if (!pp->recompute) return;
+    print0("\nrecomputation at the stage boundaries: each micro-batch's activations made again before its backward "
+           "pass (not where the shared set still held them):\n");
+    print0("  %-6s %-11s %-26s %s\n", "stage", "made again", "multiply-adds again",
+           "time again (steps 2..): of the wall clock, of the stage's passes");
+    double again = 0, all = 0;
+    for (int q = 0; q < pp->p; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        char work[64], w1[24], w2[24];
+        snprintf(work, sizeof work, "%s of %s (%.1f%%)", fmt_work(l->rc_matmul, w1, sizeof w1),
+                 fmt_work(l->matmul, w2, sizeof w2), l->matmul > 0 ? 100 * l->rc_matmul / l->matmul : 0);
+        double passes = l->busy * (steps - 1);
+        print0("  %-6d %2d of %-5d %-26s %.1f ms: %.1f%%, %.1f%%\n", q, l->recomputes, pp->m, work,
+               l->rc_seconds * 1e3, l->seconds > 0 ? 100 * l->rc_seconds / l->seconds : 0,
+               passes > 0 ? 100 * l->rc_seconds / passes : 0);
+        again += l->rc_matmul, all += l->matmul;
+    }
+    print0("  pipeline 0: %.1f%% of its products made again (a forward pass is a third of a forward and backward's "
+           "products: at most 25%%)\n", all > 0 ? 100 * again / all : 0);
+}
+
 void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
     replay_events(e);
     gather_stages(e, h, mem);
@@ -142,36 +196,43 @@ void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem) {
     print_bubble(e);
     draw(e);
     print_memory(e);
+    print_recompute(e, h->a->steps);
 }
 
 // ---- the dump ------------------------------------------------------------------
 
-// Per rank: its stage, units, the most micro-batches alive, and the
-// activation bytes the bound is made of; a field an entry.
+// Per rank: its stage, units, the most micro-batches alive, the activation
+// bytes the bound is made of, and full recomputation's record; a field an
+// entry.
 static void dump_rank_stage(DumpWriter *dw, const Lab05End *e) {
+    enum { NI = 9, NF = 5 };
+    static const char *const ints[NI] = {"stage", "u0", "u1", "max_live", "recomputes", "stale", "stale_step",
+                                         "stale_mb", "stale_held"};
+    static const char *const floats[NF] = {"acts_scratch", "acts_set", "acts_shared", "rc_matmul", "rc_layernorm"};
     int N = comm_size(comm_world()), p = e->pp->p;
-    int64_t *stage = malloc((size_t)N * sizeof *stage), *u0 = malloc((size_t)N * sizeof *u0),
-            *u1 = malloc((size_t)N * sizeof *u1), *live = malloc((size_t)N * sizeof *live);
-    double *scratch = malloc((size_t)N * sizeof *scratch), *set = malloc((size_t)N * sizeof *set);
-    CHECK(stage && u0 && u1 && live && scratch && set, "out of memory");
+    int64_t *iv = malloc((size_t)NI * N * sizeof *iv);
+    double *fv = malloc((size_t)NF * N * sizeof *fv);
+    CHECK(iv && fv, "out of memory");
     for (int q = 0; q < N; q++) {
         const Lab05Stage *l = &e->stages[q];
-        stage[q] = q % p, u0[q] = l->u0, u1[q] = l->u1, live[q] = l->max_live;
-        scratch[q] = l->acts_scratch, set[q] = l->acts_set;
+        const int64_t i[NI] = {q % p, l->u0, l->u1, l->max_live, l->recomputes, l->stale, l->stale_step,
+                               l->stale_mb, l->stale_held};
+        const double f[NF] = {l->acts_scratch, l->acts_set, l->acts_shared, l->rc_matmul, l->rc_layernorm};
+        for (int k = 0; k < NI; k++) iv[(size_t)k * N + q] = i[k];
+        for (int k = 0; k < NF; k++) fv[(size_t)k * N + q] = f[k];
     }
     uint64_t n = (uint64_t)N;
-    dump_i64(dw, "pp/rank_stage/stage", stage, 1, &n);
-    dump_i64(dw, "pp/rank_stage/u0", u0, 1, &n);
-    dump_i64(dw, "pp/rank_stage/u1", u1, 1, &n);
-    dump_i64(dw, "pp/rank_stage/max_live", live, 1, &n);
-    dump_f64(dw, "pp/rank_stage/acts_scratch", scratch, 1, &n);
-    dump_f64(dw, "pp/rank_stage/acts_set", set, 1, &n);
-    free(stage), free(u0), free(u1), free(live), free(scratch), free(set);
+    char name[64];
+    for (int k = 0; k < NI; k++)
+        snprintf(name, sizeof name, "pp/rank_stage/%s", ints[k]), dump_i64(dw, name, iv + (size_t)k * N, 1, &n);
+    for (int k = 0; k < NF; k++)
+        snprintf(name, sizeof name, "pp/rank_stage/%s", floats[k]), dump_f64(dw, name, fv + (size_t)k * N, 1, &n);
+    free(iv), free(fv);
 }
 
 // The last step's events of pipeline 0, for the grader's own replay: per
-// stage and event, the kind (0 F, 1 B; -1 past a stage's last) and the
-// micro-batch (0 there).
+// stage and event, the kind (a PpPass: 0 F, 1 B, 2 R; -1 past a stage's
+// last) and the micro-batch (0 there).
 static void dump_events(DumpWriter *dw, const Lab05End *e) {
     int p = e->pp->p, w = e->width;
     int64_t *kind = malloc((size_t)p * w * sizeof *kind), *mb = calloc((size_t)p * w, sizeof *mb);
@@ -230,10 +291,12 @@ void lab05_dump_more(DumpWriter *dw, void *ctx) {
     dump_scalar_i64(dw, "pp/m", pp->m);
     dump_scalar_i64(dw, "pp/dp", comm_size(c) / pp->p);
     dump_scalar_i64(dw, "pp/gpipe", e->gpipe);
+    dump_scalar_i64(dw, "pp/recompute", pp->recompute);
     dump_scalar_i64(dw, "pp/stage_units_most", run->most);
     dump_scalar_i64(dw, "pp/stage_units_least", run->least);
     dump_scalar_f64(dw, "pp/bubble_formula", e->formula);
-    dump_scalar_f64(dw, "pp/bubble_replay", e->bubble_ideal);
+    dump_scalar_f64(dw, "pp/bubble_replay", e->bubble_order);
+    dump_scalar_f64(dw, "pp/bubble_replay_recompute", e->bubble_ideal);
     dump_scalar_f64(dw, "pp/bubble_replay_measured", e->bubble_measured);
     dump_scalar_f64(dw, "pp/bubble_wall", e->wall_idle);
     dump_scalar_i64(dw, "pp/zeroed_between", (int64_t)comm_max_double(c, run->zeroed_between));

@@ -18,10 +18,17 @@
 typedef struct {
     int u0, u1, max_live;        // its units [u0, u1), the most micro-batches alive at once
     double idle, busy;           // seconds a step (the mean over steps 2..)
-    double acts_peak, acts_set, acts_scratch;   // bytes
+    double acts_peak, acts_set, acts_scratch, acts_shared;   // bytes
     double psi;                  // its parameters
     double peak[4];              // PARAMS, GRADS, OPTIM, ACTS peaks (bytes)
     PpBudget budget;             // and what pp_budget says they hold
+    // Full recomputation: passes made again (the most in a step); their
+    // multiply-adds and LayerNorm rows beside the rank's (all steps), their
+    // seconds beside the steps' (steps 2..); backward passes on activations
+    // not made again, and the first (step, micro-batch, the one it ran on).
+    int recomputes;
+    double rc_matmul, rc_layernorm, matmul, rc_seconds, seconds;
+    int stale, stale_step, stale_mb, stale_held;
 } Lab05Stage;
 
 // What the end needs: main fills the first fields, lab05_report the rest.
@@ -37,12 +44,16 @@ typedef struct {
     PpEvent *ideal, *measured, *ideal_rows[64], *measured_rows[64];
     double span_ideal, span_measured;
     double bubble_ideal, bubble_measured, formula, wall_idle;
+    // The order of F and B alone (recomputes aside), replayed with equal
+    // stages: the bubble the formula speaks of.
+    double bubble_order, span_order;
 } Lab05End;
 
 // After the loop: the events gathered over the pipeline and replayed, the
 // stages gathered over the world, then rank 0 prints the table per stage,
 // the bubble four ways, the schedule drawn and, with --figure, the SVG; then
-// each stage's memory by category beside pp_budget's formulas.
+// each stage's memory by category beside pp_budget's formulas, and under
+// full recomputation what it cost.
 // Collective. mem: mem_report() right after the loop.
 void lab05_report(Lab05End *e, const HarnessRun *h, const MemReport *mem);
 

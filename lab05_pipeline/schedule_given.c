@@ -7,8 +7,9 @@
 #include "core.h"
 
 void pp_draw_ascii(int p, PpEvent **ev, const int *n, double makespan) {
-    // One time unit (F takes 1, B 2 in the replay with equal stages) is two
-    // characters: "F3" is micro-batch 3's forward pass, "B3B3" its backward.
+    // One time unit (F takes 1, B 2, R 1 in the replay with equal stages) is
+    // two characters: "F3" is micro-batch 3's forward pass, "B3B3" its
+    // backward, "R3" its activations made again.
     int width = (int)(makespan + 0.5);
     char row[2 * 1024 + 1];
     if (width > 1024) {
@@ -21,12 +22,17 @@ void pp_draw_ascii(int p, PpEvent **ev, const int *n, double makespan) {
         for (int k = 0; k < n[s]; k++) {
             const PpEvent *e = &ev[s][k];
             for (int t = (int)(e->start + 0.5); t < (int)(e->end + 0.5) && t < width; t++) {
-                row[2 * t] = e->kind == 0 ? 'F' : 'B';
+                row[2 * t] = pp_pass_letter(e->kind);
                 row[2 * t + 1] = (char)('0' + e->mb % 10);
             }
         }
         print0("  stage %d |%s|\n", s, row);
     }
+}
+
+// A pass's colour: forward blue, backward orange, recompute purple.
+static const char *colour(int kind) {
+    return kind == PP_PASS_F ? "#4e79a7" : kind == PP_PASS_B ? "#f28e2b" : kind == PP_PASS_R ? "#b07aa1" : "#999999";
 }
 
 // One panel: a row per stage, a box per event, its label inside.
@@ -42,11 +48,10 @@ static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, d
             double a = x0 + w * e->start / makespan, b = x0 + w * e->end / makespan;
             fprintf(f, "<rect x=\"%.1f\" y=\"%g\" width=\"%.1f\" height=\"%g\" fill=\"%s\" stroke=\"white\">"
                        "<title>%s %d</title></rect>\n",
-                    a, y, b - a, h, e->kind == 0 ? "#4e79a7" : "#f28e2b", e->kind == 0 ? "forward" : "backward",
-                    e->mb);
+                    a, y, b - a, h, colour(e->kind), pp_pass_name(e->kind), e->mb);
             if (b - a > 14)
                 fprintf(f, "<text x=\"%.1f\" y=\"%g\" fill=\"white\">%c%d</text>\n", a + 3, y + h * 0.65,
-                        e->kind == 0 ? 'F' : 'B', e->mb);
+                        pp_pass_letter(e->kind), e->mb);
         }
     }
 }
@@ -61,13 +66,13 @@ static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makes
     for (int s = 0; s < p; s++) {   // the largest count anywhere sets the scale
         int alive = 0;
         for (int k = 0; k < n[s]; k++) {
-            alive += ev[s][k].kind == 0;
+            alive += ev[s][k].kind == PP_PASS_F;
             most = alive > most ? alive : most;
-            alive -= ev[s][k].kind == 1;
+            alive -= ev[s][k].kind == PP_PASS_B;
         }
     }
-    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">micro-batches alive on each stage (their activations "
-               "kept, from the forward to the end of the backward), the same replay; the most: %d</text>\n",
+    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">micro-batches alive on each stage (what each keeps "
+               "for its backward, from the forward to the end of the backward), the same replay; the most: %d</text>\n",
             x0, y0 - 8, most);
     for (int s = 0; s < p; s++) {
         double y = y0 + s * (h + 6);
@@ -78,7 +83,7 @@ static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makes
         int alive = 0, peak = 0;
         for (int k = 0; k < n[s]; k++) {
             const PpEvent *e = &ev[s][k];
-            if (e->kind == 0) alive++;
+            if (e->kind == PP_PASS_F) alive++;
             double a = x0 + w * e->start / makespan;
             double b = x0 + w * (k + 1 < n[s] ? ev[s][k + 1].start : e->end) / makespan;
             double hh = h * alive / most;
@@ -86,7 +91,7 @@ static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makes
                 fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#59a14f\">"
                            "<title>%d alive</title></rect>\n", a, y + h - hh, b - a, hh, alive);
             peak = alive > peak ? alive : peak;
-            if (e->kind == 1) alive--;
+            if (e->kind == PP_PASS_B) alive--;
         }
         fprintf(f, "<text x=\"%g\" y=\"%g\">%d</text>\n", x0 + w + 6, y + h * 0.65, peak);
     }
@@ -99,7 +104,8 @@ void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, c
     double H = 3 * (p * 34 + 60) + 40;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"950\" height=\"%g\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<text x=\"8\" y=\"20\" font-size=\"14\">%s</text>\n", H, caption);
-    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2): the schedule's own bubble");
+    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2, R 1 a recompute): the schedule's own "
+          "bubble");
     alive_strip(f, p, ideal, n, ideal_span, 60 + p * 34 + 70);
     panel(f, p, measured, n, measured_span, 60 + 2 * (p * 34 + 70), measured_label);
     fprintf(f, "</svg>\n");

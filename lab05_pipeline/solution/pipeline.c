@@ -55,6 +55,10 @@ static void forward(Pp *pp, int mb, float loss_scale) {
 
 static void backward(Pp *pp, int mb) {
     if (pp->s < pp->p - 1) pp_recv_gradients(pp, mb);
+    // 6. Full recomputation: mb's activations made again from its kept
+    // input, into the shared set, just before they are needed (nothing to
+    // do where the set still holds them: pp_recompute knows).
+    if (pp->recompute) pp_recompute(pp, mb);
     pp_backward_compute(pp, mb);
     if (pp->s > 0) pp_send_gradients(pp, mb);
     // 5. Its buffers go as soon as the sends from them are done.
