@@ -230,7 +230,8 @@ static void check_one_work(Grader *g, const Run *run, const char *name, const ch
     double ratio = mine / (times * ref);
     snprintf(fig, sizeof fig, "x%.3f of single-device training's", mine / ref);
     snprintf(bound, sizeof bound, "x%.3f (%s) +- 0.5%%", times,
-             times == 1 ? "the model's work, shared out" : "the ranks that repeat it");
+             times == 1 ? "the model's work, shared out" : times == round(times) ? "the ranks that repeat it"
+                                                                  : "the model's work and what this run's design adds");
     if (ratio > 1)
         snprintf(diag, sizeof diag, "the ranks together asked ops.h for %.2f times the %s this run's split needs "
                  "(single-device training's x %g): %s", ratio, what, times, more);

@@ -63,6 +63,11 @@ typedef struct {
     // prec_write give the buffer itself).
     float *f32[4];     // (B, Tt, C) each
     float *whole32;    // (B, T, C)
+    // --recompute full: where the forward pass made again in the backward
+    // pass writes the block's output, which nobody reads (the next block's
+    // input, kept in the residual stream, must not be overwritten). (B, Tt,
+    // C), the run's type; NULL in the other modes.
+    void *again;
 } SpScratch;
 
 typedef struct {
@@ -71,7 +76,11 @@ typedef struct {
     float dropout;    // the probability (0: none)
     uint64_t seed;    // of dropout's masks
     int step, row0;   // the step, and the global row of local row 0 (dropout's masks)
-    bool recompute;   // --recompute selective: the layers keep no probabilities (a->layers.att NULL)
+    // --recompute (gpt.h): GPT_RECOMPUTE_NONE; SELECTIVE, the layers keep no
+    // probabilities (a->layers.att NULL); FULL, every block is given the
+    // same SpBlockActs (one set, the block running's) and the harness keeps
+    // each block's input alone (the residual stream, this rank's tokens).
+    GptRecompute recompute;
     SpScratch s;
 } Sp;
 
@@ -97,10 +106,18 @@ DropoutKey sp_dropout_key(const Sp *sp, int layer, int site);
 //    the replicated tensors (LayerNorm weights, attn.bo, mlp.b2: each rank
 //    saw only its tokens) summed over the group.
 //    u is the block's unit (1 .. L), the layer of its dropout masks.
-//    5. With sp->recompute (--recompute selective) the given attention
+//    5. With sp->recompute == GPT_RECOMPUTE_SELECTIVE the given attention
 //    layer keeps its probabilities in one buffer shared by the blocks
 //    (tp.att_again), not in a->layers: the backward pass makes them again
 //    (tpg_attention_again) before the attention's backward.
+//    6. With GPT_RECOMPUTE_FULL, a is the same set for every block, and
+//    when a block's backward pass starts it holds what the last block's
+//    forward left there: the backward runs the block's forward again first,
+//    from x (the block's input, which the harness keeps) into a, its output
+//    into sp->s.again, then the backward as always. Dropout's masks come
+//    out the same the second time because they are not kept but drawn from
+//    their key, (seed, layer, site, step, global token, channel)
+//    (sp_dropout_key): the same u and step, the same masks.
 void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const void *x, void *out);
 void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
                        const void *dout, void *dx);
