@@ -53,7 +53,7 @@ void lab06_print_layers(const SpModel *sm, double S, double Bd, double H, double
                core_fmt_bytes(d.ln_stats, b3, 32), sp_k ? " - LayerNorm outputs whole " : "",
                sp_k ? core_fmt_bytes(d.ln_whole, b4, 32) : "", core_fmt_bytes(paper - ours, b5, 32));
     }
-    if (bf16)
+    if (bf16 && !full)
         print0("  (masks: the paper keeps dropout's two masks, 1 byte an element, sbh each (/t with SP); ours draws "
                "them again from their key. Attention dropout: the paper's mask and output after the softmax, "
                "3as^2b/t; ours has none. LayerNorm statistics: ours keeps each LayerNorm's mean and rstd in fp32, "
@@ -90,8 +90,8 @@ void lab06_print_recompute(const SpModel *sm, double S, double Bd, double H, dou
                "%.1f ms of the steps' %.1f ms (%.1f%%, wall clock)\n", w / 1e6, work / 1e6, 100 * w / work,
                cost->again_s * 1e3, cost->seconds * 1e3, 100 * cost->again_s / cost->seconds);
     if (rc == GPT_RECOMPUTE_FULL) {
-        print0("  the cost: the blocks' forward passes made again, %.4g M multiply-adds (x%.3f of their forward "
-               "passes' %.4g M) of the steps' %.4g M: %.1f%% of the step, %.1f%% more than without\n", w / 1e6,
+        print0("  the cost: the blocks' forward passes made again, %.0f M multiply-adds (x%.3f of their forward "
+               "passes' %.0f M) of the steps' %.0f M: %.1f%% of the step, %.1f%% more than without\n", w / 1e6,
                w / cost->fwd_work, cost->fwd_work / 1e6, work / 1e6, 100 * w / work, 100 * w / (work - w));
         print0("  their products took %.1f ms of the steps' %.1f ms (%.1f%%, wall clock; their LayerNorms, dropout "
                "and collectives besides: --recompute-figure times the whole)\n", cost->again_s * 1e3,
