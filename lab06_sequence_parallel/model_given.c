@@ -410,6 +410,11 @@ void spm_unit_backward(SpModel *sm, int u, void *params, void *grads) {
     unit_grads_done(sm, u, grads);
 }
 
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 // A fresh model of mode rc, configured as `like`, on its batch.
 static void mode_create(SpModel *sm, Sp *sp, const Gpt *m, const Sp *like, GptRecompute rc, bool bf16, const int *x,
                         const int *y, int step, int row0, float loss_scale) {
@@ -450,14 +455,24 @@ void spm_measure_modes(const Gpt *m, const Sp *like, bool bf16, void **params, v
         spm_free(&sm[k]);
     }
     // The time, the three side by side: a pass of each in turn, a first
-    // round untimed, so that the machine's drift falls on all three alike.
+    // round untimed, so that the machine's drift falls on all three alike;
+    // each mode's median pass, which a pass slowed by another program on
+    // the machine does not move.
+    double *dt = malloc((size_t)3 * passes * sizeof *dt);
+    CHECK(dt, "out of memory");
     for (int k = 0; k < 3; k++) mode_create(&sm[k], &sp[k], m, like, (GptRecompute)k, bf16, x, y, step, row0, loss_scale);
     for (int round = -1; round < passes; round++)
         for (int k = 0; k < 3; k++) {
-            double dt = mode_pass(&sm[k], params, grads);
-            if (round >= 0) out[k].seconds += dt / passes;
+            double s = mode_pass(&sm[k], params, grads);
+            if (round >= 0) dt[k * passes + round] = s;
         }
     for (int k = 2; k >= 0; k--) spm_free(&sm[k]);
+    for (int k = 0; k < 3; k++) {
+        qsort(dt + k * passes, (size_t)passes, sizeof *dt, by_value);
+        out[k].seconds = passes % 2 ? dt[k * passes + passes / 2]
+                                    : (dt[k * passes + passes / 2 - 1] + dt[k * passes + passes / 2]) / 2;
+    }
+    free(dt);
 }
 
 double spm_loss(const SpModel *sm) {

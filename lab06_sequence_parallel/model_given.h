@@ -95,8 +95,9 @@ SpProbe spm_probe(SpModel *sm);
 // step. out[k] for GptRecompute k, on this rank: the rise of its ACTS peak
 // over one pass (mem.h's tracked peak, reset first, the other modes' models
 // freed: what sp.c keeps alive included), the products of a pass and those
-// made again; then the mean seconds of `passes` passes (the group's slowest
-// rank), the three modes' passes taken in turn after one untimed round.
+// made again; then the median seconds of `passes` passes (the group's
+// slowest rank), the three modes' passes taken in turn after one untimed
+// round.
 typedef struct {
     double acts_peak, seconds, work, again_work;
 } SpModeMeasure;

@@ -176,14 +176,14 @@ void lab06_afterwards(void *ctx) {
     const TpShard *tp = &sp->tp;
     const GptConfig *cfg = &e->model->cfg;
     const double L = cfg->L;
-    enum { PASSES = 8 };
+    enum { PASSES = 9 };
     static const char *const name[] = {"none", "selective", "full"};
     SpModeMeasure mm[3];
     FigPoint pts[6];
     char labels[6][48], b1[32], b2[32], b3[32];
     print0("\nrecomputation measured (--recompute-figure): fresh models on the trained parameters and the last batch, "
-           "forward and backward passes with no optimizer, the peak over one, the time the mean of %d (the modes "
-           "in turn); per rank, the group's largest:\n", PASSES);
+           "forward and backward passes with no optimizer, the peak over one, the time the median of %d (the "
+           "modes in turn); per rank, the group's largest:\n", PASSES);
     print0("  %-10s %12s %14s %12s %12s %16s\n", "", "peak ACTS", "paper, L layers", "ms a pass", "M products",
            "made again");
     spm_measure_modes(e->model, sp, e->bf16, e->params, e->grads, e->x, e->y, e->step, e->row0, e->scale, PASSES, mm);
@@ -192,7 +192,7 @@ void lab06_afterwards(void *ctx) {
         double paper = L * lab06_paper(true, (GptRecompute)k, tp->T, tp->B, tp->C, tp->NH, tp->t);
         print0("  %-10s %12s %14s %12.1f %12.4g %9.4g M %4.1f%%   time x%.2f of none's\n", name[k],
                core_fmt_bytes(mm[k].acts_peak, b1, 32), core_fmt_bytes(paper, b2, 32), mm[k].seconds * 1e3,
-               mm[k].work / 1e6, mm[k].again_work / 1e6, 100 * mm[k].again_work / mm[k].work,
+               mm[k].work / 1e6, mm[k].again_work / 1e6, mm[k].work > 0 ? 100 * mm[k].again_work / mm[k].work : 0,
                mm[k].seconds / mm[0].seconds);
         snprintf(labels[2 * k], sizeof labels[0], "%s, measured", name[k]);
         snprintf(labels[2 * k + 1], sizeof labels[0], "%s, paper", name[k]);

@@ -16,6 +16,13 @@
 // student's code does the rest of the model on its tokens and the
 // communication along the sequence, through ops.h and comm.h only.
 //
+// Recomputation (--recompute, Korthikanti et al.'s three rows): none keeps
+// every block's activations (SpBlockActs, one per block); selective keeps
+// all but the attention's probabilities, made again in the backward pass
+// (TODO 5); full keeps each block's input alone, in the residual stream the
+// harness keeps anyway, and runs the block's forward again at the start of
+// its backward pass, into the one set every block is given (TODO 6).
+//
 // Precision (--precision bf16, common/prec.h): the residual stream, the
 // LayerNorms' outputs, the tensors kept and the tensors gathered and
 // scattered (`void *` below) are of the run's type, sp->tp.prec->type
@@ -96,7 +103,10 @@ void sp_gather_tokens(Sp *sp, const void *local, void *whole);
 void sp_scatter_tokens(Sp *sp, const void *whole, void *local);
 
 // 4. The dropout mask of this rank's tokens: keyed by their GLOBAL index, so
-//    that the run draws the masks single-device training draws.
+//    that the run draws the masks single-device training draws. A mask is
+//    never kept: the backward pass draws it again from the same key, and so
+//    does a forward pass made again (--recompute full), which therefore
+//    applies the forward's masks.
 DropoutKey sp_dropout_key(const Sp *sp, int layer, int site);
 
 // 1 and 3. A block on this rank's tokens: x, out, dout, dx (B, Tt, C), of
