@@ -112,9 +112,11 @@ int main(int argc, char **argv) {
     harness_check_fits(&a, rows, !no_ref);
     const bool bf16 = gpt_precision_parse(a.precision) == GPT_BF16;
     const GptRecompute rc = gpt_recompute_parse(a.recompute);
-    CHECK(on || rc != GPT_RECOMPUTE_FULL, "--recompute full is the student's, on top of sequence parallelism "
-          "(sp_block_backward, TODO 6): run it with --sp on (tensor parallelism alone takes none or selective)");
-    CHECK(on || !rc_figure, "--recompute-figure measures sequence parallelism's three modes: run it with --sp on");
+    if (!on && rc == GPT_RECOMPUTE_FULL)
+        core_usage_error("--recompute full is the student's, on top of sequence parallelism (sp_block_backward, "
+                         "TODO 6): run it with --sp on (tensor parallelism alone takes none or selective)");
+    if (!on && rc_figure)
+        core_usage_error("--recompute-figure measures sequence parallelism's three modes: run it with --sp on");
 
     Reference ref = harness_reference(c, &a, !no_ref);
 

@@ -290,6 +290,8 @@ def labs():
         refused("lab06 np=3 with 64 tokens a row", "3 ranks cannot split 64 tokens",
                 mpi(3, "build/lab06", "--heads", 6, "--dim", 96, "--vocab", 192), l6),
         refused("lab06 --tp 3 np=4", "--tp 3 does not divide 4 ranks", mpi(4, "build/lab06", "--tp", 3), l6),
+        refused("lab06 --sp off --recompute full", "--recompute full is the student's, on top of sequence parallelism",
+                mpi(2, "build/lab06", "--sp", "off", "--recompute", "full"), l6),
         refused("lab01 --data (a flag it does not take)", "--data is not a flag of this program",
                 ["build/lab01", "--data", "README.md"], l1),
         refused("grade --json into a missing directory, before any grading", "cannot create --json file",
