@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
     }
     HarnessRun run = harness_run(c, &a, &ref, "lab06", verdict_of_lab_run);
     sp.tp.again_work = 0, sp.tp.again_s = 0;   // (the probe's recomputations are not the run's)
-    sm.block_fwd_work = 0, sm.block_fwd_s = 0;
+    sm.block_fwd_work = 0;
     const double loop0 = core_now();
 
     for (int s = 0; s < a.steps; s++) {

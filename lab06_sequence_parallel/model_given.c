@@ -363,10 +363,8 @@ void spm_unit_forward(SpModel *sm, int u, void *params) {
     case UNIT_BLOCK: {
         GptBlockView p = tp_layout_block_view(&sm->L, u, p32);
         OpsWork w0 = ops_work();
-        double t0 = core_now();
         sp_block_forward(sp, u, block_set(sm, u), &p, sm->stream[u], sm->stream[u + 1]);
         sm->block_fwd_work += ops_work().matmul - w0.matmul;   // (what full recomputation makes again)
-        sm->block_fwd_s += core_now() - t0;
         break;
     }
     case UNIT_HEAD: {

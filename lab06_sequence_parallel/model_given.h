@@ -42,10 +42,10 @@ typedef struct {
     TpNetBlock *off;                 // (L) what it keeps of each block
     TpLayerActs *off_layers;         // (L) and of each block's layers
     double layer_bytes[2];           // one block's kept activations and its input, measured: [0] off, [1] on
-    // The blocks' forward passes (with SP), counted by the harness around
-    // sp_block_forward: their products (ops_work's multiply-adds) and
-    // seconds, what full recomputation makes again.
-    double block_fwd_work, block_fwd_s;
+    // The blocks' forward passes' products (with SP; ops_work's
+    // multiply-adds), counted by the harness around sp_block_forward: what
+    // full recomputation makes again.
+    double block_fwd_work;
 } SpModel;
 
 // The layout (given split) and the sizes; the activations of the mode, in
