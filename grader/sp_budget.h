@@ -6,6 +6,8 @@
 
 #include <stdbool.h>
 
+#include "gpt.h"
+
 // One layer's activations per rank, in bytes, for what this code keeps for
 // the backward pass of a block and the block's input: s tokens, b rows, h
 // channels, a heads, t ranks, E bytes a kept element (4 fp32, 2 bf16); the
@@ -18,8 +20,18 @@ double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t,
 // selective recomputation (--recompute selective) keeps once for all the
 // layers (the block running's) instead of once per layer.
 double sp_att_bytes(double s, double b, double a, double t, double E);
-// sp_layer_bytes for a recomputation mode: selective, without sp_att_bytes.
-double sp_layer_bytes_mode(bool sp, bool selective, double s, double b, double h, double a, double t, double E);
+// One block's set (sp_layer_bytes without the block's input, E sbh/t with
+// sp, E sbh without): what full recomputation (--recompute full) keeps once
+// for all the layers (the block running's) instead of once per layer.
+double sp_set_bytes(bool sp, double s, double b, double h, double a, double t, double E);
+// sp_layer_bytes for a recomputation mode: none, all of it; selective,
+// without sp_att_bytes; full, the block's input alone (Korthikanti et al.'s
+// 2sbh/t at E = 2).
+double sp_layer_bytes_mode(bool sp, GptRecompute rc, double s, double b, double h, double a, double t, double E);
+// The bytes full recomputation adds to a step's: the blocks' forward
+// collectives made again, half of the blocks' (tp_layout.h's TpBytes.block:
+// forward and backward alike); 0 in the other modes.
+double sp_recompute_bytes(GptRecompute rc, double block_bytes);
 
 // Korthikanti et al.'s 16-bit count of a layer (34sbh + 5as^2b, TP 10sbh +
 // (24sbh + 5as^2b)/t, TP + SP (34sbh + 5as^2b)/t) minus ours in bf16, term

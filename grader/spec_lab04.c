@@ -233,13 +233,7 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     // activations come from it), so its second product too, M x 4C x C a
     // block, which the reference's recomputation stops before.
     const bool recompute = config_is(d, "recompute", "full");
-    const DumpArray *ref_work = run->ref ? dump_find(run->ref, "ops/matmul") : NULL, *loss = dump_find(d, "loss");
-    double times = 1, ref_sum = 0;
-    for (uint64_t q = 0; recompute && ref_work && q < ref_work->count; q++) ref_sum += dump_get(ref_work, q);
-    if (ref_sum > 0) {
-        double C = config_value(d, "dim", 0), rows = config_value(d, "batch", 0) * config_value(d, "seq", 0);
-        times = 1 + (loss ? (double)loss->count : 0) * config_value(d, "layers", 0) * rows * 4 * C * C / ref_sum;
-    }
+    const double times = recompute_w2_times(run);
     check_work_why(g, run, times, recompute ? "the reference's, and each block's mlp.w2 product made again" : NULL, t,
                    true,
                    "a rank computed whole layers (their weights gathered, or a whole matrix product) where tensor "

@@ -50,6 +50,10 @@ static const RunSpec LAB06_RUNS[] = {
     {"np2-recompute-selective", 2, SMALL "--recompute selective", true, false},
     {"np3-heads6-recompute-selective", 3, SMALL "--heads 6 --dim 96 --vocab 192 --seq 51 --recompute selective",
      false, false},
+    // Full recomputation (each block's forward again from its input in the
+    // backward pass), against build/ref --recompute full; quick: its planted
+    // bugs need it.
+    {"np2-recompute-full", 2, SMALL "--recompute full", true, false},
 };
 #undef SMALL
 
@@ -73,9 +77,16 @@ double sp_layer_bytes(bool sp, double s, double b, double h, double a, double t,
 
 double sp_att_bytes(double s, double b, double a, double t, double E) { return E * a * s * s * b / t; }
 
-double sp_layer_bytes_mode(bool sp, bool selective, double s, double b, double h, double a, double t, double E) {
-    return sp_layer_bytes(sp, s, b, h, a, t, E) - (selective ? sp_att_bytes(s, b, a, t, E) : 0);
+double sp_set_bytes(bool sp, double s, double b, double h, double a, double t, double E) {
+    return sp_layer_bytes(sp, s, b, h, a, t, E) - E * s * b * h / (sp ? t : 1);
 }
+
+double sp_layer_bytes_mode(bool sp, GptRecompute rc, double s, double b, double h, double a, double t, double E) {
+    if (rc == GPT_RECOMPUTE_FULL) return E * s * b * h / (sp ? t : 1);
+    return sp_layer_bytes(sp, s, b, h, a, t, E) - (rc == GPT_RECOMPUTE_SELECTIVE ? sp_att_bytes(s, b, a, t, E) : 0);
+}
+
+double sp_recompute_bytes(GptRecompute rc, double block_bytes) { return rc == GPT_RECOMPUTE_FULL ? block_bytes / 2 : 0; }
 
 SpPaperTerms sp_paper_terms(bool sp, double s, double b, double h, double a, double t) {
     double sbh = s * b * h, att = a * s * s * b, shard = sp ? t : 1;
@@ -128,6 +139,7 @@ static void check_probe(Grader *g, const Run *run) {
     // The block: with t = 1 the collectives only copy, so what differs is
     // the block's own; with attn.wo and mlp.w2 zero, dx is dout alone.
     int t = (int)dump_scalar(d, "sp/t", 1);
+    const bool full = config_is(d, "recompute", "full");
     double fwd = dump_scalar(d, "sp/probe/block_fwd", INFINITY), bwd = dump_scalar(d, "sp/probe/block_bwd", INFINITY),
            resid = dump_scalar(d, "sp/probe/block_resid", INFINITY);
     int n = snprintf(fig, sizeof fig, "output %.1e, input gradient %.1e", fwd, bwd);
@@ -145,6 +157,10 @@ static void check_probe(Grader *g, const Run *run) {
             ? "with attn.wo and mlp.w2 zero no gradient comes back through the layers, so the block's input "
               "gradient must be dout itself (the residual path), and it is not: the residual's gradient passes to dx "
               "whole (dout copied into dx) before each LayerNorm's backward adds its own"
+        : full && dump_scalar(d, "sp/probe/again", INFINITY) > 1e-5
+            ? "the block's forward pass matches tensor parallelism's but its input gradient does not, and under "
+              "--recompute full the forward made again in the backward pass is wrong as well (\"the block's forward "
+              "made again\", below): start there"
         : t == 1
             ? "the block's forward pass matches tensor parallelism's but its input gradient does not; with t = 1 the "
               "all-gather and the reduce-scatter only copy, so the block's own backward pass is at fault: the "
@@ -172,8 +188,60 @@ static void check_probe(Grader *g, const Run *run) {
              : "the forward pass's masks are right, but in the backward pass the mask at %s is not the forward's: "
                "the gradient goes back through the same mask, drawn again with the same key (the same layer and "
                "site as in the forward pass)", site[bad]);
+    if (!mfwd && mbwd && config_is(d, "recompute", "full") &&
+        dump_scalar(d, "sp/probe/again_dropout", INFINITY) > 1e-5)
+        snprintf(why, sizeof why, "the forward pass's masks are right, but under --recompute full the backward pass "
+                 "at %s does not see the forward's: the forward made again in the backward pass draws other masks "
+                 "(\"the block's forward made again\" below)", site[bad]);
     grade_check(g, run, "dropout's masks, forward and backward", !mfwd && !mbwd, fig,
                 "the key's, the same both ways", why);
+}
+
+// Full recomputation. The probe zeroes the one set between a block's forward
+// and backward pass (as the later blocks leave it holding theirs): dropout
+// off, then on, the input gradient must not move, and the backward pass must
+// have made products (the forward's, again). In the run, the blocks'
+// forward products made again in the backward passes, all ranks together,
+// against those of the forward passes: the same, once.
+static void check_recompute_full(Grader *g, const Run *run) {
+    const DumpFile *d = run->dump;
+    double again = dump_scalar(d, "sp/probe/again", INFINITY), drop = dump_scalar(d, "sp/probe/again_dropout", INFINITY);
+    double work = dump_scalar(d, "sp/probe/again_work", 0);
+    char fig[160];
+    snprintf(fig, sizeof fig, "input gradient %.1e, dropout on %.1e%s", again, drop,
+             work > 0 ? "" : ", no forward product made in the backward pass");
+    const char *diag =
+        !(work > 0)
+            ? "under --recompute full the harness keeps each block's input alone and gives every block the same set "
+              "of activations (SpBlockActs), which holds what the last block's forward left there: the recomputation "
+              "was skipped, so the backward pass read another block's activations. sp_block_backward must first run "
+              "this block's forward again from x into a (sp_block_forward(sp, u, a, p, x, sp->s.again)), then the "
+              "backward"
+        : again > 1e-5
+            ? "the backward pass made the forward's products again but its input gradient is wrong: the forward was "
+              "run again from the wrong input. It must start from x, the block's input, which the harness keeps; "
+              "not from a->mid (the residual after attention: in the shared set another block's) nor from the "
+              "block's output (the next block's input)"
+            : "with dropout off the forward pass made again is right, with dropout on it is not: the recomputed "
+              "forward draws new dropout masks, so the activations the backward pass reads are another training's. "
+              "Masks are not kept but drawn from their key (seed, layer, site, step, global token, channel): the "
+              "forward made again must call sp_block_forward with the block's own unit u and sp->step as it was";
+    grade_check(g, run, "the block's forward made again", work > 0 && again <= 1e-5 && drop <= 1e-5, fig,
+                "rel. error <= 1e-5 with the shared set overwritten, dropout off and on", diag);
+    // In the run: the forward passes' products made again, once.
+    double fwd = dump_scalar(d, "sp/block_fwd_work", 0), made = dump_scalar(d, "sp/again_work", 0);
+    double ratio = fwd > 0 ? made / fwd : 0;
+    snprintf(fig, sizeof fig, "x%.3f of the forward passes' products", ratio);
+    char why[500];
+    snprintf(why, sizeof why, ratio < 0.995
+             ? "the backward passes made x%.3f of the blocks' forward products again, where full recomputation runs "
+               "each block's forward once more (the given layers count the forward products made during a backward "
+               "pass): sp_block_backward does not run the block's forward again first, so it reads the activations "
+               "another block left in the shared set"
+             : "the backward passes made x%.3f of the blocks' forward products again, where full recomputation runs "
+               "each block's forward once more, and only once", ratio);
+    grade_check(g, run, "the forward's products made again in the backward pass", fabs(ratio - 1) <= 0.005, fig,
+                "x1.000 +- 0.5%", why);
 }
 
 // Selective recomputation: with the shared probabilities overwritten between
@@ -184,6 +252,10 @@ static void check_recompute(Grader *g, const Run *run) {
     double again = dump_scalar(d, "sp/probe/again", INFINITY);
     char fig[96];
     snprintf(fig, sizeof fig, "input gradient %.1e", again);
+    if (config_is(d, "recompute", "full")) {
+        check_recompute_full(g, run);
+        return;
+    }
     grade_check(g, run, "attention's probabilities made again", again <= 1e-5, fig,
                 "rel. error <= 1e-5 with the shared buffer overwritten",
                 "under --recompute selective the given attention layer keeps its probabilities in one buffer that "
@@ -204,6 +276,7 @@ typedef struct {
     double M, C, L, s, psi_local, nunits;
     double E;   // bytes of an activation or gradient element: 4, or 2 in bf16 (the cross-entropy's three of M and
                 // the replicated tensors' fp32 gradients stay at 4)
+    bool full;  // --recompute full: each block's forward collectives once more, in its backward pass
 } Lab06Step;
 
 static int lab06_wants(const Run *run, int rank, LedgerWant *w, const void *ctx) {
@@ -212,11 +285,16 @@ static int lab06_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     double MC = k->E * k->M * k->C, L = k->L, h = k->C;
     int n = 0;
     if (k->t > 1 && k->on) {
-        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, MC * (4 * L + 2), 4 * L + 2,
-                              "the tokens gathered before each split layer and the embedding's and head's "
-                              "gradients, M C each"};
-        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, MC * (4 * L + 2), 4 * L + 2,
-                              "the split layers' outputs and the gathers' gradients scattered, M C each"};
+        const double per = (k->full ? 6 : 4) * L + 2;   // full: a block's forward's two of each again
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, MC * per, per,
+                              k->full ? "the tokens gathered before each split layer (twice forward: the forward "
+                                        "made again) and the embedding's and head's gradients, M C each"
+                                      : "the tokens gathered before each split layer and the embedding's and head's "
+                                        "gradients, M C each"};
+        w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, MC * per, per,
+                              k->full ? "the split layers' outputs (twice: the forward made again) and the gathers' "
+                                        "gradients scattered, M C each"
+                                      : "the split layers' outputs and the gathers' gradients scattered, M C each"};
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, 3 * 4 * k->M + 4 * (6 * L * h + 2 * h + k->s * h),
                               3 + 6 * L + 3,
                               "the cross-entropy's three of M and the replicated tensors' gradients, one call "
@@ -253,22 +331,27 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     bool on = dump_scalar(d, "sp/on", 1) != 0;
     int N = (int)dump_scalar(d, "meta/world_size", 0), t = (int)dump_scalar(d, "sp/t", 1);
     int dp = (int)dump_scalar(d, "sp/dp", 1);
-    const bool selective = config_is(d, "recompute", "selective");
+    const bool selective = config_is(d, "recompute", "selective"), full = config_is(d, "recompute", "full");
     if (on) {
         check_hooks_written(g, run);
         check_probe(g, run);
-        if (selective) check_recompute(g, run);
+        if (selective || full) check_recompute(g, run);
     }
     check_equivalence(g, run, N);
     // With sequence parallelism the LayerNorms are shared out too (T/t
     // tokens each); without it every rank of a group runs them whole.
-    check_work(g, run, 1, on ? 1 : t, true,
-               "a rank computed whole layers where the given tensor-parallel layers give each of the t ranks its "
-               "own columns or rows: 1/t of the products",
-               "the LayerNorms ran on more than this rank's tokens: sequence parallelism gives each of the t ranks "
-               "T/t tokens of every row for the LayerNorms, dropout and the residual adds, and all-gathers the "
-               "tokens only before a split layer (tensor parallelism alone runs them whole on every rank: the "
-               "work and the activations t times over)");
+    // Under full recomputation the reference (gpt.c) makes a block's forward
+    // again up to the MLP's GELU (the block's output is used already), and
+    // sp_block_forward runs whole: the MLP's second product made again is
+    // this run's more, B T 4C C a block and step over all ranks.
+    check_work_why(g, run, recompute_w2_times(run),
+                   full ? "the reference's, and each block's mlp.w2 product made again" : NULL, on ? 1 : t, true,
+                   "a rank computed whole layers where the given tensor-parallel layers give each of the t ranks its "
+                   "own columns or rows: 1/t of the products",
+                   "the LayerNorms ran on more than this rank's tokens: sequence parallelism gives each of the t ranks "
+                   "T/t tokens of every row for the LayerNorms, dropout and the residual adds, and all-gathers the "
+                   "tokens only before a split layer (tensor parallelism alone runs them whole on every rank: the "
+                   "work and the activations t times over)");
     check_resident(g, run);
     check_live_growth(g, run);
 
@@ -307,8 +390,17 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     bool bf16 = config_is(d, "precision", "bf16");
     const double E = bf16 ? 2 : 4, L = config_value(d, "layers", 0), heads = config_value(d, "heads", 0);
     const double att = sp_att_bytes(s, b, heads, t, E), excess = acts_peak(d) - acts;
-    char acts_diag[600];
-    if (selective && L > 0 && excess >= L * att - 65536)
+    const double set = sp_set_bytes(on, s, b, h, heads, t, E);
+    char acts_diag[900];
+    if (full && L > 1 && excess >= (L - 1) * set - 65536)
+        snprintf(acts_diag, sizeof acts_diag, "a full recomputation that keeps every block's activations anyway: "
+                 "ACTS is %.0f bytes above what the harness allocates, %.2f times one block's set (%.0f bytes) for "
+                 "%.0f layers; under --recompute full a block keeps its input alone (the residual stream) and every "
+                 "block uses the one set the harness gives (SpBlockActs: ln1_all, ln2_all, mid, the LayerNorms' "
+                 "statistics, q, k, v, the attention's probabilities and output, the MLP's hidden and GELU "
+                 "outputs), made again in its backward pass: allocating a set per block keeps them all and "
+                 "recomputes them besides", excess, excess / set, set, L);
+    else if (selective && L > 0 && excess >= L * att - 65536)
         snprintf(acts_diag, sizeof acts_diag, "under --recompute selective the attention's probabilities are kept "
                  "per layer after all: ACTS is %.0f bytes above what the harness allocates, %.2f times a layer's "
                  "probabilities (E as^2b/t = %.0f bytes) for %.0f layers; selective recomputation keeps none of them "
@@ -319,7 +411,8 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
                  "buffer they need is in SpBlockActs, SpHeadActs, sp->s and the given layers' scratch");
     check_peak(g, run, MEM_ACTS, "ACTS", acts + 65536,
                selective ? "what the harness allocates for the mode (no probabilities per layer) + 64 KiB"
-                         : "what the harness allocates for the mode + 64 KiB", acts_diag);
+               : full ? "what the harness allocates for the mode (each block's input, one set for all) + 64 KiB"
+                      : "what the harness allocates for the mode + 64 KiB", acts_diag);
     // Each rank's parts: in bf16 2 + 2 bytes of parameters and gradients and
     // 12 of the fp32 master copy and moments (the same 16 in all).
     double psi_local = dump_scalar(d, "sp/psi_local", 0);
@@ -354,17 +447,21 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
     // In bf16 the tokens and the data-parallel gradients move at 2 bytes an
     // element; the cross-entropy's parts and the replicated tensors' fp32
     // gradients at 4.
-    double per_step = tp_bytes_per_step_typed(false, t, dp, M, h, (int)L, psi_local, P).total +
-                      (on ? sp_replicated_bytes(t, L, s, h) : 0);
+    const TpBytes tpb = tp_bytes_per_step_typed(false, t, dp, M, h, (int)L, psi_local, P);
+    // Under full recomputation the blocks' forward collectives once more.
+    const GptRecompute rc = full ? GPT_RECOMPUTE_FULL : selective ? GPT_RECOMPUTE_SELECTIVE : GPT_RECOMPUTE_NONE;
+    double per_step = tpb.total + (on ? sp_replicated_bytes(t, L, s, h) : 0) + sp_recompute_bytes(rc, tpb.block);
     check_comm_volume(g, run, steps * per_step, steps * per_step,
-                      on ? bf16 ? "steps x (lab04's tensor-parallel bytes at 2 an element + the replicated fp32 "
+                      on && full ? "steps x (lab04's tensor-parallel bytes + the replicated gradients' all-reduce + "
+                                   "the blocks' forward collectives made again)"
+                      : on ? bf16 ? "steps x (lab04's tensor-parallel bytes at 2 an element + the replicated fp32 "
                                   "gradients' all-reduce)"
                                 : "steps x (lab04's tensor-parallel bytes + the replicated gradients' all-reduce)"
                          : bf16 ? "steps x lab04's tensor-parallel bytes at 2 an element"
                                 : "steps x lab04's tensor-parallel bytes",
                       "more bytes than tensor parallelism moves: an all-reduce where a reduce-scatter or an "
                       "all-gather belongs, or a tensor gathered twice");
-    Lab06Step k = {on, t, dp, M, h, L, s, psi_local, L + 2, P};
+    Lab06Step k = {on, t, dp, M, h, L, s, psi_local, L + 2, P, full};
     static const char *const names[] = {"its tensor-parallel group", "its data-parallel group"};
     check_ledger(g, run, t, names, lab06_wants, &k);
 }

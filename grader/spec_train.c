@@ -230,7 +230,8 @@ static void check_one_work(Grader *g, const Run *run, const char *name, const ch
     double ratio = mine / (times * ref);
     snprintf(fig, sizeof fig, "x%.3f of single-device training's", mine / ref);
     snprintf(bound, sizeof bound, "x%.3f (%s) +- 0.5%%", times,
-             why ? why : times == 1 ? "the model's work, shared out" : "the ranks that repeat it");
+             why ? why : times == 1 ? "the model's work, shared out" : times == round(times) ? "the ranks that repeat it"
+                 : "the model's work and what this run's design adds");
     if (ratio > 1)
         snprintf(diag, sizeof diag, "the ranks together asked ops.h for %.2f times the %s this run's split needs "
                  "(single-device training's x %g): %s", ratio, what, times, more);
@@ -253,6 +254,17 @@ shares:
              "ranks of this lab split the work alike, so one of them computed what belongs to another", most / share,
              n, what);
     grade_check(g, run, check, most <= share * 1.005, fig, "x1.000 +- 0.5%", diag);
+}
+
+double recompute_w2_times(const Run *run) {
+    const DumpFile *d = run->dump;
+    const DumpArray *ref_work = run->ref ? dump_find(run->ref, "ops/matmul") : NULL, *loss = dump_find(d, "loss");
+    if (!config_is(d, "recompute", "full") || !ref_work) return 1;
+    double ref_sum = 0;
+    for (uint64_t q = 0; q < ref_work->count; q++) ref_sum += dump_get(ref_work, q);
+    if (!(ref_sum > 0)) return 1;
+    double C = config_value(d, "dim", 0), rows = config_value(d, "batch", 0) * config_value(d, "seq", 0);
+    return 1 + (loss ? (double)loss->count : 0) * config_value(d, "layers", 0) * rows * 4 * C * C / ref_sum;
 }
 
 void check_work(Grader *g, const Run *run, double matmul_times, double layernorm_times, bool balanced,

@@ -55,6 +55,12 @@ void check_work(Grader *g, const Run *run, double matmul_times, double layernorm
                 const char *more_matmul, const char *more_layernorm);
 // The same with the products' factor explained (matmul_why: where the run's
 // products are not the reference's times a count of ranks).
+// Under --recompute full, the products a whole-block recomputation adds over
+// build/ref --recompute full's: the reference's stops at GELU (gpt.c), a
+// lab's block forward run again makes the MLP's second product too, M x 4C
+// x C a block and step. The factor over the reference's work (1 without
+// full recomputation, or without the reference's figure).
+double recompute_w2_times(const Run *run);
 void check_work_why(Grader *g, const Run *run, double matmul_times, const char *matmul_why, double layernorm_times,
                     bool balanced, const char *more_matmul, const char *more_layernorm);
 

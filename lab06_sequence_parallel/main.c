@@ -1,6 +1,7 @@
 // main.c: lab06's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab06 [--sp on|off] [--tp t] [--precision fp32|bf16] [--recompute none|selective]
+//   mpirun -np 4 build/lab06 [--sp on|off] [--tp t] [--precision fp32|bf16] [--recompute none|selective|full]
+//                            [--recompute-figure FILE.svg]
 //
 // Trains the course's GPT with tensor parallelism over t ranks (the given
 // split layers) and, with --sp on, the student's sequence parallelism
@@ -23,6 +24,20 @@
 // (the student's sp_block_backward calls tpg_attention_again): the same
 // training to the bit, the 5as^2b/t term gone from each layer, and the
 // cost printed as the share of the step's products done twice.
+//
+// --recompute full (with --sp on): each block keeps its input alone (the
+// residual stream, this rank's tokens: the paper's 2sbh/t), and every block
+// is given the same SpBlockActs, the block running's; the student's
+// sp_block_backward runs the block's forward again from its input before
+// its backward (TODO 6). The products made in a backward pass by the given
+// layers' forward functions are counted where they happen (tp_given.c),
+// and printed beside the step's: about a third more.
+//
+// --recompute-figure FILE.svg (with --sp on): after the verdict, each of
+// the three modes on a fresh model, a few forward and backward passes of
+// one batch: each's ACTS peak (mem.h's tracked peak, what sp.c keeps
+// alive included) against its time, the paper's figure beside it. (The
+// graded run's peaks are then not sealed: the figure resets them.)
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +66,8 @@
 
 static const char *const HOOKS[] = {"sp_gather_tokens", "sp_scatter_tokens", "sp_dropout_key",
                                     "sp_block_forward", "sp_block_backward", "sp_embed_forward",
-                                    "sp_embed_backward", "sp_head_forward",  "sp_head_backward"};
+                                    "sp_embed_backward", "sp_head_forward",  "sp_head_backward",
+                                    "sp_block_backward under --recompute full (TODO 6)"};
 
 void lab_todo(const char *function) { harness_todo(function); }
 
@@ -65,8 +81,11 @@ int main(int argc, char **argv) {
     int tp_size = 0;
     const char *sp_mode = "on";
     bool no_ref = false;
-    const char *figure = NULL;
+    const char *figure = NULL, *rc_figure = NULL;
     ArgExtra extras[] = {
+        {"recompute-figure", ARG_OUTPUT, &rc_figure, "draw the activation memory against the time of a pass for "
+         "--recompute none, selective and full, measured on fresh models after training, as SVG (--sp on)", 1, 0,
+         NULL, NULL},
         {"figure", ARG_OUTPUT, &figure, "draw the activations per layer and rank (one device, tensor parallelism, "
          "with sequence parallelism; ours and the paper's) as SVG", 1, 0, NULL, NULL},
         {"sp", ARG_CHOICE, &sp_mode, "sequence parallelism on top of tensor parallelism, or tensor parallelism "
@@ -93,8 +112,11 @@ int main(int argc, char **argv) {
     harness_check_fits(&a, rows, !no_ref);
     const bool bf16 = gpt_precision_parse(a.precision) == GPT_BF16;
     const GptRecompute rc = gpt_recompute_parse(a.recompute);
-    CHECK(rc != GPT_RECOMPUTE_FULL, "lab06 recomputes selectively only (the paper's answer with sequence "
-          "parallelism); run with --recompute none or selective (build/lab02, lab03 and lab05 take full)");
+    if (!on && rc == GPT_RECOMPUTE_FULL)
+        core_usage_error("--recompute full is the student's, on top of sequence parallelism (sp_block_backward, "
+                         "TODO 6): run it with --sp on (tensor parallelism alone takes none or selective)");
+    if (!on && rc_figure)
+        core_usage_error("--recompute-figure measures sequence parallelism's three modes: run it with --sp on");
 
     Reference ref = harness_reference(c, &a, !no_ref);
 
@@ -104,7 +126,7 @@ int main(int argc, char **argv) {
     Gpt *model = gpt_create(&cfg);
     Sp sp = {.tp = {.group = tpc, .t = t, .r = r % t, .B = rows, .T = a.seq, .C = a.dim, .NH = a.heads, .V = a.vocab},
              .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed,
-             .recompute = rc == GPT_RECOMPUTE_SELECTIVE};
+             .recompute = rc};
     SpModel sm;
     mem_reset_peaks();
     spm_create(&sm, model, &sp, on, bf16);
@@ -118,7 +140,8 @@ int main(int argc, char **argv) {
            "data-parallel · %d tokens a row, %d a rank · dropout %g%s\n", N, N == 1 ? "" : "s", mem_device_name(),
            comm_backend_name(), gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
            on ? "on" : "off", t, dp, a.seq, on ? sp.Tt : a.seq, a.dropout,
-           sp.recompute ? " · selective recomputation" : "");
+           rc == GPT_RECOMPUTE_SELECTIVE ? " · selective recomputation"
+           : rc == GPT_RECOMPUTE_FULL ? " · full recomputation" : "");
 
     // The parameters and gradients in the run's type; in bf16 AdamW's fp32
     // master copy besides, initialised as fp32 is and rounded into them.
@@ -145,15 +168,23 @@ int main(int argc, char **argv) {
     snprintf(extra, sizeof extra, "sp %s\ntp %d\ndp %d\n", sp_mode, t, dp);
     dump_run_meta(dw, c, "lab06", &a, extra);
     Lab06End end = {.sm = &sm, .on = on, .t = t, .dp = dp, .probe = &probe, .acts_expected = acts_expected,
-                    .grad_zero_on = -1};
+                    .grad_zero_on = -1, .rc_figure = rc_figure, .sp = &sp, .model = model, .params = params,
+                    .grads = grads, .x = x, .y = y, .row0 = row0, .scale = scale, .bf16 = bf16};
     // (The bf16 reference's products grew ops.h's widening scratch on rank
     // 0: let it go before the peaks start.)
     ops_release_scratch();
     mem_reset_peaks();
     comm_stats_reset();
-    harness_seal_measures();
+    if (!rc_figure) harness_seal_measures();
+    else {   // all but the peaks' seal: the figure measures each mode's from its own reset (as lab03's --figure)
+        mem_start_resident();
+        comm_stats_seal();
+        ops_work_reset();
+        ops_work_seal();
+    }
     HarnessRun run = harness_run(c, &a, &ref, "lab06", verdict_of_lab_run);
     sp.tp.again_work = 0, sp.tp.again_s = 0;   // (the probe's recomputations are not the run's)
+    sm.block_fwd_work = 0;
     const double loop0 = core_now();
 
     for (int s = 0; s < a.steps; s++) {
@@ -200,19 +231,26 @@ int main(int argc, char **argv) {
     double S = a.seq, Bd = rows, H = a.dim, A = a.heads, E = (double)elem;
     if (a.steps > 1) print0("mean over steps 2..%d: %.1f ms/step\n", a.steps, run.seconds / (a.steps - 1) * 1e3);
     lab06_print_layers(&sm, S, Bd, H, A, t, E, on);
-    lab06_print_recompute(&sm, S, Bd, H, A, t, E, on, comm_max_double(c, sp.tp.again_work),
-                          comm_max_double(c, work), comm_max_double(c, sp.tp.again_s), comm_max_double(c, loop_s));
+    Lab06Cost cost = {.again_work = comm_max_double(c, sp.tp.again_work), .again_s = comm_max_double(c, sp.tp.again_s),
+                      .work = comm_max_double(c, work), .seconds = comm_max_double(c, loop_s),
+                      .fwd_work = comm_max_double(c, sm.block_fwd_work)};
+    lab06_print_recompute(&sm, S, Bd, H, A, t, E, on, &cost);
+    end.again_work = sp.tp.again_work, end.block_fwd_work = sm.block_fwd_work;
+    end.step = a.steps > 0 ? a.steps - 1 : 0;
     char b1[32], b2[32], b3[32];
     double psi_local = (double)sm.L.local;
     TpBytes tpb = tp_bytes_per_step_typed(false, t, dp, Bd * S, H, a.layers, psi_local, E);
+    double again_bytes = sp_recompute_bytes(rc, tpb.block);
     double replicated = on ? sp_replicated_bytes(t, a.layers, S, H) : 0;
     double sent = (double)comm_stats_total_bus_bytes(&st) / (a.steps ? a.steps : 1);
     print0("  peak ACTS per rank: %s (every layer, the head, the scratch)\n",
            core_fmt_bytes(comm_max_double(c, mem.peak[MEM_ACTS]), b1, 32));
-    char plus[160] = "";
+    char plus[300] = "", b4[32];
     if (on)
         snprintf(plus, sizeof plus, " + %s for the replicated tensors' gradients, summed over the group (each rank "
-                 "saw its own tokens)", core_fmt_bytes(replicated, b3, 32));
+                 "saw its own tokens)%s%s%s", core_fmt_bytes(replicated, b3, 32),
+                 again_bytes > 0 ? " + " : "", again_bytes > 0 ? core_fmt_bytes(again_bytes, b4, 32) : "",
+                 again_bytes > 0 ? " for the blocks' forward collectives made again (full recomputation)" : "");
     print0("bytes each rank sent per step: %s; tensor parallelism's alone: %s%s\n", core_fmt_bytes(sent, b1, 32),
            core_fmt_bytes(tpb.total, b2, 32), plus);
     harness_print_memory(c, &mem);
@@ -225,5 +263,6 @@ int main(int argc, char **argv) {
           **whole_v = tp_layout_gather(&sm.L, mom_v);
     harness_finish(&run, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
                                        .v = whole_v, .host = true, .print_more = lab06_print_more,
-                                       .dump_more = lab06_dump_more, .ctx = &end, .groups = {tpc, dpc}});
+                                       .dump_more = lab06_dump_more, .afterwards = lab06_afterwards, .ctx = &end,
+                                       .groups = {tpc, dpc}});
 }

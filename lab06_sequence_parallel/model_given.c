@@ -31,7 +31,9 @@ static void alloc_layers(const Sp *sp, TpLayerActs *a) {
     a->y = kept(sp, M * tp->Ct, "attention out");
     // (--recompute selective: the probabilities are not kept per layer, but
     // in tp->att_again, one for all, and made again in the backward pass.)
-    a->att = sp->recompute ? NULL : kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
+    // (Under --recompute full the one set keeps the block running's.)
+    a->att = sp->recompute == GPT_RECOMPUTE_SELECTIVE ? NULL
+                                                      : kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
     a->h = kept(sp, M * tp->Ht, "mlp hidden");
     a->hg = kept(sp, M * tp->Ht, "mlp gelu");
 }
@@ -72,19 +74,21 @@ static void free_off(TpNetBlock *k) {
 }
 
 // One block's kept activations and its input (a residual stream), measured
-// by allocating them: what the per-layer formulas count.
+// by allocating them: what the per-layer formulas count. Under --recompute
+// full a layer keeps its input alone (the set is one for all the layers).
 static double measure_layer(const SpModel *sm, bool on) {
     const Sp *sp = sm->sp;
+    const bool full = sp->recompute == GPT_RECOMPUTE_FULL;
     size_t before = mem_live(MEM_ACTS), stream = (size_t)sp->tp.B * (on ? sp->Tt : sp->tp.T) * sp->tp.C;
     void *x = kept(sp, stream, "block input");
     SpBlockActs a;
     TpNetBlock b;
     TpLayerActs layers;
-    if (on) alloc_on(sp, &a);
-    else alloc_off(sp, &b, &layers);
+    if (on && !full) alloc_on(sp, &a);
+    else if (!full) alloc_off(sp, &b, &layers);
     double bytes = (double)(mem_live(MEM_ACTS) - before);
-    if (on) free_on(&a);
-    else free_off(&b);
+    if (on && !full) free_on(&a);
+    else if (!full) free_off(&b);
     mem_free(x);
     return bytes;
 }
@@ -99,11 +103,12 @@ static void alloc_sp_scratch(Sp *sp) {
     bool bf16 = tp->prec->bf16;
     for (int i = 0; i < 4; i++) sp->s.f32[i] = bf16 ? fl(Mt * C, "bf16 widening scratch") : NULL;
     sp->s.whole32 = bf16 ? fl(M * C, "bf16 widening scratch") : NULL;
+    sp->s.again = sp->recompute == GPT_RECOMPUTE_FULL ? kept(sp, Mt * C, "scratch (the output made again)") : NULL;
 }
 
 static void free_sp_scratch(Sp *sp) {
     void *all[] = {sp->s.whole[0], sp->s.whole[1], sp->s.local[0], sp->s.local[1], sp->s.blocks,
-                   sp->s.f32[0], sp->s.f32[1], sp->s.f32[2], sp->s.f32[3], sp->s.whole32};
+                   sp->s.f32[0], sp->s.f32[1], sp->s.f32[2], sp->s.f32[3], sp->s.whole32, sp->s.again};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) mem_free(all[i]);
 }
 
@@ -229,7 +234,8 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on, bool bf16) {
     prec_init(&sm->prec, bf16, cap, (size_t)tp->B * tp->NHt * tp->T * tp->T);
     tp->prec = &sm->prec;
     // --recompute selective: the probabilities of the block running, shared.
-    if (sp->recompute) tp->att_again = kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention, recomputed");
+    if (sp->recompute == GPT_RECOMPUTE_SELECTIVE)
+        tp->att_again = kept(sp, (size_t)tp->B * tp->NHt * tp->T * tp->T, "attention, recomputed");
     sm->layer_bytes[0] = measure_layer(sm, false);
     sm->layer_bytes[1] = measure_layer(sm, true);
     sm->tokens = ints(M, "tokens");
@@ -241,8 +247,11 @@ void spm_create(SpModel *sm, const Gpt *m, Sp *sp, bool on, bool bf16) {
         sm->dstream[u] = kept(sp, rows * C, "residual stream gradient");
     }
     if (on) {
+        // --recompute full: one set, the block running's, given to every
+        // block (block_set); each block's input stays in the stream.
+        sm->nsets = sp->recompute == GPT_RECOMPUTE_FULL && L > 0 ? 1 : L;
         sm->acts = calloc((size_t)(L ? L : 1), sizeof *sm->acts);
-        for (int l = 0; l < L; l++) alloc_on(sp, &sm->acts[l]);
+        for (int l = 0; l < sm->nsets; l++) alloc_on(sp, &sm->acts[l]);
     } else {
         sm->off = calloc((size_t)(L ? L : 1), sizeof *sm->off);
         sm->off_layers = calloc((size_t)(L ? L : 1), sizeof *sm->off_layers);
@@ -277,8 +286,8 @@ void spm_free(SpModel *sm) {
     Sp *sp = sm->sp;
     TpShard *tp = &sp->tp;
     for (int l = 0; l < sm->m->cfg.L; l++) {
-        if (sm->on) free_on(&sm->acts[l]);
-        else free_off(&sm->off[l]);
+        if (sm->on && l < sm->nsets) free_on(&sm->acts[l]);
+        else if (!sm->on) free_off(&sm->off[l]);
     }
     for (int u = 1; u < sm->nunits; u++) mem_free(sm->stream[u]), mem_free(sm->dstream[u]);
     tp_net_head_free(&sm->head.ce);
@@ -332,6 +341,12 @@ static void unit_grads_done(SpModel *sm, int u, void *grads) {
     if (sm->prec.bf16) ops_accumulate_bf16(grads, sm->net.gunit32, sm->L.size[u]);
 }
 
+// The activations block u's passes are given: its own, or under
+// --recompute full the one set.
+static SpBlockActs *block_set(SpModel *sm, int u) {
+    return &sm->acts[sm->sp->recompute == GPT_RECOMPUTE_FULL ? 0 : u - 1];
+}
+
 void spm_unit_forward(SpModel *sm, int u, void *params) {
     Sp *sp = sm->sp;
     if (!sm->on) {
@@ -347,7 +362,9 @@ void spm_unit_forward(SpModel *sm, int u, void *params) {
     }
     case UNIT_BLOCK: {
         GptBlockView p = tp_layout_block_view(&sm->L, u, p32);
-        sp_block_forward(sp, u, &sm->acts[u - 1], &p, sm->stream[u], sm->stream[u + 1]);
+        OpsWork w0 = ops_work();
+        sp_block_forward(sp, u, block_set(sm, u), &p, sm->stream[u], sm->stream[u + 1]);
+        sm->block_fwd_work += ops_work().matmul - w0.matmul;   // (what full recomputation makes again)
         break;
     }
     case UNIT_HEAD: {
@@ -374,7 +391,11 @@ void spm_unit_backward(SpModel *sm, int u, void *params, void *grads) {
     }
     case UNIT_BLOCK: {
         GptBlockView p = tp_layout_block_view(&sm->L, u, p32), g = tp_layout_block_view(&sm->L, u, g32);
-        sp_block_backward(sp, u, &sm->acts[u - 1], &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
+        // A forward product of the given layers made in here is one made
+        // again: tp_given.c counts it (again_work, again_s).
+        sp->tp.recomputing = true;
+        sp_block_backward(sp, u, block_set(sm, u), &p, &g, sm->stream[u], sm->dstream[u + 1], sm->dstream[u]);
+        sp->tp.recomputing = false;
         break;
     }
     case UNIT_HEAD: {
@@ -385,6 +406,71 @@ void spm_unit_backward(SpModel *sm, int u, void *params, void *grads) {
     }
     }
     unit_grads_done(sm, u, grads);
+}
+
+static int by_value(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// A fresh model of mode rc, configured as `like`, on its batch.
+static void mode_create(SpModel *sm, Sp *sp, const Gpt *m, const Sp *like, GptRecompute rc, bool bf16, const int *x,
+                        const int *y, int step, int row0, float loss_scale) {
+    const TpShard *l = &like->tp;
+    *sp = (Sp){.tp = {.group = l->group, .t = l->t, .r = l->r, .B = l->B, .T = l->T, .C = l->C, .NH = l->NH, .V = l->V},
+               .Tt = like->Tt, .dropout = like->dropout, .seed = like->seed, .recompute = rc};
+    spm_create(sm, m, sp, true, bf16);
+    spm_set_batch(sm, x, y, step, row0, loss_scale);
+}
+
+// One forward and backward pass, no optimizer; the group's slowest rank's seconds.
+static double mode_pass(SpModel *sm, void **params, void **grads) {
+    double t0 = core_now();
+    for (int u = 0; u < sm->nunits; u++) mem_zero(grads[u], sm->L.size[u] * sm->prec.elem);
+    for (int u = 0; u < sm->nunits; u++) spm_unit_forward(sm, u, params[u]);
+    (void)spm_loss(sm);
+    for (int u = sm->nunits - 1; u >= 0; u--) spm_unit_backward(sm, u, params[u], grads[u]);
+    return comm_max_double(sm->sp->tp.group, core_now() - t0);
+}
+
+void spm_measure_modes(const Gpt *m, const Sp *like, bool bf16, void **params, void **grads, const int *x,
+                       const int *y, int step, int row0, float loss_scale, int passes, SpModeMeasure out[3]) {
+    SpModel sm[3];
+    Sp sp[3];
+    // The memory and the products, a mode at a time: its peak from a reset
+    // with nothing of the others' alive.
+    for (int k = 0; k < 3; k++) {
+        out[k] = (SpModeMeasure){0};
+        ops_release_scratch();
+        mem_reset_peaks();
+        const double live0 = (double)mem_live(MEM_ACTS);
+        mode_create(&sm[k], &sp[k], m, like, (GptRecompute)k, bf16, x, y, step, row0, loss_scale);
+        const double work0 = ops_work().matmul;
+        mode_pass(&sm[k], params, grads);
+        out[k].work = ops_work().matmul - work0;
+        out[k].again_work = sp[k].tp.again_work;
+        out[k].acts_peak = (double)mem_peak(MEM_ACTS) - live0;
+        spm_free(&sm[k]);
+    }
+    // The time, the three side by side: a pass of each in turn, a first
+    // round untimed, so that the machine's drift falls on all three alike;
+    // each mode's median pass, which a pass slowed by another program on
+    // the machine does not move.
+    double *dt = malloc((size_t)3 * passes * sizeof *dt);
+    CHECK(dt, "out of memory");
+    for (int k = 0; k < 3; k++) mode_create(&sm[k], &sp[k], m, like, (GptRecompute)k, bf16, x, y, step, row0, loss_scale);
+    for (int round = -1; round < passes; round++)
+        for (int k = 0; k < 3; k++) {
+            double s = mode_pass(&sm[k], params, grads);
+            if (round >= 0) dt[k * passes + round] = s;
+        }
+    for (int k = 2; k >= 0; k--) spm_free(&sm[k]);
+    for (int k = 0; k < 3; k++) {
+        qsort(dt + k * passes, (size_t)passes, sizeof *dt, by_value);
+        out[k].seconds = passes % 2 ? dt[k * passes + passes / 2]
+                                    : (dt[k * passes + passes / 2 - 1] + dt[k * passes + passes / 2]) / 2;
+    }
+    free(dt);
 }
 
 double spm_loss(const SpModel *sm) {
@@ -409,14 +495,35 @@ static double local_error(const Sp *sp, const float *got, const float *want) {
 
 typedef struct {
     double mid, out, dx;   // relative errors on this rank's tokens
+    double again_work;     // the forward products the backward pass made (again)
 } BlockError;
+
+// Every tensor of a block's set zeroed: what it holds when the backward pass
+// starts is not this block's (--recompute full: the last block's forward
+// left its own there).
+static void zero_on(const Sp *sp, SpBlockActs *a) {
+    const TpShard *tp = &sp->tp;
+    const size_t Mt = (size_t)tp->B * sp->Tt, M = (size_t)tp->B * tp->T, C = (size_t)tp->C, E = tp->prec->elem;
+    float *stats[] = {a->ln1_mean, a->ln1_rstd, a->ln2_mean, a->ln2_rstd};
+    for (int i = 0; i < 4; i++) mem_zero(stats[i], Mt * sizeof(float));
+    mem_zero(a->ln1_all, M * C * E);
+    mem_zero(a->ln2_all, M * C * E);
+    mem_zero(a->mid, Mt * C * E);
+    TpLayerActs *l = &a->layers;
+    void *ct[] = {l->q, l->k, l->v, l->y};
+    for (int i = 0; i < 4; i++) mem_zero(ct[i], M * (size_t)tp->Ct * E);
+    if (l->att) mem_zero(l->att, (size_t)tp->B * tp->NHt * tp->T * tp->T * E);
+    mem_zero(l->h, M * (size_t)tp->Ht * E);
+    mem_zero(l->hg, M * (size_t)tp->Ht * E);
+}
 
 // Block unit 1 on `params` and x, dout (B, T, C) whole, on the device:
 // tensor parallelism alone (the harness's composition, on every token),
 // then the student's sp_block_forward and sp_block_backward on this rank's
 // tokens; the errors of the latter's mid, output and input gradient.
-// `clobber` (--recompute selective): the shared probabilities overwritten
-// (zeros) between the two, as the blocks after this one would leave them.
+// `clobber`: between the two, what recomputation makes again overwritten
+// (zeros), as the blocks after this one would leave it: under --recompute
+// selective the shared probabilities, under full the whole set.
 static BlockError probe_block(SpModel *sm, float *params, const float *x, const float *dout, bool clobber) {
     Sp *sp = sm->sp;
     TpShard *tp = &sp->tp;
@@ -448,8 +555,14 @@ static BlockError probe_block(SpModel *sm, float *params, const float *x, const 
     sp_block_forward(sp, 1, &on, &p, xl, outl);
     e.mid = local_error(sp, on.mid, want_mid);
     e.out = local_error(sp, outl, want_out);
-    if (clobber) mem_zero(tp->att_again, (size_t)tp->B * tp->NHt * T * T * tp->prec->elem);
+    if (clobber && sp->recompute == GPT_RECOMPUTE_SELECTIVE)
+        mem_zero(tp->att_again, (size_t)tp->B * tp->NHt * T * T * tp->prec->elem);
+    if (clobber && sp->recompute == GPT_RECOMPUTE_FULL) zero_on(sp, &on);
+    const double work0 = tp->again_work;
+    tp->recomputing = true;   // (as spm_unit_backward)
     sp_block_backward(sp, 1, &on, &p, &gon, xl, dl, dxl);
+    tp->recomputing = false;
+    e.again_work = tp->again_work - work0;
     e.dx = local_error(sp, dxl, want_dx);
     free_on(&on);
     free_off(&off);
@@ -519,7 +632,15 @@ static SpProbe probe(SpModel *sm) {
         sp->dropout = 0;
         BlockError e = probe_block(sm, params, x, dout, false);
         pr.block_fwd = e.out, pr.block_bwd = e.dx;
-        if (sp->recompute) pr.again = probe_block(sm, params, x, dout, true).dx;
+        if (sp->recompute != GPT_RECOMPUTE_NONE) {
+            BlockError again = probe_block(sm, params, x, dout, true);
+            pr.again = again.dx, pr.again_work = again.again_work;
+        }
+        if (sp->recompute == GPT_RECOMPUTE_FULL) {   // the masks drawn the second time
+            sp->dropout = PROBE_DROPOUT;
+            pr.again_dropout = probe_block(sm, params, x, dout, true).dx;
+            sp->dropout = 0;
+        }
         ops_fill(p.wo, 0, nwo);
         ops_fill(p.w2, 0, nw2);
         pr.block_resid = probe_block(sm, params, x, dout, false).dx;
@@ -530,7 +651,10 @@ static SpProbe probe(SpModel *sm) {
         mem_copy(p.w2, w2, nw2 * sizeof(float));   // dx = dmid: the MLP's mask alone
         BlockError site2 = probe_block(sm, params, x, dout, false);
         const double tol = 1e-5;
-        pr.dropout_fwd = site1.mid > tol ? 1 : site1.out > tol ? 2 : 0;   // mid is attention's site, out the MLP's
+        // mid is attention's site, out the MLP's; with w2 zero out = mid +
+        // dropout(b2), so an output right means a mid right, wherever the
+        // student's code keeps it.
+        pr.dropout_fwd = site1.out <= tol ? 0 : site1.mid > tol ? 1 : 2;
         pr.dropout_bwd = pr.dropout_fwd ? 0 : (site1.dx > tol ? 1 : 0) | (site2.dx > tol ? 2 : 0);
         sp->dropout = saved;
         float *bufs[] = {params, x, dout, wo, w2};
@@ -574,7 +698,8 @@ static SpProbe probe(SpModel *sm) {
     // The group's worst.
     int *const codes[] = {&pr.gather, &pr.scatter, &pr.dropout_t0, &pr.embed};
     tp_probe_max_int(tp->group, codes, sizeof codes / sizeof codes[0]);
-    double *const errors[] = {&pr.block_fwd, &pr.block_bwd, &pr.block_resid, &pr.embed_err, &pr.again};
+    double *const errors[] = {&pr.block_fwd, &pr.block_bwd, &pr.block_resid, &pr.embed_err, &pr.again,
+                              &pr.again_dropout, &pr.again_work};
     tp_probe_max(tp->group, errors, sizeof errors / sizeof errors[0]);
     pr.dropout_fwd = tp_probe_any_bits(tp->group, pr.dropout_fwd, 2);
     pr.dropout_bwd = tp_probe_any_bits(tp->group, pr.dropout_bwd, 2);
@@ -595,7 +720,8 @@ SpProbe spm_probe(SpModel *sm) {
     g_cat = MEM_OTHER;
     alloc_sp_scratch(&fsp);
     const TpShard *tp = &run->tp;
-    if (run->recompute) fsp.tp.att_again = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "probe attention");
+    if (run->recompute == GPT_RECOMPUTE_SELECTIVE)
+        fsp.tp.att_again = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "probe attention");
     g_cat = MEM_ACTS;
     sm->sp = &fsp;
     SpProbe pr = probe(sm);

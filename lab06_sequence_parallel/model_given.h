@@ -29,7 +29,8 @@ typedef struct {
     int nunits;
     int *tokens, *targets;           // (B, T) the whole batch, on every rank
     void **stream, **dstream;        // (nunits + 1), the run's type: (B, Tt, C) with SP, (B, T, C) without
-    SpBlockActs *acts;               // (L) with SP
+    SpBlockActs *acts;               // (L) with SP; under --recompute full acts[0] alone, every block's
+    int nsets;                       // how many of them are allocated: L, or 1 under --recompute full
     SpHeadActs head;                 // with SP (without: the same lnf_all holds the whole LayerNorm output)
     float *losses;                   // (B, T)
     float *partial;                  // (B, T, C) scratch, counted in ACTS (neither mode uses it)
@@ -41,6 +42,10 @@ typedef struct {
     TpNetBlock *off;                 // (L) what it keeps of each block
     TpLayerActs *off_layers;         // (L) and of each block's layers
     double layer_bytes[2];           // one block's kept activations and its input, measured: [0] off, [1] on
+    // The blocks' forward passes' products (with SP; ops_work's
+    // multiply-adds), counted by the harness around sp_block_forward: what
+    // full recomputation makes again.
+    double block_fwd_work;
 } SpModel;
 
 // The layout (given split) and the sizes; the activations of the mode, in
@@ -66,8 +71,11 @@ typedef struct {
     // --recompute selective: the input gradient's error (dropout off) when
     // the shared probabilities are overwritten between the forward and the
     // backward pass, as the later blocks leave them: 0 if the backward
-    // makes them again (0 without recomputation).
-    double again;
+    // makes them again (0 without recomputation). --recompute full: the
+    // same with the whole set overwritten; again_dropout the same with
+    // dropout on (the masks drawn again must be the forward's); again_work
+    // the forward products that backward pass made (0: none made again).
+    double again, again_dropout, again_work;
     // Dropout on, the masks the block applies against the ones the harness
     // keys by (seed, layer, site, step, global token, channel): bit 1
     // attention's site (1), bit 2 the MLP's (2); the backward's measured
@@ -79,3 +87,19 @@ typedef struct {
     double embed_err;
 } SpProbe;
 SpProbe spm_probe(SpModel *sm);
+
+// The three recomputation modes measured (--recompute-figure, with SP):
+// for each, a fresh model of that mode beside the run's (its own
+// activations, scratch and Sp, configured as `like`), on the run's
+// parameters and one batch, forward and backward passes with no optimizer
+// step. out[k] for GptRecompute k, on this rank: the rise of its ACTS peak
+// over one pass (mem.h's tracked peak, reset first, the other modes' models
+// freed: what sp.c keeps alive included), the products of a pass and those
+// made again; then the median seconds of `passes` passes (the group's
+// slowest rank), the three modes' passes taken in turn after one untimed
+// round.
+typedef struct {
+    double acts_peak, seconds, work, again_work;
+} SpModeMeasure;
+void spm_measure_modes(const Gpt *m, const Sp *like, bool bf16, void **params, void **grads, const int *x,
+                       const int *y, int step, int row0, float loss_scale, int passes, SpModeMeasure out[3]);

@@ -86,12 +86,22 @@ void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, Gpt
     // tokens only: sum them over the group. (bf16: carry mid's gradient
     // from the MLP's half to attention's in fp32, as single-device training
     // does, and round into dx once at the end.)
-    // TODO(lab06) 5, --recompute selective (sp->recompute): the given
-    // attention layer kept its probabilities (the 5as^2b/t term) in one
-    // buffer that every block writes (tp.att_again), not in a->layers, so
-    // what it holds now is the last block's. Before attention's backward,
-    // make this block's again from its kept q and k: tpg_attention_again.
-    // (Keeping them per layer instead is what recomputation saves.)
+    // TODO(lab06) 5, --recompute selective (sp->recompute ==
+    // GPT_RECOMPUTE_SELECTIVE): the given attention layer kept its
+    // probabilities (the 5as^2b/t term) in one buffer that every block
+    // writes (tp.att_again), not in a->layers, so what it holds now is the
+    // last block's. Before attention's backward, make this block's again
+    // from its kept q and k: tpg_attention_again. (Keeping them per layer
+    // instead is what recomputation saves.)
+    // TODO(lab06) 6, --recompute full (GPT_RECOMPUTE_FULL): the harness
+    // kept this block's input x alone, and gave every block the same set a,
+    // which holds what the last block's forward left there. First run this
+    // block's forward again from x into a (one call), its output into
+    // sp->s.again (scratch: the residual stream after the block is the next
+    // block's input, kept), then the backward as always. Dropout's masks
+    // come out the same if the key does (the same u, the same step). Then
+    // delete the lab_todo line below.
+    if (sp->recompute == GPT_RECOMPUTE_FULL) lab_todo("sp_block_backward under --recompute full (TODO 6)");
     (void)sp, (void)u, (void)a, (void)p, (void)g, (void)x, (void)dout, (void)dx;
 }
 

@@ -16,6 +16,13 @@
 // student's code does the rest of the model on its tokens and the
 // communication along the sequence, through ops.h and comm.h only.
 //
+// Recomputation (--recompute, Korthikanti et al.'s three rows): none keeps
+// every block's activations (SpBlockActs, one per block); selective keeps
+// all but the attention's probabilities, made again in the backward pass
+// (TODO 5); full keeps each block's input alone, in the residual stream the
+// harness keeps anyway, and runs the block's forward again at the start of
+// its backward pass, into the one set every block is given (TODO 6).
+//
 // Precision (--precision bf16, common/prec.h): the residual stream, the
 // LayerNorms' outputs, the tensors kept and the tensors gathered and
 // scattered (`void *` below) are of the run's type, sp->tp.prec->type
@@ -63,6 +70,11 @@ typedef struct {
     // prec_write give the buffer itself).
     float *f32[4];     // (B, Tt, C) each
     float *whole32;    // (B, T, C)
+    // --recompute full: where the forward pass made again in the backward
+    // pass writes the block's output, which nobody reads (the next block's
+    // input, kept in the residual stream, must not be overwritten). (B, Tt,
+    // C), the run's type; NULL in the other modes.
+    void *again;
 } SpScratch;
 
 typedef struct {
@@ -71,7 +83,11 @@ typedef struct {
     float dropout;    // the probability (0: none)
     uint64_t seed;    // of dropout's masks
     int step, row0;   // the step, and the global row of local row 0 (dropout's masks)
-    bool recompute;   // --recompute selective: the layers keep no probabilities (a->layers.att NULL)
+    // --recompute (gpt.h): GPT_RECOMPUTE_NONE; SELECTIVE, the layers keep no
+    // probabilities (a->layers.att NULL); FULL, every block is given the
+    // same SpBlockActs (one set, the block running's) and the harness keeps
+    // each block's input alone (the residual stream, this rank's tokens).
+    GptRecompute recompute;
     SpScratch s;
 } Sp;
 
@@ -87,7 +103,10 @@ void sp_gather_tokens(Sp *sp, const void *local, void *whole);
 void sp_scatter_tokens(Sp *sp, const void *whole, void *local);
 
 // 4. The dropout mask of this rank's tokens: keyed by their GLOBAL index, so
-//    that the run draws the masks single-device training draws.
+//    that the run draws the masks single-device training draws. A mask is
+//    never kept: the backward pass draws it again from the same key, and so
+//    does a forward pass made again (--recompute full), which therefore
+//    applies the forward's masks.
 DropoutKey sp_dropout_key(const Sp *sp, int layer, int site);
 
 // 1 and 3. A block on this rank's tokens: x, out, dout, dx (B, Tt, C), of
@@ -97,10 +116,18 @@ DropoutKey sp_dropout_key(const Sp *sp, int layer, int site);
 //    the replicated tensors (LayerNorm weights, attn.bo, mlp.b2: each rank
 //    saw only its tokens) summed over the group.
 //    u is the block's unit (1 .. L), the layer of its dropout masks.
-//    5. With sp->recompute (--recompute selective) the given attention
+//    5. With sp->recompute == GPT_RECOMPUTE_SELECTIVE the given attention
 //    layer keeps its probabilities in one buffer shared by the blocks
 //    (tp.att_again), not in a->layers: the backward pass makes them again
 //    (tpg_attention_again) before the attention's backward.
+//    6. With GPT_RECOMPUTE_FULL, a is the same set for every block, and
+//    when a block's backward pass starts it holds what the last block's
+//    forward left there: the backward runs the block's forward again first,
+//    from x (the block's input, which the harness keeps) into a, its output
+//    into sp->s.again, then the backward as always. Dropout's masks come
+//    out the same the second time because they are not kept but drawn from
+//    their key, (seed, layer, site, step, global token, channel)
+//    (sp_dropout_key): the same u and step, the same masks.
 void sp_block_forward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, const void *x, void *out);
 void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
                        const void *dout, void *dx);

@@ -41,15 +41,32 @@ void tpg_sizes(TpShard *tp, const TpLayout *L) {
 // ---- attention by heads, the MLP by hidden columns --------------------------------
 // (common/prec.h: in fp32 each prec_ call is the plain ops.h one.)
 
+// A layer's forward pass made during a backward pass (tp->recomputing) is
+// recomputation: its products and time go to the counters.
+typedef struct {
+    OpsWork work;
+    double t0;
+} Again;
+
+static Again again_begin(void) { return (Again){ops_work(), core_now()}; }
+
+static void again_end(TpShard *tp, Again a) {
+    if (!tp->recomputing) return;
+    tp->again_work += ops_work().matmul - a.work.matmul;
+    tp->again_s += core_now() - a.t0;
+}
+
 void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, Ct = tp->Ct;
     const Prec *pr = tp->prec;
+    Again again = again_begin();
     prec_matmul_keep(pr, a->q, x, p->wq, p->bq, M, C, Ct);
     prec_matmul_keep(pr, a->k, x, p->wk, p->bk, M, C, Ct);
     prec_matmul_keep(pr, a->v, x, p->wv, p->bv, M, C, Ct);
     void *att = a->att ? a->att : tp->att_again;   // (selective: not kept for the backward pass)
     prec_attention_keep(pr, a->y, att, a->q, a->k, a->v, tp->B, tp->T, Ct, tp->NHt);
     prec_matmul_keep(pr, out, a->y, p->wo, NULL, M, Ct, C);
+    again_end(tp, again);
 }
 
 void tpg_attention_again(TpShard *tp, TpLayerActs *a) {
@@ -59,6 +76,8 @@ void tpg_attention_again(TpShard *tp, TpLayerActs *a) {
     double t0 = core_now();
     // The output again too (the same call), into scratch, and let go.
     prec_attention_keep(tp->prec, tp->ct[0], tp->att_again, a->q, a->k, a->v, tp->B, tp->T, tp->Ct, tp->NHt);
+    // (Always recomputation, whoever calls it, so counted whether or not
+    // the flag is set.)
     tp->again_work += ops_work().matmul - before.matmul;
     tp->again_s += core_now() - t0;
 }
@@ -86,9 +105,11 @@ void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, 
 void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out) {
     const int M = tp->B * tp->T, C = tp->C, Ht = tp->Ht;
     const Prec *pr = tp->prec;
+    Again again = again_begin();
     prec_matmul_keep(pr, a->h, x, p->w1, p->b1, M, C, Ht);
     prec_gelu_keep(pr, a->hg, a->h, (size_t)M * Ht);
     prec_matmul_keep(pr, out, a->hg, p->w2, NULL, M, Ht, C);
+    again_end(tp, again);
 }
 
 void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,

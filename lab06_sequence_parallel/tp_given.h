@@ -48,8 +48,14 @@ typedef struct {
     // layer whose TpLayerActs.att is NULL keeps its probabilities here only,
     // and its backward pass needs them made again first (tpg_attention_again).
     void *att_again;  // (B, NHt, T, T)
+    // What recomputation costs, counted where it happens: the products of
+    // tpg_attention_again, and under --recompute full those of the layers'
+    // forward passes made while `recomputing` is set (the harness sets it
+    // around a block's backward pass: a forward product made there is one
+    // made again).
+    bool recomputing;
     double again_work;   // multiply-adds recomputed so far (ops_work's count)
-    double again_s;      // and the seconds it took (wall clock)
+    double again_s;      // and the seconds they took (wall clock)
 } TpShard;
 
 // What the split layers of a block keep for the backward pass (the run's type).
@@ -67,6 +73,7 @@ TpSplit tpg_split(const void *ctx, GptUnitKind unit, const GptTensor *t);
 void tpg_sizes(TpShard *tp, const TpLayout *L);
 
 // Attention (x (M, C) whole) -> out (M, C) this rank's partial sum, no bo.
+// (Called while tp->recomputing, its products count in again_work.)
 void tpg_attention_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out);
 void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
                             const float *dout, void *dx);
@@ -74,7 +81,7 @@ void tpg_attention_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, 
 // tp->att_again from the kept q and k (the same call as the forward's, so
 // the same bits), before tpg_attention_backward of a layer whose att is NULL.
 void tpg_attention_again(TpShard *tp, TpLayerActs *a);
-// The MLP, the same way (no b2).
+// The MLP, the same way (no b2; counted the same way).
 void tpg_mlp_forward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, const void *x, void *out);
 void tpg_mlp_backward(TpShard *tp, TpLayerActs *a, const GptBlockView *p, GptBlockView *g, const void *x,
                       const float *dout, void *dx);

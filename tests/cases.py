@@ -292,6 +292,8 @@ def labs():
         refused("lab06 np=3 with 64 tokens a row", "3 ranks cannot split 64 tokens",
                 mpi(3, "build/lab06", "--heads", 6, "--dim", 96, "--vocab", 192), l6),
         refused("lab06 --tp 3 np=4", "--tp 3 does not divide 4 ranks", mpi(4, "build/lab06", "--tp", 3), l6),
+        refused("lab06 --sp off --recompute full", "--recompute full is the student's, on top of sequence parallelism",
+                mpi(2, "build/lab06", "--sp", "off", "--recompute", "full"), l6),
         refused("lab01 --data (a flag it does not take)", "--data is not a flag of this program",
                 ["build/lab01", "--data", "README.md"], l1),
         refused("grade --json into a missing directory, before any grading", "cannot create --json file",
@@ -360,6 +362,16 @@ def labs():
              " ".join(mpi(2, "build/lab06_solution", "--steps", 2, "--layers", 2, "--no-ref", "--figure",
                           "build/lab06-acts.svg"))
              + f" && {svg} build/lab06-acts.svg --rects-at-least 8", 300, needs=s),
+        # Full recomputation: the student's TODO 6 says so under --recompute
+        # full; the figure of memory against time, the three modes measured
+        # (a dot each, the paper's square beside it).
+        Case("labs", "lab06 student np=2 --recompute full",
+             mpi(2, "build/lab06", "--steps", 1, "--layers", 2, "--no-ref", "--recompute", "full"), 300,
+             Fail("sp_block_backward under --recompute full (TODO 6): not written yet"), needs=s),
+        Case("labs", "lab06_solution np=2 --recompute full --recompute-figure",
+             " ".join(mpi(2, "build/lab06_solution", "--steps", 2, "--layers", 2, "--no-ref", "--recompute", "full",
+                          "--recompute-figure", "build/lab06-recompute.svg"))
+             + f" && {svg} build/lab06-recompute.svg --rects-at-least 5 --circles 3", 300, needs=s),
     ]
     # Several nodes, tried on one machine (scripts/multinode.sh): two network
     # namespaces joined by a veth pair are node1 and node2, 2 ranks on each,

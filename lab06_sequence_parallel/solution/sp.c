@@ -133,7 +133,7 @@ static void half_backward(Sp *sp, Half h, SpBlockActs *a, const GptBlockView *p,
     mem_zero(dpartial, whole_elems(sp) * pr->elem);
     // 5. Selective recomputation: the probabilities were not kept (one
     // buffer for all blocks, the last block's in it): make this block's again.
-    if (!h.mlp && sp->recompute) tpg_attention_again(tp, &a->layers);
+    if (!h.mlp && sp->recompute == GPT_RECOMPUTE_SELECTIVE) tpg_attention_again(tp, &a->layers);
     (h.mlp ? tpg_mlp_backward : tpg_attention_backward)(tp, &a->layers, p, g, h.all,
                                                         prec_read(pr, dall, whole_elems(sp), sp->s.whole32), dpartial);
     void *dln = sp->s.local[0];
@@ -154,6 +154,11 @@ void sp_block_backward(Sp *sp, int u, SpBlockActs *a, const GptBlockView *p, Gpt
                        const void *dout, void *dx) {
     const Prec *pr = sp->tp.prec;
     const size_t n = local_elems(sp);
+    // 6. Full recomputation: a is every block's set, the last forward's in
+    // it. This block's forward again, from its input x (the residual stream
+    // the harness keeps), into a; its output into scratch (the stream holds
+    // the next block's input). The same u and step, so the same masks.
+    if (sp->recompute == GPT_RECOMPUTE_FULL) sp_block_forward(sp, u, a, p, x, sp->s.again);
     // The MLP half leaves the gradient of mid in dmid (fp32: dx itself); the
     // attention half takes it from there and adds its own.
     const float *dout32 = prec_read(pr, dout, n, sp->s.f32[3]);
