@@ -318,6 +318,7 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
     // all-reduce of this rank's gradients.
     double M = config_value(d, "batch", 0) / dp * config_value(d, "seq", 0), C = config_value(d, "dim", 0);
     double L = config_value(d, "layers", 0);
+    const DumpArray *loss = dump_find(d, "loss");
     double steps = loss ? (double)loss->count : 0;
     double per_step = tp_bytes_per_step_recompute(naive, t, dp, M, C, (int)L, local, P, recompute).total;
     char vol[200];
