@@ -306,7 +306,9 @@ GptActs *gpt_acts_create(const Gpt *m, int u0, int u1) {
     a->stream = calloc((size_t)m->nunits + 1, sizeof *a->stream);
     a->dstream = calloc((size_t)m->nunits + 1, sizeof *a->dstream);
     a->blocks = calloc((size_t)(c.L > 0 ? c.L : 1), sizeof *a->blocks);
-    CHECK(a->stream && a->dstream && a->blocks, "out of memory");
+    a->saved = calloc((size_t)m->nunits, sizeof *a->saved);
+    a->saved_pending = calloc((size_t)m->nunits, sizeof *a->saved_pending);
+    CHECK(a->stream && a->dstream && a->blocks && a->saved && a->saved_pending, "out of memory");
     for (int u = 0; u <= m->nunits; u++)
         if (has_stream(m, a, u)) {
             a->stream[u] = kept(m, BTC, "residual stream");
@@ -346,6 +348,9 @@ void gpt_acts_free(const Gpt *m, GptActs *a) {
         mem_free(a->dstream[u]);
     }
     for (int l = 0; l < m->cfg.L; l++) block_set_free(&a->blocks[l]);
+    for (int u = 0; u < m->nunits; u++) mem_free(a->saved[u]);
+    free(a->saved);
+    free(a->saved_pending);
     void *rest[] = {a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->probs, a->losses};
     for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) mem_free(rest[i]);
     free(a->stream);
@@ -495,15 +500,67 @@ static void mm_keep(const Gpt *m, void *out, const void *inp, const float *w, co
 }
 
 // Its backward (ops_matmul_backward's +=); in bf16 the fp32 dout is rounded
-// to bf16 first, as the product's input.
+// to bf16 first, as the product's input. w is read for dinp only (W's
+// calls pass NULL for both).
 static void mm_backward(Gpt *m, float *dinp, float *dw, float *dbias, const float *dout, const void *inp,
                         const float *w, int M, int K, int N) {
     if (in_bf16(m)) {
         ops_to_bf16(m->s_b16, dout, (size_t)M * N);
-        ops_matmul_backward_bf16(dinp, dw, dbias, m->s_b16, inp, weight16(m, w), M, K, N);
+        ops_matmul_backward_bf16(dinp, dw, dbias, m->s_b16, inp, dinp ? weight16(m, w) : NULL, M, K, N);
     } else {
         ops_matmul_backward(dinp, dw, dbias, dout, inp, w, M, K, N);
     }
+}
+
+// The backward pass whole, or its B part (gpt.h's split): the input
+// gradient alone, the output gradients the W part needs kept.
+typedef enum { BWD_ALL, BWD_INPUT } BwdPart;
+
+// A product's backward, or under BWD_INPUT its input gradient alone, its
+// output gradient kept in `save` for W (which makes the weight's and the
+// bias's from it: the same call with dinp NULL, so the same bits).
+static void mm_backward_part(Gpt *m, BwdPart part, float *save, float *dinp, float *dw, float *dbias,
+                             const float *dout, const void *inp, const float *w, int M, int K, int N) {
+    if (part == BWD_INPUT) {
+        mem_copy(save, dout, (size_t)M * N * sizeof(float));
+        dw = NULL, dbias = NULL;
+    }
+    mm_backward(m, dinp, dw, dbias, dout, inp, w, M, K, N);
+}
+
+// The same for a LayerNorm: under BWD_INPUT dx alone, dout kept for W.
+static void ln_backward_part(BwdPart part, float *save, float *dx, float *dw, float *db, const float *dout,
+                             const float *x, const float *w, const float *mean, const float *rstd, int M, int C) {
+    if (part == BWD_INPUT) {
+        mem_copy(save, dout, (size_t)M * C * sizeof(float));
+        dw = NULL, db = NULL;
+    }
+    ops_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, M, C);
+}
+
+// What a unit's B keeps for its W, fp32 (gpt.h): a block's output gradients
+// of its products and LayerNorms, 11 (B, T, C) in all; the head's of
+// lm_head (B, T, V) and of its LayerNorm (B, T, C); nothing of the
+// embeddings' (their W reads dstream[1]).
+typedef struct {
+    float *d2, *d1, *dln2, *dwo, *dq, *dk, *dv, *dln1;   // (B, T, C), d1 (B, T, 4C)
+} BlockSaved;
+
+static size_t saved_floats(const Gpt *m, int u) {
+    const GptConfig c = m->cfg;
+    size_t BT = (size_t)c.B * c.T;
+    switch (m->units[u].kind) {
+    case UNIT_BLOCK: return 11 * BT * c.C;
+    case UNIT_HEAD: return BT * ((size_t)c.V + c.C);
+    default: return 0;
+    }
+}
+
+static BlockSaved block_saved(const Gpt *m, float *base) {
+    size_t BTC = (size_t)m->cfg.B * m->cfg.T * m->cfg.C;
+    BlockSaved v = {base, base + BTC, base + 5 * BTC, base + 6 * BTC, base + 7 * BTC, base + 8 * BTC,
+                    base + 9 * BTC, base + 10 * BTC};
+    return v;
 }
 
 // ---- forward and backward --------------------------------------------------
@@ -626,13 +683,16 @@ static void attention_again(Gpt *m, const GptBlockActs *a) {
     keep(m, a->att, att, BHTT);
 }
 
-static void block_backward(Gpt *m, GptActs *s, int u, const void *params, void *grads) {
+// Under BWD_INPUT: no parameter gradient (grads unused), the output
+// gradients kept in s->saved[u] for block_weight.
+static void block_backward(Gpt *m, GptActs *s, int u, const void *params, void *grads, BwdPart part) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, C = c.C;
     const size_t BTC = (size_t)M * C, BHTT = (size_t)c.B * c.NH * c.T * c.T;
     if (c.recompute == GPT_RECOMPUTE_FULL) block_forward(m, s, u, params, true);
     GptBlockView p = gpt_block_view(m, unit_params(m, u, params));
-    GptBlockView g = gpt_block_view(m, unit_grads(m, u, grads));
+    GptBlockView g = part == BWD_ALL ? gpt_block_view(m, unit_grads(m, u, grads)) : (GptBlockView){0};
+    BlockSaved k = part == BWD_INPUT ? block_saved(m, s->saved[u]) : (BlockSaved){0};
     GptBlockActs set = block_acts(m, s, u), *a = &set;
     if (c.recompute == GPT_RECOMPUTE_SELECTIVE) attention_again(m, a);
     const float *dout = rd(m, s->dstream[u + 1], BTC, m->s_y);   // (B, T, C)
@@ -642,20 +702,20 @@ static void block_backward(Gpt *m, GptActs *s, int u, const void *params, void *
     // MLP branch: out = mid + dropout(gelu(ln2(mid) @ w1 + b1) @ w2 + b2)
     const float *dbranch = branch_grad(m, s, dout, u, 2);
     ops_fill(m->s_4c, 0, 4 * BTC);
-    mm_backward(m, m->s_4c, g.w2, g.b2, dbranch, a->hg, p.w2, M, 4 * C, C);
+    mm_backward_part(m, part, k.d2, m->s_4c, g.w2, g.b2, dbranch, a->hg, p.w2, M, 4 * C, C);
     ops_fill(m->s_4c2, 0, 4 * BTC);
     ops_gelu_backward(m->s_4c2, m->s_4c, rd(m, a->h, 4 * BTC, m->s_h), 4 * BTC);
     ops_fill(dln, 0, BTC);
-    mm_backward(m, dln, g.w1, g.b1, m->s_4c2, a->ln2, p.w1, M, C, 4 * C);
+    mm_backward_part(m, part, k.d1, dln, g.w1, g.b1, m->s_4c2, a->ln2, p.w1, M, C, 4 * C);
     mem_copy(dmid, dout, BTC * sizeof(float));   // the residual path
-    ops_layernorm_backward(dmid, g.ln2w, g.ln2b, dln, rd(m, a->mid, BTC, m->s_x), p.ln2w, a->ln2_mean,
-                           a->ln2_rstd, M, C);
+    ln_backward_part(part, k.dln2, dmid, g.ln2w, g.ln2b, dln, rd(m, a->mid, BTC, m->s_x), p.ln2w, a->ln2_mean,
+                     a->ln2_rstd, M, C);
 
     // Attention branch: mid = x + dropout(attention(ln1(x)) @ wo + bo)
     dbranch = branch_grad(m, s, dmid, u, 1);
     float *dy = m->s_4c;   // (B, T, C), the first part of a free scratch
     ops_fill(dy, 0, BTC);
-    mm_backward(m, dy, g.wo, g.bo, dbranch, a->y, p.wo, M, C, C);
+    mm_backward_part(m, part, k.dwo, dy, g.wo, g.bo, dbranch, a->y, p.wo, M, C, C);
     ops_fill(m->s_dq, 0, BTC);
     ops_fill(m->s_dk, 0, BTC);
     ops_fill(m->s_dv, 0, BTC);
@@ -665,16 +725,41 @@ static void block_backward(Gpt *m, GptActs *s, int u, const void *params, void *
                            rd(m, a->v, BTC, m->s_4c2 + 2 * BTC), c.B, c.T, C, c.NH);
     dln = m->s_4c2;        // (B, T, C)
     ops_fill(dln, 0, BTC);
-    mm_backward(m, dln, g.wq, g.bq, m->s_dq, a->ln1, p.wq, M, C, C);
-    mm_backward(m, dln, g.wk, g.bk, m->s_dk, a->ln1, p.wk, M, C, C);
-    mm_backward(m, dln, g.wv, g.bv, m->s_dv, a->ln1, p.wv, M, C, C);
+    mm_backward_part(m, part, k.dq, dln, g.wq, g.bq, m->s_dq, a->ln1, p.wq, M, C, C);
+    mm_backward_part(m, part, k.dk, dln, g.wk, g.bk, m->s_dk, a->ln1, p.wk, M, C, C);
+    mm_backward_part(m, part, k.dv, dln, g.wv, g.bv, m->s_dv, a->ln1, p.wv, M, C, C);
     float *dx = wr(m, s->dstream[u], m->s_y);   // (B, T, C); dout is read no more
     mem_copy(dx, dmid, BTC * sizeof(float));     // the residual path
-    ops_layernorm_backward(dx, g.ln1w, g.ln1b, dln, rd(m, s->stream[u], BTC, m->s_x), p.ln1w, a->ln1_mean,
-                           a->ln1_rstd, M, C);
+    ln_backward_part(part, k.dln1, dx, g.ln1w, g.ln1b, dln, rd(m, s->stream[u], BTC, m->s_x), p.ln1w, a->ln1_mean,
+                     a->ln1_rstd, M, C);
     keep(m, s->dstream[u], dx, BTC);
+    if (part == BWD_ALL) unit_grads_done(m, u, grads);
+}
+
+// A block's W: its parameter gradients from what its B kept and its
+// activations, the same calls as the whole backward's with no input
+// gradient (the tensors in the same order).
+static void block_weight(Gpt *m, GptActs *s, int u, void *grads) {
+    const GptConfig c = m->cfg;
+    const int M = c.B * c.T, C = c.C;
+    const size_t BTC = (size_t)M * C;
+    GptBlockView g = gpt_block_view(m, unit_grads(m, u, grads));
+    GptBlockActs set = block_acts(m, s, u), *a = &set;
+    BlockSaved k = block_saved(m, s->saved[u]);
+    mm_backward(m, NULL, g.w2, g.b2, k.d2, a->hg, NULL, M, 4 * C, C);
+    mm_backward(m, NULL, g.w1, g.b1, k.d1, a->ln2, NULL, M, C, 4 * C);
+    ops_layernorm_backward(NULL, g.ln2w, g.ln2b, k.dln2, rd(m, a->mid, BTC, m->s_x), NULL, a->ln2_mean,
+                           a->ln2_rstd, M, C);
+    mm_backward(m, NULL, g.wo, g.bo, k.dwo, a->y, NULL, M, C, C);
+    mm_backward(m, NULL, g.wq, g.bq, k.dq, a->ln1, NULL, M, C, C);
+    mm_backward(m, NULL, g.wk, g.bk, k.dk, a->ln1, NULL, M, C, C);
+    mm_backward(m, NULL, g.wv, g.bv, k.dv, a->ln1, NULL, M, C, C);
+    ops_layernorm_backward(NULL, g.ln1w, g.ln1b, k.dln1, rd(m, s->stream[u], BTC, m->s_x), NULL, a->ln1_mean,
+                           a->ln1_rstd, M, C);
     unit_grads_done(m, u, grads);
 }
+
+
 
 static void head_forward(Gpt *m, GptActs *a, const void *params) {
     const GptConfig c = m->cfg;
@@ -693,23 +778,37 @@ static void head_forward(Gpt *m, GptActs *a, const void *params) {
     keep(m, a->probs, probs, MV);
 }
 
-static void head_backward(Gpt *m, GptActs *a, const void *params, void *grads) {
+static void head_backward(Gpt *m, GptActs *a, const void *params, void *grads, BwdPart part) {
     const GptConfig c = m->cfg;
     const int M = c.B * c.T, u = c.L + 1;
     const size_t BTC = (size_t)M * c.C, MV = (size_t)M * c.V;
     GptHeadView p = gpt_head_view(m, unit_params(m, u, params));
-    GptHeadView g = gpt_head_view(m, unit_grads(m, u, grads));
+    GptHeadView g = part == BWD_ALL ? gpt_head_view(m, unit_grads(m, u, grads)) : (GptHeadView){0};
+    float *saved = part == BWD_INPUT ? a->saved[u] : NULL;   // dlogits (B, T, V), then dlnf (B, T, C)
     ops_fill(m->s_logits, 0, MV);
     ops_crossentropy_backward(m->s_logits, rd(m, a->probs, MV, m->s_probs), a->targets, a->loss_scale, M, c.V);
     ops_fill(m->s_c, 0, BTC);
-    mm_backward(m, m->s_c, g.lm_head, NULL, m->s_logits, a->lnf, p.lm_head, M, c.C, c.V);
+    mm_backward_part(m, part, saved, m->s_c, g.lm_head, NULL, m->s_logits, a->lnf, p.lm_head, M, c.C, c.V);
     float *dx = wr(m, a->dstream[u], m->s_y);
     ops_fill(dx, 0, BTC);
-    ops_layernorm_backward(dx, g.lnfw, g.lnfb, m->s_c, rd(m, a->stream[u], BTC, m->s_x), p.lnfw, a->lnf_mean,
-                           a->lnf_rstd, M, c.C);
+    ln_backward_part(part, saved ? saved + MV : NULL, dx, g.lnfw, g.lnfb, m->s_c, rd(m, a->stream[u], BTC, m->s_x),
+                     p.lnfw, a->lnf_mean, a->lnf_rstd, M, c.C);
     keep(m, a->dstream[u], dx, BTC);
+    if (part == BWD_ALL) unit_grads_done(m, u, grads);
+}
+
+static void head_weight(Gpt *m, GptActs *a, void *grads) {
+    const GptConfig c = m->cfg;
+    const int M = c.B * c.T, u = c.L + 1;
+    const size_t BTC = (size_t)M * c.C, MV = (size_t)M * c.V;
+    GptHeadView g = gpt_head_view(m, unit_grads(m, u, grads));
+    mm_backward(m, NULL, g.lm_head, NULL, a->saved[u], a->lnf, NULL, M, c.C, c.V);
+    ops_layernorm_backward(NULL, g.lnfw, g.lnfb, a->saved[u] + MV, rd(m, a->stream[u], BTC, m->s_x), NULL,
+                           a->lnf_mean, a->lnf_rstd, M, c.C);
     unit_grads_done(m, u, grads);
 }
+
+
 
 static void check_unit(const Gpt *m, const GptActs *a, int u, const char *what) {
     CHECK(m->s_c, "%s before the scratch was allocated (gpt_alloc_acts or gpt_alloc_scratch)", what);
@@ -729,11 +828,48 @@ void gpt_acts_forward(Gpt *m, GptActs *a, int u, const void *params) {
 
 void gpt_acts_backward(Gpt *m, GptActs *a, int u, const void *params, void *grads) {
     check_unit(m, a, u, "a unit's backward pass");
+    CHECK(!a->saved_pending[u], "unit %d's whole backward pass while its split one waits for its W "
+          "(gpt_acts_backward_weight)", u);
     switch (m->units[u].kind) {
     case UNIT_EMBED: embed_backward(m, a, grads); break;
-    case UNIT_BLOCK: block_backward(m, a, u, params, grads); break;
-    case UNIT_HEAD: head_backward(m, a, params, grads); break;
+    case UNIT_BLOCK: block_backward(m, a, u, params, grads, BWD_ALL); break;
+    case UNIT_HEAD: head_backward(m, a, params, grads, BWD_ALL); break;
     }
+}
+
+void gpt_acts_backward_input(Gpt *m, GptActs *a, int u, const void *params) {
+    check_unit(m, a, u, "a unit's B pass");
+    CHECK(m->cfg.recompute != GPT_RECOMPUTE_FULL, "the backward pass split into B and W under full "
+          "recomputation: W reads the block's activations after B, which full recomputation no longer holds; "
+          "run --recompute none or selective");
+    CHECK(!a->saved_pending[u], "unit %d's B pass twice before its W", u);
+    size_t n = saved_floats(m, u);
+    if (n) a->saved[u] = mem_alloc_floats(n, MEM_ACTS, "output gradients kept for W");
+    a->saved_pending[u] = true;
+    switch (m->units[u].kind) {
+    case UNIT_EMBED: break;   // nothing waits for an input gradient of the embeddings: all of it is W
+    case UNIT_BLOCK: block_backward(m, a, u, params, NULL, BWD_INPUT); break;
+    case UNIT_HEAD: head_backward(m, a, params, NULL, BWD_INPUT); break;
+    }
+}
+
+void gpt_acts_backward_weight(Gpt *m, GptActs *a, int u, void *grads) {
+    check_unit(m, a, u, "a unit's W pass");
+    CHECK(a->saved_pending[u], "unit %d's W pass before its B pass (gpt_acts_backward_input)", u);
+    switch (m->units[u].kind) {
+    case UNIT_EMBED: embed_backward(m, a, grads); break;
+    case UNIT_BLOCK: block_weight(m, a, u, grads); break;
+    case UNIT_HEAD: head_weight(m, a, grads); break;
+    }
+    mem_free(a->saved[u]);
+    a->saved[u] = NULL;
+    a->saved_pending[u] = false;
+}
+
+double gpt_saved_bytes(const Gpt *m, int u0, int u1) {
+    double floats = 0;
+    for (int u = u0; u < u1; u++) floats += (double)saved_floats(m, u);
+    return floats * sizeof(float);
 }
 
 void gpt_unit_forward(Gpt *m, int u, const void *params) { gpt_acts_forward(m, m->acts, u, params); }

@@ -11,6 +11,7 @@
 // holds only the activations of one (micro-)batch.
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -139,6 +140,11 @@ typedef struct {
     float *logits;              // (B, T, V) fp32 (NULL under GPT_BF16, where they are scratch)
     void *probs;                // (B, T, V) the model's precision
     float *losses;              // (B, T) fp32
+    // The backward pass split (gpt_acts_backward_input, then _weight): what
+    // unit u's B pass kept for its W pass (fp32, NULL outside), and whether
+    // its W is still to run.
+    float **saved;              // (nunits)
+    bool *saved_pending;        // (nunits)
 } GptActs;
 
 typedef struct {
@@ -258,6 +264,22 @@ void gpt_acts_set_batch(const Gpt *m, GptActs *a, const int *x, const int *y, in
 void gpt_acts_forward(Gpt *m, GptActs *a, int u, const void *params);
 void gpt_acts_backward(Gpt *m, GptActs *a, int u, const void *params, void *grads);
 double gpt_acts_loss(const Gpt *m, const GptActs *a);   // after the head's forward
+// The backward pass in two (Qi et al. 2024, "Zero Bubble Pipeline
+// Parallelism"): B, the input gradient, which the unit before waits for,
+// reads dstream[u + 1] and writes dstream[u]; W, the parameter gradients,
+// which nobody waits for, ADDS them into grads (as gpt_acts_backward does).
+// B keeps what W needs beyond the set's activations: the output gradients of
+// the unit's products and LayerNorms, fp32 (a block 11 (B, T, C), the head
+// (B, T, V + C), the embeddings nothing: all of theirs is W), allocated by B
+// (ACTS) and freed by W. B then W, at once or later (other units' and
+// micro-batches' passes between), is gpt_acts_backward to the bit: the same
+// calls on the same values, each product's and LayerNorm's input gradient
+// in B and its weight's in W. Not under full recomputation (W reads the
+// activations B used).
+void gpt_acts_backward_input(Gpt *m, GptActs *a, int u, const void *params);
+void gpt_acts_backward_weight(Gpt *m, GptActs *a, int u, void *grads);
+// The bytes B keeps for W over units [u0, u1).
+double gpt_saved_bytes(const Gpt *m, int u0, int u1);
 // The bytes of one set for [u0, u1) (what gpt_acts_create allocates).
 double gpt_acts_bytes(const Gpt *m, int u0, int u1);
 

@@ -541,6 +541,79 @@ START_TEST(recomputation_is_the_same_training) {
 }
 END_TEST
 
+// The backward pass split into B and W (gpt.h) is the whole backward pass
+// to the bit: two micro-batches, whole: forward and backward of the first,
+// then of the second; split: both forwards, the Bs of the first and of the
+// second (the second's B running on the scratch between the first's B and
+// W), then the Ws in the micro-batches' order, each in the units' order
+// (the reverse of B's), in fp32, bf16, bf16 with fp32 gradients, and under
+// selective recomputation; dropout on. B keeps gpt_saved_bytes until W.
+// Negative control: the second micro-batch's W left out.
+static void check_split(GptConfig c) {
+    int x[2][10], y[2][10];
+    tiny_batch(&c, x[0], y[0]);
+    for (int i = 0; i < 10; i++) x[1][i] = (x[0][i] * 7 + 3) % c.V, y[1][i] = (y[0][i] * 5 + 1) % c.V;
+    Gpt *m = gpt_create(&c);
+    gpt_alloc_scratch(m);
+    const size_t E = gpt_grad_elem_size(m);
+    float **master = gpt_alloc_units(m, MEM_PARAMS, "params");
+    void **params = gpt_alloc_run_units(m, MEM_PARAMS, "params");
+    void **g1 = gpt_alloc_grad_units(m, MEM_GRADS, "grads"), **g2 = gpt_alloc_grad_units(m, MEM_GRADS, "grads");
+    big_params(m, master);
+    for (int u = 0; u < m->nunits; u++) {
+        if (c.precision == GPT_BF16) ops_to_bf16(params[u], master[u], m->units[u].size);
+        else mem_copy(params[u], master[u], m->units[u].size * sizeof(float));
+    }
+    GptActs *a[2];
+    for (int k = 0; k < 2; k++) {
+        a[k] = gpt_acts_create(m, 0, m->nunits);
+        gpt_acts_set_batch(m, a[k], x[k], y[k], 3, k * c.B, 0.05f);
+    }
+    for (int k = 0; k < 2; k++) {
+        for (int u = 0; u < m->nunits; u++) gpt_acts_forward(m, a[k], u, params[u]);
+        for (int u = m->nunits - 1; u >= 0; u--) gpt_acts_backward(m, a[k], u, params[u], g1[u]);
+    }
+    for (int k = 0; k < 2; k++)
+        for (int u = 0; u < m->nunits; u++) gpt_acts_forward(m, a[k], u, params[u]);
+    size_t before = mem_live(MEM_ACTS);
+    for (int k = 0; k < 2; k++)
+        for (int u = m->nunits - 1; u >= 0; u--) gpt_acts_backward_input(m, a[k], u, params[u]);
+    double kept = (double)(mem_live(MEM_ACTS) - before);
+    ck_assert_msg(kept == 2 * gpt_saved_bytes(m, 0, m->nunits), "B kept %g bytes for W, %g expected", kept,
+                  2 * gpt_saved_bytes(m, 0, m->nunits));
+    for (int k = 0; k < 2; k++)
+        for (int u = 0; u < m->nunits; u++) gpt_acts_backward_weight(m, a[k], u, g2[u]);
+    ck_assert_msg(mem_live(MEM_ACTS) == before, "W left %zu bytes", mem_live(MEM_ACTS) - before);
+    for (int u = 0; u < m->nunits; u++)
+        ck_assert_msg(memcmp(g1[u], g2[u], m->units[u].size * E) == 0, "%s %s: unit %d's gradient differs",
+                      gpt_precision_name(c.precision), gpt_recompute_name(c.recompute), u);
+    // Negative control: the second micro-batch's B without its W.
+    for (int u = 0; u < m->nunits; u++) mem_zero(g2[u], m->units[u].size * E);
+    for (int k = 0; k < 2; k++)
+        for (int u = m->nunits - 1; u >= 0; u--) gpt_acts_backward_input(m, a[k], u, params[u]);
+    for (int u = 0; u < m->nunits; u++) gpt_acts_backward_weight(m, a[0], u, g2[u]);
+    ck_assert(memcmp(g1[1], g2[1], m->units[1].size * E) != 0);
+    for (int k = 0; k < 2; k++) gpt_acts_free(m, a[k]);   // (a[1]'s kept gradients freed with it)
+    gpt_free_units(m, master);
+    gpt_free_units(m, params);
+    gpt_free_units(m, g1);
+    gpt_free_units(m, g2);
+    gpt_free(m);
+}
+
+START_TEST(split_backward_is_the_whole_backward) {
+    GptConfig c = tiny(0.1f);
+    check_split(c);
+    c.precision = GPT_BF16;
+    check_split(c);
+    c.grads_fp32 = true;
+    check_split(c);
+    c = tiny(0.1f);
+    c.recompute = GPT_RECOMPUTE_SELECTIVE;
+    check_split(c);
+}
+END_TEST
+
 static Suite *gpt_suite(void) {
     Suite *s = suite_create("gpt");
     TCase *tc = tcase_create("gpt");
@@ -558,6 +631,7 @@ static Suite *gpt_suite(void) {
     tcase_add_test(tc, bf16_model_is_the_fp32_model_rounded);
     tcase_add_test(tc, bf16_with_fp32_gradients);
     tcase_add_test(tc, recomputation_is_the_same_training);
+    tcase_add_test(tc, split_backward_is_the_whole_backward);
     suite_add_tcase(s, tc);
     return s;
 }
