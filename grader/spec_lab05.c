@@ -220,6 +220,23 @@ static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     return n;
 }
 
+// The first send in the logs that comes after a W with no other pass
+// between: a W run between a B and the send of the gradient it made (a W
+// makes no message). Its rank, the W's micro-batch and the send's peer in
+// *rank, *mb, *peer; false if none.
+static bool w_before_send(const CommEvent *const *ev, const int *n, int N, int *rank, int *mb, int *peer) {
+    for (int r = 0; r < N; r++)
+        for (int i = 0, w = -1; i < n[r]; i++) {
+            const CommEvent *e = &ev[r][i];
+            if (e->kind == COMM_EVENT_MARK) w = e->op == PP_PASS_W ? e->peer : -1;
+            if (e->kind == COMM_EVENT_POST && e->op == COMM_OP_SEND && w >= 0) {
+                *rank = r, *mb = w, *peer = e->peer;
+                return true;
+            }
+        }
+    return false;
+}
+
 // What each stage waited for: the last step's log of every rank replayed
 // with what each end of an operation waits for (pp_replay_timeline). A
 // stage that has its input and waits for anything else (a barrier after
@@ -261,7 +278,7 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
     double order;
     PpLate late;
     double bubble = pp_replay_timeline(N, p, ev, n, &order, &late);
-    char fig[200], bound[200], diag[900], cause[300] = "";
+    char fig[200], bound[200], diag[1024], cause[300] = "";
     snprintf(fig, sizeof fig, "%.1f%% idle", 100 * bubble);
     snprintf(bound, sizeof bound, "the order's own %.1f%% (+- 0.5%%)", 100 * order);
     if (late.cause_rank >= 0) {
@@ -289,6 +306,13 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
                  "passes is right; the stages wait for each other besides their inputs, so they no longer overlap",
                  100 * bubble, 100 * order, late.rank, pp_pass_name(late.kind), late.mb, late.late,
                  late.late == 1 ? "" : "es", cause[0] ? cause : "something before it");
+    int w_rank, w_mb, w_peer;
+    if (bubble > order + 0.005 && w_before_send(ev, n, N, &w_rank, &w_mb, &w_peer)) {
+        size_t len = strlen(diag);
+        snprintf(diag + len, sizeof diag - len, ". Rank %d ran the W of micro-batch %d before sending the gradient "
+                 "its B had made to rank %d: the previous stage waits for that gradient, and nobody waits for W; "
+                 "send it as soon as B is done, then run W", w_rank, w_mb, w_peer);
+    }
     grade_check(g, run, check, bubble >= 0 && order >= 0 && bubble <= order + 0.005, fig, bound, diag);
     free(n);
     free(all);
@@ -590,11 +614,12 @@ static void check_zb_bubble(Grader *g, const Run *run, PpEvent **rows, int *n, i
         spans += n[s] ? last - first : 0;
     }
     double sb = spans > 0 ? (spans - busy) / spans : 0;
-    snprintf(fig, sizeof fig, "%.1f%%: %g passes idle", 100 * sb, spans - busy);
-    snprintf(bound, sizeof bound, "%s = %.1f%%: %g passes idle, to the pass", c == 1 ? "(p - 1) / (6m + p - 1)"
-             : "0 ((p - 1)(F + B - 2W))", 100 * pp_zb_span_bubble_formula(c, p, m), want_idle);
+    snprintf(fig, sizeof fig, "%.1f%%: %g pass%s idle", 100 * sb, spans - busy, spans - busy == 1 ? "" : "es");
+    snprintf(bound, sizeof bound, "%s = %.1f%%: %g pass%s idle, to the pass", c == 1 ? "(p - 1) / (6m + p - 1)"
+             : "0 ((p - 1)(F + B - 2W))", 100 * pp_zb_span_bubble_formula(c, p, m), want_idle,
+             want_idle == 1 ? "" : "es");
     snprintf(diag, sizeof diag, "replayed with F, B and W 1 each, the stages' spans (each stage's first pass to its "
-             "last) hold %g passes idle where %s's hold %g: a stage waits between its first pass and its last (the "
+             "last) hold %g pass(es) idle where %s's hold %g: a stage waits between its first pass and its last (the "
              "order of passes says where)", spans - busy, name, want_idle);
     grade_check(g, run, "the bubble within the stages' spans", fabs(spans - busy - want_idle) < 0.5, fig, bound,
                 diag);
