@@ -16,6 +16,16 @@
 // the model's shapes before any of the student's code runs, in the model's
 // precision (bf16's kept tensors at 2 bytes an element, its LayerNorm
 // statistics and its scratch's widened copies at 4).
+//
+// On the backward pass split into B and W (the zero-bubble schedules,
+// pp_budget_zb) a micro-batch is alive from its forward pass to its W, k of
+// them at most (ZB-H1 min(m, p) on every stage, ZB-H2 min(m, 2p - 1)), and
+// between its B and its W it keeps what B computed for W, the output
+// gradients of the units' products and LayerNorms (fp32; the model's
+// gpt_saved_bytes), k_w of them at most: stage s holds its W's c s passes
+// behind its B's (c = 1 for ZB-H1, 2 for ZB-H2), so k_w = min(m, c s + 1).
+// Both peaks come at once, on the B of micro-batch c s: scratch + k sets +
+// k_w x what B keeps.
 #pragma once
 
 #include <stdbool.h>
@@ -24,6 +34,7 @@ typedef struct {
     int k;                                   // micro-batches whose activations the schedule keeps at most
     double params, grads, optim, acts;       // each category's peak
     const char *params_why, *grads_why, *optim_why, *acts_why;   // the formulas, in words
+    int k_w;                                 // micro-batches between their B and their W at most (0: not split)
 } PpBudget;
 
 // Stage s of p, m micro-batches, GPipe or 1F1B, with full recomputation at
@@ -32,3 +43,9 @@ typedef struct {
 // boundary under recomputation), in bytes (measured).
 PpBudget pp_budget(bool gpipe, bool recompute, int p, int m, int s, double psi_s, double acts_scratch,
                    double acts_shared, double acts_set, bool bf16);
+
+// The zero-bubble schedules (c = 1 ZB-H1, 2 ZB-H2): the same state, and
+// activations of scratch + k sets + k_w x acts_saved, the bytes B keeps for
+// W on the stage's units (measured from the model's shapes, as acts_set).
+PpBudget pp_budget_zb(int c, int p, int m, int s, double psi_s, double acts_scratch, double acts_set,
+                      double acts_saved, bool bf16);

@@ -8,6 +8,17 @@
 
 double pp_bubble_formula(int p, int m) { return (double)(p - 1) / (double)(m + p - 1); }
 
+double pp_zb_bubble_formula(int p, int m) { return (double)(p - 1) / (double)(3 * m + p - 1); }
+
+// Replayed with F = B = W = 1, ZB-H1's stage s starts at s (its first
+// forward waits for s others) and every stage ends with the step, at
+// 3m + p - 1: idle p - 1 - s within its span, p (p - 1) / 2 over the stages,
+// of spans that add up to p (3m + (p - 1) / 2). ZB-H2's stage s runs from s
+// to 3m + s without a gap.
+double pp_zb_span_bubble_formula(int c, int p, int m) {
+    return c == 1 ? (double)(p - 1) / (double)(6 * m + p - 1) : 0;
+}
+
 // Each kind of pass: its length with equal stages, and what it waits for
 // besides its stage's previous pass: the pass of kind `on` of the same
 // micro-batch on stage s + dir (nothing where that stage does not exist).
@@ -20,12 +31,24 @@ static const struct {
     [PP_PASS_F] = {1, -1, PP_PASS_F, 'F', "forward"},
     [PP_PASS_B] = {2, +1, PP_PASS_B, 'B', "backward"},
     [PP_PASS_R] = {1, +1, PP_PASS_B, 'R', "recompute"},   // the backward's first part (pp_schedule.h)
+    [PP_PASS_W] = {1, 0, PP_PASS_B, 'W', "weight gradient"},   // after its own stage's B: nobody else's
 };
 
 static bool known(int kind) { return kind >= 0 && kind < PP_PASS_KINDS; }
 double pp_pass_units(int kind) { return known(kind) ? PASS[kind].units : 0; }
 char pp_pass_letter(int kind) { return known(kind) ? PASS[kind].letter : '?'; }
 const char *pp_pass_name(int kind) { return known(kind) ? PASS[kind].name : "unknown pass"; }
+
+bool pp_split_b(const PpEvent *row, int n, int k) {
+    if (row[k].kind != PP_PASS_B) return false;
+    for (int j = 0; j < n; j++)
+        if (row[j].kind == PP_PASS_W && row[j].mb == row[k].mb) return true;
+    return false;
+}
+
+double pp_event_units(const PpEvent *row, int n, int k) {
+    return pp_split_b(row, n, k) ? 1 : pp_pass_units(row[k].kind);
+}
 
 int pp_events_without(PpEvent *ev, int n, int kind) {
     int k = 0;
@@ -62,7 +85,7 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
                 if (dep < 0) continue;   // not yet (or never: the pass stalls)
                 ready = dep > ready ? dep : ready;
             }
-            double d = equal ? PASS[e->kind].units : e->seconds;
+            double d = equal ? pp_event_units(ev[s], n[s], done[s]) : e->seconds;
             e->start = ready;
             e->end = ready + d;
             busy += d;
@@ -78,6 +101,21 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
     free(done);
     *makespan = last;
     return last > 0 ? (p * last - busy) / (p * last) : 0;
+}
+
+double pp_span_bubble(int p, PpEvent *const *ev, const int *n) {
+    double span = 0, busy = 0;
+    for (int s = 0; s < p; s++) {
+        if (!n[s]) continue;
+        double first = ev[s][0].start, last = ev[s][0].end;
+        for (int k = 0; k < n[s]; k++) {
+            first = ev[s][k].start < first ? ev[s][k].start : first;
+            last = ev[s][k].end > last ? ev[s][k].end : last;
+            busy += ev[s][k].end - ev[s][k].start;
+        }
+        span += last - first;
+    }
+    return span > 0 ? (span - busy) / span : 0;
 }
 
 // ---- the timeline ----------------------------------------------------------------
@@ -107,6 +145,18 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
     double *at = calloc((size_t)N * most, sizeof *at), *raised = calloc((size_t)N * most, sizeof *raised);
     double *clock = calloc((size_t)N, sizeof *clock);   // N >= 1
     int *next = calloc((size_t)N, sizeof *next);
+    // Each pass's length with equal stages (a B split where its rank's log
+    // has a W of the same micro-batch: pp_event_units).
+    double *len = calloc((size_t)N * most, sizeof *len);
+    for (int r = 0; r < N; r++)
+        for (int i = 0; i < n[r]; i++) {
+            const CommEvent *e = &ev[r][i];
+            if (e->kind != COMM_EVENT_MARK) continue;
+            len[(size_t)r * most + i] = pp_pass_units(e->op);
+            for (int j = 0; e->op == PP_PASS_B && j < n[r]; j++)
+                if (ev[r][j].kind == COMM_EVENT_MARK && ev[r][j].op == PP_PASS_W && ev[r][j].peer == e->peer)
+                    len[(size_t)r * most + i] = 1;
+        }
     *late = (PpLate){-1, 0, 0, 0, -1, {0, 0, 0, 0, 0}};
     *order_bubble = -1;
     int left = 0;
@@ -134,7 +184,7 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
                     raised[(size_t)r * most + next[r]] = t - clock[r];
                 }
                 at[(size_t)r * most + next[r]] = t;
-                clock[r] = t + (e->kind == COMM_EVENT_MARK ? pp_pass_units(e->op) : 0.0);
+                clock[r] = t + len[(size_t)r * most + next[r]];
                 next[r]++, left--, ran++;
             }
         if (!ran) break;
@@ -152,7 +202,7 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
             for (int i = 0; i < n[s]; i++) {
                 const CommEvent *e = &ev[s][i];
                 if (e->kind != COMM_EVENT_MARK) continue;
-                double d = pp_pass_units(e->op), end = at[(size_t)s * most + i] + d;
+                double d = len[(size_t)s * most + i], end = at[(size_t)s * most + i] + d;
                 busy += d;
                 span = end > span ? end : span;
                 index[(size_t)s * most + counts[s]] = i;
@@ -196,5 +246,6 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
     free(raised);
     free(clock);
     free(next);
+    free(len);
     return bubble;
 }

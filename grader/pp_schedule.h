@@ -7,8 +7,9 @@
 // stage's previous event has ended and when the neighbour's pass it waits
 // for has: for F of micro-batch i on stage s > 0, F of i on stage s - 1
 // (its activations); for B of i on stage s < p - 1, B of i on stage s + 1
-// (its gradients). What is left idle is the schedule's own bubble, free of
-// the noise of a machine with fewer cores than ranks.
+// (its gradients); W of i waits for nobody else (its own stage's B of i
+// came first). What is left idle is the schedule's own bubble, free of the
+// noise of a machine with fewer cores than ranks.
 #pragma once
 
 #include <stdbool.h>
@@ -22,11 +23,17 @@
 // for the gradient as B does (where the lectures draw it, and where a
 // schedule that recomputes on the gradient's arrival puts it); a schedule
 // that runs it earlier, while the gradient travels, replays no later.
-typedef enum { PP_PASS_F, PP_PASS_B, PP_PASS_R, PP_PASS_KINDS } PpPass;
-// Its length in the replay with equal stages: F 1, B 2, R 1 (a forward
-// again); its letter in the pictures ('F', 'B', 'R') and its name
-// ("forward", "backward", "recompute"). Another kind (read from a dump):
-// 0, '?', "unknown pass".
+// W is the backward pass's second half where it is split (the zero-bubble
+// schedules, Qi et al. 2024): B then computes the input gradient alone, the
+// one the previous stage waits for, and W the parameter gradients, which
+// nobody waits for. A micro-batch with a W on a stage had its backward pass
+// split there: its B is the first half.
+typedef enum { PP_PASS_F, PP_PASS_B, PP_PASS_R, PP_PASS_W, PP_PASS_KINDS } PpPass;
+// Its length in the replay with equal stages: F 1, B 2 (the whole
+// backward; its first half, where split, 1: pp_event_units), R 1 (a forward
+// again), W 1; its letter in the pictures ('F', 'B', 'R', 'W') and its name
+// ("forward", "backward", "recompute", "weight gradient"). Another kind
+// (read from a dump): 0, '?', "unknown pass".
 double pp_pass_units(int kind);
 char pp_pass_letter(int kind);
 const char *pp_pass_name(int kind);
@@ -38,10 +45,16 @@ typedef struct {
     double start, end;   // set by the replay
 } PpEvent;
 
+// Whether event k of a stage's n events (row) is the first half of a split
+// backward pass: a B whose micro-batch has a W on the same stage.
+bool pp_split_b(const PpEvent *row, int n, int k);
+// Event k's length with equal stages: pp_pass_units, a split B 1.
+double pp_event_units(const PpEvent *row, int n, int k);
+
 // ev[s] the events of stage s in the order it ran them (n[s] of them).
-// equal: pp_pass_units (F 1, B 2: the lectures' picture, where the bubble
-// of F and B alone is exactly (p - 1) / (m + p - 1)); else the measured
-// seconds.
+// equal: pp_event_units (F 1, B 2: the lectures' picture, where the bubble
+// of F and B alone is exactly (p - 1) / (m + p - 1); F, B and W 1 each where
+// the backward is split); else the measured seconds.
 // Returns the idle fraction of the replayed timeline, (p T - busy) / (p T)
 // for makespan T, and the makespan in *makespan; -1 when the events cannot
 // all run (one waits for an event no stage recorded).
@@ -50,13 +63,29 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
 // The bubble of GPipe and 1F1B with equal stages: (p - 1) / (m + p - 1).
 double pp_bubble_formula(int p, int m);
 
+// After a replay: the idle share of the stages' own spans (each stage's
+// first pass to its last), sum (span - busy) / sum span. The step's bubble
+// (pp_replay's) counts a stage idle from the step's start to its first
+// pass and from its last pass to the step's end as well.
+double pp_span_bubble(int p, PpEvent *const *ev, const int *n);
+
+// The zero-bubble schedules of Qi et al. 2024 (figure 3), c = 1 for ZB-H1
+// and 2 for ZB-H2, with F = B = W = 1: the step lasts 3m + p - 1 for both,
+// so its bubble is (p - 1) / (3m + p - 1) (1F1B's (p - 1) / (m + p - 1) is
+// three times the idle time: F 1 and B + W 2 there); within each stage's
+// span ZB-H1 leaves (p - 1) / (6m + p - 1) and ZB-H2 nothing (the paper's
+// (p - 1)(F + B - 2W) = 0: ZB-H2's stages are busy from their first pass to
+// their last, and they start and end p - 1 passes apart).
+double pp_zb_bubble_formula(int p, int m);
+double pp_zb_span_bubble_formula(int c, int p, int m);
+
 // Stage s's events without those of one kind, in order, in place; returns
 // how many are left (the order of F and B alone: pp_events_without(.., PP_PASS_R)).
 int pp_events_without(PpEvent *ev, int n, int kind);
 
 // The timeline: every rank's log of one step (comm.h's events; its marks
 // are the passes, what the PpPass, arg the micro-batch), replayed with
-// equal stages (pp_pass_units) and with what each end of an operation waits
+// equal stages (pp_event_units) and with what each end of an operation waits
 // for: a receive its send's start, a send its receive's start (a message
 // leaves when the other side asks for it, as a large one does), a
 // collective every member's start. A schedule whose stages wait only for

@@ -28,7 +28,9 @@
 // micro-batches again, the last needs none). In bf16 mixed
 // precision (bf16 weights, gradients and messages, an fp32 master copy and
 // moments), against build/ref in bf16: p = 2, p = 3 cutting 4 blocks
-// unevenly, and the grid, whose data-parallel all-reduce is bf16 too.
+// unevenly, and the grid, whose data-parallel all-reduce is bf16 too. The
+// zero-bubble schedules: one of each in the quick subset (ZB-H1 at p = 2,
+// ZB-H2 at p = 3: its order, its memory, its W's).
 static const RunSpec LAB05_RUNS[] = {
     {"np1-gpipe-m2", 1, "--steps 3 --schedule gpipe --micro 2", false, false},
     {"np2-1f1b-m4", 2, "--steps 3 --schedule 1f1b --micro 4", true, false},
@@ -54,6 +56,14 @@ static const RunSpec LAB05_RUNS[] = {
     {"np2-1f1b-m4-bf16", 2, "--steps 3 --schedule 1f1b --micro 4 --precision bf16", true, false},
     {"np3-gpipe-m4-bf16", 3, "--steps 3 --schedule gpipe --micro 4 --precision bf16", false, false},
     {"np4-dp2-pp2-bf16", 4, "--steps 3 --schedule 1f1b --micro 2 --pp 2 --precision bf16", true, false},
+    // The zero-bubble schedules on the split backward (Qi et al. 2024):
+    // ZB-H1 at p = 2 and 4, ZB-H2 at p = 3 (4 blocks cut unevenly) and on a
+    // grid of two pipelines of two stages, each at the fewest micro-batches
+    // the batch allows above the schedule's least (m >= p; m >= 2p - 1).
+    {"np2-zb-h1-m4", 2, "--steps 3 --schedule zb-h1 --micro 4", true, false},
+    {"np3-zb-h2-m8", 3, "--steps 3 --schedule zb-h2 --micro 8", true, false},
+    {"np4-zb-h1-m8", 4, "--steps 3 --schedule zb-h1 --micro 8", false, false},
+    {"np4-dp2-pp2-zb-h2-m4", 4, "--steps 3 --schedule zb-h2 --micro 4 --pp 2", false, false},
 };
 
 // Full recomputation at the stage boundaries is lab05's own (the model's
@@ -210,6 +220,23 @@ static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     return n;
 }
 
+// The first send in the logs that comes after a W with no other pass
+// between: a W run between a B and the send of the gradient it made (a W
+// makes no message). Its rank, the W's micro-batch and the send's peer in
+// *rank, *mb, *peer; false if none.
+static bool w_before_send(const CommEvent *const *ev, const int *n, int N, int *rank, int *mb, int *peer) {
+    for (int r = 0; r < N; r++)
+        for (int i = 0, w = -1; i < n[r]; i++) {
+            const CommEvent *e = &ev[r][i];
+            if (e->kind == COMM_EVENT_MARK) w = e->op == PP_PASS_W ? e->peer : -1;
+            if (e->kind == COMM_EVENT_POST && e->op == COMM_OP_SEND && w >= 0) {
+                *rank = r, *mb = w, *peer = e->peer;
+                return true;
+            }
+        }
+    return false;
+}
+
 // What each stage waited for: the last step's log of every rank replayed
 // with what each end of an operation waits for (pp_replay_timeline). A
 // stage that has its input and waits for anything else (a barrier after
@@ -251,7 +278,7 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
     double order;
     PpLate late;
     double bubble = pp_replay_timeline(N, p, ev, n, &order, &late);
-    char fig[200], bound[200], diag[900], cause[300] = "";
+    char fig[200], bound[200], diag[1024], cause[300] = "";
     snprintf(fig, sizeof fig, "%.1f%% idle", 100 * bubble);
     snprintf(bound, sizeof bound, "the order's own %.1f%% (+- 0.5%%)", 100 * order);
     if (late.cause_rank >= 0) {
@@ -279,6 +306,13 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
                  "passes is right; the stages wait for each other besides their inputs, so they no longer overlap",
                  100 * bubble, 100 * order, late.rank, pp_pass_name(late.kind), late.mb, late.late,
                  late.late == 1 ? "" : "es", cause[0] ? cause : "something before it");
+    int w_rank, w_mb, w_peer;
+    if (bubble > order + 0.005 && w_before_send(ev, n, N, &w_rank, &w_mb, &w_peer)) {
+        size_t len = strlen(diag);
+        snprintf(diag + len, sizeof diag - len, ". Rank %d ran the W of micro-batch %d before sending the gradient "
+                 "its B had made to rank %d: the previous stage waits for that gradient, and nobody waits for W; "
+                 "send it as soon as B is done, then run W", w_rank, w_mb, w_peer);
+    }
     grade_check(g, run, check, bubble >= 0 && order >= 0 && bubble <= order + 0.005, fig, bound, diag);
     free(n);
     free(all);
@@ -416,6 +450,181 @@ static int lab05_ratio_causes(const Run *run, RatioCause *out) {
     return n;
 }
 
+// ---- the zero-bubble schedules -------------------------------------------------
+
+// The last step's passes of pipeline 0 (pp/events/kind and pp/events/mb),
+// rows[s] stage s's n[s] in order, from *all (free it); false when the
+// dump has none of p rows.
+static bool zb_events(const DumpFile *d, int p, PpEvent **all, PpEvent **rows, int *n) {
+    const DumpArray *kinds = numbers(d, "pp/events/kind", 2), *mbs = numbers(d, "pp/events/mb", 2);
+    if (p > 64 || !kinds || !mbs || (int)kinds->shape[0] != p || mbs->shape[0] != kinds->shape[0] ||
+        mbs->shape[1] != kinds->shape[1])
+        return false;
+    int most = (int)kinds->shape[1];
+    *all = calloc((size_t)p * most, sizeof **all);
+    for (int s = 0; s < p; s++) {
+        rows[s] = *all + (size_t)s * most;
+        n[s] = 0;
+        for (int k = 0; k < most; k++) {
+            uint64_t at = (uint64_t)s * most + k;
+            if (dump_get(kinds, at) < 0) break;
+            rows[s][n[s]++] = (PpEvent){(int)dump_get(kinds, at), (int)dump_get(mbs, at), 0, 0, 0};
+        }
+    }
+    return true;
+}
+
+// The order of passes, held to the schedule's (Qi et al. 2024, figure 3,
+// as its authors' get_hand_schedule builds it): stage s warms up with
+// c (p - s - 1) forwards; then for each micro-batch i in turn, a forward
+// while any is left, B of i, and W of the oldest micro-batch waiting for
+// its W once i >= c s; then the W's left. The first pass out of place is
+// named, and an order that is 1F1B's (whole backward passes, or each W
+// right after its own B) is called so: it leaves 1F1B's bubble.
+static void check_zb_order(Grader *g, const Run *run, PpEvent *const *rows, const int *n, int p, int m, int c) {
+    const char *name = c == 1 ? "ZB-H1" : "ZB-H2";
+    char fig[200], bound[200], diag[900];
+    snprintf(bound, sizeof bound, "%s's: c (p - s - 1) forwards, then F, B, and W from i >= c s, then the W's left "
+             "(c = %d)", name, c);
+    // Per stage, the first place where its order leaves the schedule's: the
+    // pass the schedule runs there (kind -2: none, the stage ran more); the
+    // stage with the earliest such place is named.
+    int at_s = -1, at_k = 0, want_kind = 0, want_mb = 0;
+    for (int s = 0; s < p; s++) {
+        int warmup = c * (p - s - 1), f = 0, w = 0, k = 0, kind = -1, mb = 0;
+        for (int i = -warmup; i < m + c * s && kind == -1; i++) {
+            int want[3][2], nw = 0;
+            if (i < 0) {
+                want[nw][0] = PP_PASS_F, want[nw++][1] = f++;
+            } else if (i < m) {
+                if (f < m) want[nw][0] = PP_PASS_F, want[nw++][1] = f++;
+                want[nw][0] = PP_PASS_B, want[nw++][1] = i;
+                if (i >= c * s) want[nw][0] = PP_PASS_W, want[nw++][1] = w++;
+            } else {
+                want[nw][0] = PP_PASS_W, want[nw++][1] = w++;
+            }
+            for (int j = 0; j < nw && kind == -1; j++) {
+                if (k >= n[s] || rows[s][k].kind != want[j][0] || rows[s][k].mb != want[j][1])
+                    kind = want[j][0], mb = want[j][1];
+                else k++;
+            }
+        }
+        if (kind == -1 && k < n[s]) kind = -2;   // passes beyond the schedule's
+        if (kind != -1 && (at_s < 0 || k < at_k)) at_s = s, at_k = k, want_kind = kind, want_mb = mb;
+    }
+    if (at_s < 0) {
+        grade_check(g, run, "the order of passes", true, "the schedule's on every stage", bound, NULL);
+        return;
+    }
+    // 1F1B's order: no W at all (whole backward passes), or every W right
+    // after its own B.
+    bool whole = true, adjacent = true;
+    for (int s = 0; s < p; s++)
+        for (int k = 0; k < n[s]; k++) {
+            if (rows[s][k].kind == PP_PASS_W) whole = false;
+            if (rows[s][k].kind == PP_PASS_W && (k == 0 || rows[s][k - 1].kind != PP_PASS_B ||
+                                                  rows[s][k - 1].mb != rows[s][k].mb))
+                adjacent = false;
+        }
+    const PpEvent *e = at_k < n[at_s] ? &rows[at_s][at_k] : NULL;
+    char ran[80], instead[80];
+    if (e) snprintf(ran, sizeof ran, "%s of micro-batch %d", pp_pass_name(e->kind), e->mb);
+    else snprintf(ran, sizeof ran, "nothing (the stage's passes end there)");
+    if (want_kind >= 0) snprintf(instead, sizeof instead, "%s of micro-batch %d", pp_pass_name(want_kind), want_mb);
+    else snprintf(instead, sizeof instead, "nothing (its %d passes are done)", 3 * m);
+    snprintf(fig, sizeof fig, "stage %d's pass %d: %s", at_s, at_k + 1, ran);
+    int len = snprintf(diag, sizeof diag, "stage %d's pass %d is %s where %s runs %s", at_s, at_k + 1, ran, name,
+                       instead);
+    if (whole)
+        snprintf(diag + len, sizeof diag - len, ". The schedule falls back to 1F1B: its backward passes are whole "
+                 "(pp_backward_compute), not split into B (pp_backward_input) and W (pp_backward_weight), so there "
+                 "is no W to fill the gaps");
+    else if (adjacent)
+        snprintf(diag + len, sizeof diag - len, ". The schedule falls back to 1F1B: every W runs right after its own "
+                 "B, which is 1F1B's order with the backward pass in two and leaves 1F1B's bubble; %s holds stage "
+                 "s's W's %s passes behind its B's, where they fill the gaps", name, c == 1 ? "s" : "2s");
+    else
+        snprintf(diag + len, sizeof diag - len, ": warm up with %s forwards, then for each micro-batch i a forward "
+                 "while any is left, B of i, and from i >= %s the W of the oldest micro-batch waiting for one; then "
+                 "the W's left", c == 1 ? "p - s - 1" : "2 (p - s - 1)", c == 1 ? "s" : "2s");
+    grade_check(g, run, "the order of passes", false, fig, bound, diag);
+}
+
+// Every B (pp_backward_input) followed by its W (pp_backward_weight): a B
+// whose W never ran leaves its micro-batch's parameter gradients out of
+// the step.
+static void check_zb_weights(Grader *g, const Run *run, int N) {
+    const DumpArray *missing = numbers(run->dump, "pp/rank_stage/w_missing", 1),
+                    *step = numbers(run->dump, "pp/rank_stage/w_missing_step", 1),
+                    *mb = numbers(run->dump, "pp/rank_stage/w_missing_mb", 1),
+                    *stage = numbers(run->dump, "pp/rank_stage/stage", 1);
+    const char *check = "every B followed by its W";
+    if (!missing || !step || !mb || !stage || (int)missing->shape[0] != N) {
+        grade_check(g, run, check, false, "no pp/rank_stage/w_missing", "one number per rank",
+                    "the dump was not written by lab05's harness");
+        return;
+    }
+    int at = -1, total = 0;
+    for (int q = 0; q < N; q++) {
+        int k = (int)rank_field(missing, q);
+        total += k;
+        if (k > 0 && at < 0) at = q;
+    }
+    char fig[160], diag[600] = "";
+    snprintf(fig, sizeof fig, "%d B pass%s without a W", total, total == 1 ? "" : "es");
+    if (at >= 0)
+        snprintf(diag, sizeof diag, "micro-batch %d's W never ran on stage %d (step %d): its B computed the input "
+                 "gradient and sent it back, but its parameter gradients (pp_backward_weight) never reached the "
+                 "stage's gradients, so the step's gradient misses a micro-batch; run every micro-batch's W before "
+                 "the step ends (the W's left after the last B, too)", (int)rank_field(mb, at),
+                 (int)rank_field(stage, at), (int)rank_field(step, at) + 1);
+    grade_check(g, run, check, total == 0, fig, "none", diag);
+}
+
+// The zero-bubble schedules' bubble with F, B and W 1 each, held to the
+// formulas to the pass: the step lasts 3m + p - 1 (a bubble of
+// (p - 1) / (3m + p - 1)), and the stages' spans (first pass to last) hold
+// (p - 1) / (6m + p - 1) idle under ZB-H1, none under ZB-H2.
+static void check_zb_bubble(Grader *g, const Run *run, PpEvent **rows, int *n, int p, int m, int c) {
+    const char *name = c == 1 ? "ZB-H1" : "ZB-H2";
+    double span, bubble = pp_replay(p, rows, n, true, &span), want = 3.0 * m + p - 1;
+    char fig[200], bound[240], diag[900];
+    snprintf(fig, sizeof fig, "%.1f%%: a step of %g passes", 100 * bubble, span);
+    snprintf(bound, sizeof bound, "(p - 1) / (3m + p - 1) = %.1f%%: a step of 3m + p - 1 = %g passes, to the pass",
+             100 * pp_zb_bubble_formula(p, m), want);
+    if (bubble < 0)
+        snprintf(diag, sizeof diag, "the schedule cannot be replayed: a stage's pass waits for a pass its neighbour "
+                 "never ran (every stage must run F, B and W of every micro-batch)");
+    else
+        snprintf(diag, sizeof diag, "replayed with F, B and W 1 each, the step takes %g passes where %s takes 3m + "
+                 "p - 1 = %g: %s", span, name, want, span > want
+                 ? "a stage waits where a W could have filled the gap, or a forward or B is held back (the order of "
+                   "passes says where)"
+                 : "fewer passes than the schedule runs: some were never run");
+    grade_check(g, run, "the schedule's bubble", bubble >= 0 && fabs(span - want) < 0.5, fig, bound, diag);
+    if (bubble < 0) return;
+    // Within the stages' spans, in passes: idle = the spans' sum - the work.
+    double spans = 0, busy = 0, want_idle = c == 1 ? p * (p - 1) / 2.0 : 0;
+    for (int s = 0; s < p; s++) {
+        double first = INFINITY, last = 0;
+        for (int k = 0; k < n[s]; k++) {
+            busy += rows[s][k].end - rows[s][k].start;
+            first = fmin(first, rows[s][k].start), last = fmax(last, rows[s][k].end);
+        }
+        spans += n[s] ? last - first : 0;
+    }
+    double sb = spans > 0 ? (spans - busy) / spans : 0;
+    snprintf(fig, sizeof fig, "%.1f%%: %g pass%s idle", 100 * sb, spans - busy, spans - busy == 1 ? "" : "es");
+    snprintf(bound, sizeof bound, "%s = %.1f%%: %g pass%s idle, to the pass", c == 1 ? "(p - 1) / (6m + p - 1)"
+             : "0 ((p - 1)(F + B - 2W))", 100 * pp_zb_span_bubble_formula(c, p, m), want_idle,
+             want_idle == 1 ? "" : "es");
+    snprintf(diag, sizeof diag, "replayed with F, B and W 1 each, the stages' spans (each stage's first pass to its "
+             "last) hold %g pass(es) idle where %s's hold %g: a stage waits between its first pass and its last (the "
+             "order of passes says where)", spans - busy, name, want_idle);
+    grade_check(g, run, "the bubble within the stages' spans", fabs(spans - busy - want_idle) < 0.5, fig, bound,
+                diag);
+}
+
 static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) return;
@@ -425,6 +634,8 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     int m = (int)dump_scalar(d, "pp/m", 1), dp = (int)dump_scalar(d, "pp/dp", 1);
     bool gpipe = dump_scalar(d, "pp/gpipe", 0) != 0, bf16 = config_is(d, "precision", "bf16");
     bool rc = dump_scalar(d, "pp/recompute", 0) != 0;
+    // The zero-bubble schedules: 1 ZB-H1, 2 ZB-H2 (0: GPipe or 1F1B).
+    int zb = (int)dump_scalar(d, "pp/zero_bubble", 0);
     RankStage per;
     char fig[200], bound[200], diag[800], missing[64];
     if (!rank_stage_read(d, N, &per, missing, sizeof missing)) {
@@ -454,6 +665,13 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     if (rc) {
         check_recomputed(g, run, &per, N);
         check_work_recomputed(g, run, &per, N);
+    } else if (zb) {
+        // The split backward passes over a LayerNorm's rows twice, B for the
+        // input gradient and W for its weight and bias: three passes a row
+        // where the whole backward makes two. The products split exactly.
+        check_work(g, run, 1, 1.5, false,
+                   "a stage computed units that are not its own, or a micro-batch more than once: each stage runs its own units, once forward, once B and once W per micro-batch",
+                   "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once (the split backward's B and W pass over each LayerNorm's rows once each: x1.5 of single-device training's)");
     } else {
         check_work(g, run, 1, 1, false,
                    "a stage computed units that are not its own, or a micro-batch more than once: each stage runs its own units, once forward and once backward per micro-batch",
@@ -497,9 +715,20 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     for (int q = 0; q < N; q++) {
         int s = (int)rank_field(per.stage, q), live = (int)rank_field(per.max_live, q);
         int k = gpipe ? m : (p - s < m ? p - s : m);
+        if (zb) k = pp_budget_zb(zb, p, m, s, 0, 0, 0, 0, bf16).k;
         if (live - k > worst_over) worst_over = live - k, worst_q = q;
     }
-    if (worst_q >= 0) {
+    if (worst_q >= 0 && zb) {
+        int s = (int)rank_field(per.stage, worst_q), live = (int)rank_field(per.max_live, worst_q);
+        snprintf(fig, sizeof fig, "stage %d: %d alive at once", s, live);
+        snprintf(diag, sizeof diag, "stage %d held %d micro-batches at once; %s keeps at most %d there (%s): a "
+                 "micro-batch is alive from its forward pass to its W, and %s", s, live, zb == 1 ? "ZB-H1" : "ZB-H2",
+                 pp_budget_zb(zb, p, m, s, 0, 0, 0, 0, bf16).k, zb == 1 ? "min(m, p)" : "min(m, 2p - 1)",
+                 zb == 1 ? "after p - s - 1 forwards each forward comes with a B, and the W's follow from the s-th "
+                           "on: more forwards ahead of the B's, or W's held back longer, hold more"
+                         : "after 2 (p - s - 1) forwards each forward comes with a B, and the W's follow from the "
+                           "2s-th on: more forwards ahead of the B's, or W's held back longer, hold more");
+    } else if (worst_q >= 0) {
         int s = (int)rank_field(per.stage, worst_q), live = (int)rank_field(per.max_live, worst_q);
         snprintf(fig, sizeof fig, "stage %d: %d alive at once", s, live);
         snprintf(diag, sizeof diag, "stage %d held %d micro-batches' activations at once; %s keeps at most %d there "
@@ -512,17 +741,26 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
         snprintf(fig, sizeof fig, "within the bound on every stage");
     }
     grade_check(g, run, "micro-batches alive per stage", worst_q < 0, fig,
-                gpipe ? "m (GPipe)" : "min(m, p - s) (1F1B)", diag);
+                zb == 1 ? "min(m, p) (ZB-H1)" : zb == 2 ? "min(m, 2p - 1) (ZB-H2)" : gpipe ? "m (GPipe)"
+                                                                                          : "min(m, p - s) (1F1B)", diag);
     // The stages' memory: pp_budget's formulas, for each rank's own stage
     // (its parameters from the dump's tensors, its activations' scratch and
     // set as the harness measured them before any of the student's code).
     double *psi = calloc((size_t)N, sizeof *psi), stage_max = 0, stage_min = INFINITY, acts_bound = 0;
+    const DumpArray *saved = numbers(d, "pp/rank_stage/acts_saved", 1);
+    if (saved && (int)saved->shape[0] != N) saved = NULL;
+    if (zb && !saved)
+        grade_check(g, run, "the harness's record", false, "no pp/rank_stage/acts_saved",
+                    "one number per rank: the bytes B keeps for W", "the dump was not written by lab05's harness");
     PpBudget *bud = calloc((size_t)N, sizeof *bud);
     for (int q = 0; q < N; q++) {
         int s = (int)rank_field(per.stage, q), u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q);
         for (int u = u0; u < u1; u++) psi[q] += unit_floats(d, u, nunits);
         bud[q] = pp_budget(gpipe, rc, p, m, s, psi[q], rank_field(per.acts_scratch, q), rank_field(per.acts_shared, q),
                            rank_field(per.acts_set, q), bf16);
+        if (zb && saved)
+            bud[q] = pp_budget_zb(zb, p, m, s, psi[q], rank_field(per.acts_scratch, q), rank_field(per.acts_set, q),
+                                  rank_field(saved, q), bf16);
         stage_max = fmax(stage_max, psi[q]), stage_min = fmin(stage_min, psi[q]);
         acts_bound = fmax(acts_bound, bud[q].acts);
     }
@@ -613,6 +851,24 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     free(psi);
     free(bud);
 
+    // The zero-bubble schedules: their order, their W's, their bubble to the
+    // pass (F, B and W 1 each).
+    PpEvent *zb_all = NULL, *zb_rows[64];
+    int zb_n[64];
+    if (zb && zb_events(d, p, &zb_all, zb_rows, zb_n)) {
+        check_zb_order(g, run, zb_rows, zb_n, p, m, zb);
+        check_zb_weights(g, run, N);
+        check_zb_bubble(g, run, zb_rows, zb_n, p, m, zb);
+        free(zb_all);
+        check_overlap(g, run, N, p);
+        return;
+    }
+    if (zb) {
+        grade_check(g, run, "the order of passes", false, "no pp/events", "the last step's passes of every stage",
+                    "the dump was not written by lab05's harness");
+        return;
+    }
+
     // The bubble: the schedule's order of forward and backward passes
     // replayed with equal stages must leave exactly (p - 1) / (m + p - 1)
     // idle (recomputes aside: they are the backward passes' first part).
@@ -657,5 +913,19 @@ PpBudget pp_budget(bool gpipe, bool recompute, int p, int m, int s, double psi_s
                       bf16 ? "2 bytes per parameter of the stage's units (bf16)" : "4 bytes per parameter of the stage's units",
                       bf16 ? "12 bytes per parameter of the stage's units (the fp32 master copy and the two moments)"
                            : "8 bytes per parameter of the stage's units (the two moments)",
-                      acts_why};
+                      acts_why, 0};
+}
+
+PpBudget pp_budget_zb(int c, int p, int m, int s, double psi_s, double acts_scratch, double acts_set,
+                      double acts_saved, bool bf16) {
+    PpBudget b = pp_budget(false, false, p, m, s, psi_s, acts_scratch, 0, acts_set, bf16);
+    int most = c == 1 ? p : 2 * p - 1;
+    b.k = most < m ? most : m;
+    b.k_w = c * s + 1 < m ? c * s + 1 : m;
+    b.acts = acts_scratch + b.k * acts_set + b.k_w * acts_saved;
+    b.acts_why = c == 1 ? "scratch + min(m, p) x one micro-batch's activations of its units + min(m, s + 1) x what "
+                          "its B keeps for its W"
+                        : "scratch + min(m, 2p - 1) x one micro-batch's activations of its units + min(m, 2s + 1) x "
+                          "what its B keeps for its W";
+    return b;
 }

@@ -1,14 +1,15 @@
 // main.c: lab05's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab05 --schedule gpipe|1f1b --micro m [--pp p] [--precision bf16] [--recompute full]
-//                            [--figure FILE.svg]
+//   mpirun -np 4 build/lab05 --schedule gpipe|1f1b|zb-h1|zb-h2 --micro m [--pp p] [--precision bf16]
+//                            [--recompute full] [--figure FILE.svg]
 //
 // Trains the course's GPT cut by depth over p stages (the student's
 // pipeline.c orders the work and moves the data), on a grid of N / p
 // data-parallel pipelines when p < N, in fp32 or in bf16 mixed precision
 // (bf16 weights, gradients and messages between the stages, an fp32 master
 // copy and moments), with full recomputation at the stage boundaries (the
-// schedule's: GPipe as published) or the model's selective one. Every step
+// schedule's: GPipe as published) or the model's selective one; or on the
+// backward pass split into B and W (the zero-bubble schedules). Every step
 // prints the loss beside
 // single-device training's; at the end, each stage's units, busy and idle
 // time, activation memory beside the schedule's bound, the bubble measured
@@ -39,7 +40,7 @@
 
 static const char *const HOOKS[] = {"pp_partition",      "pp_send_activations", "pp_recv_activations",
                                     "pp_send_gradients", "pp_recv_gradients",   "pp_gpipe",
-                                    "pp_1f1b"};
+                                    "pp_1f1b",           "pp_zb_h1",            "pp_zb_h2"};
 
 void lab_todo(const char *function) { harness_todo(function); }
 
@@ -53,7 +54,8 @@ int main(int argc, char **argv) {
     const char *schedule = "1f1b", *figure = NULL;
     bool no_ref = false;
     ArgExtra extras[] = {
-        {"schedule", ARG_CHOICE, &schedule, "the pipeline schedule", 0, 0, "gpipe|1f1b", NULL},
+        {"schedule", ARG_CHOICE, &schedule, "the pipeline schedule (zb-h1, zb-h2: zero bubble, on the split backward)",
+         0, 0, "gpipe|1f1b|zb-h1|zb-h2", NULL},
         {"micro", ARG_INT, &micro, "m: micro-batches per step (m divides a pipeline's rows of the batch)", 1,
          PP_MAX_MICRO, NULL, NULL},
         {"pp", ARG_INT, &pp_size, "p: stages per pipeline (default: all ranks); the rest form data-parallel "
@@ -64,8 +66,8 @@ int main(int argc, char **argv) {
     };
     args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv,
-               "lab05: pipeline parallelism (GPipe and 1F1B over micro-batches), the bubble measured and drawn, "
-               "checked against single-device training.",
+               "lab05: pipeline parallelism (GPipe, 1F1B and the zero-bubble ZB-H1 and ZB-H2 over micro-batches), the "
+               "bubble measured and drawn, checked against single-device training.",
                extras);
     Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
@@ -84,6 +86,31 @@ int main(int argc, char **argv) {
                          "pipeline%s); use --micro among the divisors of %d", micro, rows, a.batch, dp,
                          dp == 1 ? "" : "s", rows);
     bool gpipe = strcmp(schedule, "gpipe") == 0;
+    // The zero-bubble schedules: c = 1 (ZB-H1) or 2 (ZB-H2), the warm-up's
+    // forwards per stage behind (0: GPipe or 1F1B).
+    int zb = strcmp(schedule, "zb-h1") == 0 ? 1 : strcmp(schedule, "zb-h2") == 0 ? 2 : 0;
+    if (zb && gpt_recompute_parse(a.recompute) == GPT_RECOMPUTE_FULL)
+        core_usage_error("--schedule %s runs on the backward pass split into B and W, and --recompute full cannot "
+                         "split it: W reads the activations B ran on, which the stage's one shared set no longer "
+                         "holds once the next forward pass has run; drop --recompute full (--recompute selective is "
+                         "the model's, and splits), or run --schedule gpipe or 1f1b with it", schedule);
+    // ZB-H1's stage s holds its W's s passes behind its B's, and ZB-H2's 2s
+    // behind after twice the warm-up: with fewer micro-batches the order
+    // runs short (ZB-H1 at m = p - 1 ends a pass later than its formula;
+    // ZB-H2 below 2p - 1 leaves gaps inside the stages' spans), or asks for
+    // micro-batches that do not exist.
+    int need = zb == 1 ? p : 2 * p - 1;
+    if (zb && micro < need) {
+        int ok = 0;
+        for (int d = need; d <= rows && !ok; d++)
+            if (rows % d == 0) ok = d;
+        if (ok)
+            core_usage_error("--schedule %s needs at least %s = %d micro-batches at p = %d (--micro %d given); use "
+                             "--micro %d", schedule, zb == 1 ? "p" : "2p - 1", need, p, micro, ok);
+        core_usage_error("--schedule %s needs at least %s = %d micro-batches at p = %d, and a pipeline's %d rows of "
+                         "the batch make at most %d; use --batch %d --micro %d, or fewer stages", schedule,
+                         zb == 1 ? "p" : "2p - 1", need, p, rows, rows, need * dp, need);
+    }
 
     harness_check_fits(&a, rows, !no_ref);
 
@@ -125,7 +152,7 @@ int main(int argc, char **argv) {
     print0("[lab05] %d rank%s · %s · %s · %s · %s · %s, %d micro-batch%s of %d row%s · %d stages x %d "
            "data-parallel%s\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
            gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
-           gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", pp.micro_rows, pp.micro_rows == 1 ? "" : "s", p,
+           gpipe ? "GPipe" : zb == 1 ? "ZB-H1" : zb == 2 ? "ZB-H2" : "1F1B", micro, micro == 1 ? "" : "es", pp.micro_rows, pp.micro_rows == 1 ? "" : "s", p,
            dp, full ? " · recomputed at the stage boundaries" : "");
 
     OptimConfig optim = optim_from_args(&a);
@@ -148,7 +175,7 @@ int main(int argc, char **argv) {
         harness_step_begin(&hr);
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
         pprun_step_begin(&pp, s);
-        (gpipe ? pp_gpipe : pp_1f1b)(&pp);
+        (gpipe ? pp_gpipe : zb == 1 ? pp_zb_h1 : zb == 2 ? pp_zb_h2 : pp_1f1b)(&pp);
         pprun_step_end(&pp);   // what the schedule left behind: counted for the grader, then tidied
         // Data parallelism across pipelines, once a step after the last
         // backward pass: the same stage on ranks p apart, in the gradients'
@@ -170,7 +197,7 @@ int main(int argc, char **argv) {
 
     // The end: each stage's time and memory, the bubble, the schedule drawn.
     MemReport mem = mem_report();
-    Lab05End end = {.pp = &pp, .gpipe = gpipe, .bf16 = bf16, .figure = figure};
+    Lab05End end = {.pp = &pp, .gpipe = gpipe, .zb = zb, .bf16 = bf16, .figure = figure};
     harness_print_mean_step(&hr, false);
     lab05_report(&end, &hr, &mem);
     harness_print_memory(c, &mem);

@@ -15,7 +15,9 @@
 // pp_grad_in/out(pp, mb), pp_message_count(pp) elements of pp->type each
 // (fp32, or bf16 with --precision bf16: the typed calls move either). The
 // harness's work: pp_zero_grads, pp_begin_micro, pp_forward_compute,
-// pp_recompute, pp_backward_compute, pp_end_micro (pipeline.h).
+// pp_recompute, pp_backward_compute, pp_end_micro, and for the zero-bubble
+// schedules the backward pass in two, pp_backward_input (B) and
+// pp_backward_weight (W) (pipeline.h).
 #include "pipeline.h"
 
 #include "comm.h"
@@ -94,5 +96,29 @@ void pp_1f1b(Pp *pp) {
     // micro-batch has gone forward, then the backwards left. At most p - s
     // micro-batches are alive on stage s at once. (6: pp_recompute before
     // each backward pass, with pp->recompute.)
+    (void)pp;
+}
+
+// ---- 7. ZB-H1 and 8. ZB-H2: zero bubble -----------------------------------------
+
+void pp_zb_h1(Pp *pp) {
+    lab_todo(__func__);
+    // TODO(lab05): 1F1B's passes on the backward pass split in two: B
+    // (pp_backward_input: the gradient of the stage's input, which the
+    // previous stage waits for: send it back at once) and W
+    // (pp_backward_weight: the parameter gradients, which nobody waits for;
+    // the micro-batch is alive until its W, then end it). Warm up with
+    // p - s - 1 forwards, as 1F1B; then for each micro-batch i in turn: a
+    // forward while any is left, B of i, and, once i >= s, W of the oldest
+    // micro-batch still waiting for its W; then the W's left. The W's fill
+    // the gaps 1F1B's stages spend waiting (README: the pictures).
+    (void)pp;
+}
+
+void pp_zb_h2(Pp *pp) {
+    lab_todo(__func__);
+    // TODO(lab05): ZB-H1 with twice the warm-up, 2 (p - s - 1) forwards, and
+    // the W's held back until i >= 2s: no stage waits between its first
+    // pass and its last, at the price of up to 2p - 1 micro-batches alive.
     (void)pp;
 }

@@ -26,6 +26,15 @@
 // same: they are keyed by the step and the global row (the micro-batch's
 // rows of the batch), not by which pass draws them. (--recompute selective
 // is the model's own, per block: nothing changes here.)
+//
+// The zero-bubble schedules (--schedule zb-h1 | zb-h2; Qi et al., "Zero
+// Bubble Pipeline Parallelism", ICLR 2024) split a micro-batch's backward
+// pass in two: pp_backward_input (B), the gradient of the stage's input,
+// which the previous stage waits for, and pp_backward_weight (W), the
+// gradients of the stage's parameters, which nobody waits for until the
+// optimizer. B keeps what W needs (its activations, and the output
+// gradients of its products and LayerNorms), so a micro-batch is alive
+// until its W. Not under --recompute full (the harness refuses it).
 #pragma once
 
 #include <stdbool.h>
@@ -83,7 +92,17 @@ void pp_backward_compute(Pp *pp, int mb);
 // nothing to make again, and it returns at once; without pp->recompute,
 // too. Its time is recorded as its own pass (R), its products counted.
 void pp_recompute(Pp *pp, int mb);
-// mb's activations are freed (its sends must have finished).
+// The backward pass in two, for the zero-bubble schedules. B: this stage's
+// units' input gradients on mb, in reverse order (the gradient of its
+// output must have arrived); the gradient to send back, pp_grad_out, is
+// ready when it returns. It keeps the output gradients W needs (ACTS).
+// W: their parameter gradients, ADDING into this stage's gradients, and
+// what B kept is let go. B then W is pp_backward_compute to the bit, with
+// any passes between them.
+void pp_backward_input(Pp *pp, int mb);
+void pp_backward_weight(Pp *pp, int mb);
+// mb's activations are freed (its sends must have finished; after its
+// backward pass, or its W where it was split).
 void pp_end_micro(Pp *pp, int mb);
 // The buffers of mb to move, (micro_rows, T, C) each, pp_message_count(pp)
 // elements of pp->type: the input this stage receives from stage s - 1 and
@@ -127,6 +146,19 @@ void pp_gpipe(Pp *pp);
 //    6. In both, with pp->recompute: make a micro-batch's activations
 //    again (pp_recompute) before its backward pass.
 void pp_1f1b(Pp *pp);
+
+// 7. One training step, ZB-H1 (the paper's figure 3, top), on the split
+//    backward: stage s warms up with p - s - 1 forwards, as 1F1B; then,
+//    for each micro-batch i in turn, one forward (while any is left), B of
+//    i, and W of the oldest micro-batch still waiting for its W once i >= s;
+//    then the W's left. W fills the gaps 1F1B leaves; at most p micro-batches
+//    alive on every stage. The harness refuses m < p.
+void pp_zb_h1(Pp *pp);
+// 8. ZB-H2 (figure 3, bottom): the same with twice the warm-up,
+//    2 (p - s - 1) forwards, and the W's held back until i >= 2s: every
+//    stage is busy from its first pass to its last, with at most 2p - 1
+//    micro-batches alive. The harness refuses m < 2p - 1.
+void pp_zb_h2(Pp *pp);
 
 // A function the student has not written yet says so by calling this first.
 void lab_todo(const char *function);

@@ -42,7 +42,11 @@ static GptActs *boundary_create(const Pp *pp) {
     a->stream = calloc((size_t)m->nunits + 1, sizeof *a->stream);
     a->dstream = calloc((size_t)m->nunits + 1, sizeof *a->dstream);
     a->blocks = calloc((size_t)(m->cfg.L > 0 ? m->cfg.L : 1), sizeof *a->blocks);
-    CHECK(a->stream && a->dstream && a->blocks, "out of memory");
+    // The split backward's slots (gpt_acts_free lets them go): never used
+    // here, where the backward is whole.
+    a->saved = calloc((size_t)m->nunits, sizeof *a->saved);
+    a->saved_pending = calloc((size_t)m->nunits, sizeof *a->saved_pending);
+    CHECK(a->stream && a->dstream && a->blocks && a->saved && a->saved_pending, "out of memory");
     if (pp->u0 == 0) a->tokens = mem_alloc(BT * sizeof(int), MEM_ACTS, "tokens");
     if (pp->u1 == m->nunits) a->targets = mem_alloc(BT * sizeof(int), MEM_ACTS, "targets");
     const int edge[2] = {pp->u0, pp->u1};
@@ -176,6 +180,8 @@ void pp_backward_compute(Pp *pp, int mb) {
           "pass is done)", mb, pp->s);
     CHECK(run->forward_done[mb], "pp_backward_compute: micro-batch %d's backward pass on stage %d before its "
           "forward pass", mb, pp->s);
+    CHECK(!run->input_done[mb], "pp_backward_compute: micro-batch %d's backward pass on stage %d was split already "
+          "(its B, pp_backward_input, has run): finish it with its W, pp_backward_weight", mb, pp->s);
     // Gradients zeroed after an earlier micro-batch's backward pass: the
     // micro-batches overwrite each other instead of adding up.
     if (run->backwards > 0 && grads_zero(pp)) run->zeroed_between++;
@@ -198,6 +204,57 @@ void pp_backward_compute(Pp *pp, int mb) {
     record(pp, PP_PASS_B, mb, t0);
 }
 
+// ---- the backward pass in two: B and W -------------------------------------------
+
+void pp_backward_input(Pp *pp, int mb) {
+    PpRun *run = pp->run;
+    check_mb(pp, mb, "pp_backward_input");
+    CHECK(!pp->recompute, "pp_backward_input: the backward pass split into B and W under --recompute full: W reads "
+          "the activations B ran on, and here the stage's units share one set that the next forward pass "
+          "overwrites; split it without --recompute full, or run pp_backward_compute");
+    CHECK(run->acts[mb], "pp_backward_input: micro-batch %d's activations on stage %d were freed before its B pass "
+          "(pp_end_micro came too early: a micro-batch is alive until its W)", mb, pp->s);
+    CHECK(run->forward_done[mb], "pp_backward_input: micro-batch %d's B pass on stage %d before its forward pass", mb,
+          pp->s);
+    CHECK(!run->input_done[mb] && !run->backward_done[mb], "pp_backward_input: micro-batch %d's backward pass on "
+          "stage %d has run already (B twice, or after the whole backward pass)", mb, pp->s);
+    comm_events_mark(PP_PASS_B, mb);
+    double t0 = core_now();
+    GptActs *a = run->acts[mb];
+    for (int u = pp->u1 - 1; u >= pp->u0; u--) {
+        trace_begin(run->model->units[u].name, "backward B");
+        gpt_acts_backward_input(run->model, a, u, run->params[u]);
+        trace_end();
+    }
+    run->input_done[mb] = true;
+    if (++run->pending > run->max_pending) run->max_pending = run->pending;
+    record(pp, PP_PASS_B, mb, t0);
+}
+
+void pp_backward_weight(Pp *pp, int mb) {
+    PpRun *run = pp->run;
+    check_mb(pp, mb, "pp_backward_weight");
+    CHECK(run->acts[mb], "pp_backward_weight: micro-batch %d's activations on stage %d were freed before its W pass "
+          "(pp_end_micro came too early: a micro-batch is alive until its W)", mb, pp->s);
+    CHECK(run->input_done[mb], "pp_backward_weight: micro-batch %d's W pass on stage %d before its B pass "
+          "(pp_backward_input): W reads the output gradients B computes", mb, pp->s);
+    CHECK(!run->backward_done[mb], "pp_backward_weight: micro-batch %d's W pass on stage %d twice", mb, pp->s);
+    // As in pp_backward_compute: W is what adds into the gradients.
+    if (run->backwards > 0 && grads_zero(pp)) run->zeroed_between++;
+    comm_events_mark(PP_PASS_W, mb);
+    double t0 = core_now();
+    GptActs *a = run->acts[mb];
+    for (int u = pp->u1 - 1; u >= pp->u0; u--) {
+        trace_begin(run->model->units[u].name, "backward W");
+        gpt_acts_backward_weight(run->model, a, u, run->grads[u]);
+        trace_end();
+    }
+    run->backward_done[mb] = true;
+    run->pending--;
+    run->backwards++;
+    record(pp, PP_PASS_W, mb, t0);
+}
+
 // mb's activations go (the harness's own tidying at the end of a step, too).
 static void free_micro(Pp *pp, int mb) {
     PpRun *run = pp->run;
@@ -211,6 +268,9 @@ void pp_end_micro(Pp *pp, int mb) {
     PpRun *run = pp->run;
     check_mb(pp, mb, "pp_end_micro");
     CHECK(run->acts[mb], "pp_end_micro: micro-batch %d is not alive on stage %d (ended twice?)", mb, pp->s);
+    CHECK(!run->input_done[mb] || run->backward_done[mb], "pp_end_micro: micro-batch %d on stage %d ended after its "
+          "B and before its W (pp_backward_weight): W needs its activations and the output gradients B kept, and "
+          "without it the micro-batch's parameter gradients are lost; a micro-batch is alive until its W", mb, pp->s);
     // Between its forward and its backward pass a micro-batch is alive,
     // whatever holds its activations: ending it there and beginning it
     // again would count a GPipe order as 1F1B's memory.
@@ -239,6 +299,7 @@ size_t pp_message_count(const Pp *pp) { return (size_t)pp->micro_rows * pp->T * 
 
 void pprun_init(PpRun *run, Gpt *model, int row0, const int *x, const int *y) {
     *run = (PpRun){.model = model, .row0 = row0, .x = x, .y = y, .held = -1, .stale_mb = -1, .stale_held = -1,
+                   .w_missing_step = -1, .w_missing_mb = -1,
                    .log = malloc(PPRUN_MAX_LOG * sizeof(CommEvent))};
     CHECK(run->log, "out of memory");
 }
@@ -305,6 +366,7 @@ void pprun_alloc_stage(Pp *pp) {
         gpt_acts_free(model, b);
     } else {
         run->acts_set = gpt_acts_bytes(model, pp->u0, pp->u1);
+        run->acts_saved = gpt_saved_bytes(model, pp->u0, pp->u1);
     }
     // This stage's parameters, gradients and moments: its units whole; in
     // bf16, bf16 parameters and gradients (2 bytes) and the fp32 master copy
@@ -342,6 +404,8 @@ void pprun_step_begin(Pp *pp, int step) {
     run->held = -1, run->recomputes = 0, run->rc_seconds = 0;
     memset(run->forward_done, 0, sizeof run->forward_done);
     memset(run->backward_done, 0, sizeof run->backward_done);
+    memset(run->input_done, 0, sizeof run->input_done);
+    run->pending = 0, run->max_pending = 0;
     comm_events_start(run->log, PPRUN_MAX_LOG);
 }
 
@@ -353,9 +417,15 @@ void pprun_step_end(Pp *pp) {
         for (int i = 0; i < 2; i++)
             if (*h[i]) comm_wait(*h[i]), *h[i] = NULL, run->unwaited++;
     }
+    // A B whose W never came: its micro-batch's parameter gradients are
+    // missing from the step.
+    for (int mb = 0; mb < pp->m; mb++)
+        if (run->input_done[mb] && !run->backward_done[mb] && !run->w_missing++)
+            run->w_missing_step = run->step, run->w_missing_mb = mb;
     for (int mb = 0; mb < pp->m; mb++)
         if (run->acts[mb]) free_micro(pp, mb), run->unfreed++;
     if (run->max_live > run->max_live_ever) run->max_live_ever = run->max_live;
+    if (run->max_pending > run->max_pending_ever) run->max_pending_ever = run->max_pending;
     if (run->recomputes > run->recomputes_most) run->recomputes_most = run->recomputes;
     if (run->step > 0) run->busy_total += run->busy, run->rc_seconds_total += run->rc_seconds;
 }

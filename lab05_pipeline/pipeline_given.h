@@ -32,6 +32,10 @@ typedef struct PpRun {
     // and targets, its messages) and the shared set is counted once:
     // scratch + shared + k sets.
     double acts_scratch, acts_shared, acts_set;
+    // The backward pass split (the zero-bubble schedules): the bytes a
+    // micro-batch's B keeps for its W on this stage's units (the model's
+    // gpt_saved_bytes), beyond its set. The bound adds k_w of them.
+    double acts_saved;
     GptActs *acts[PP_MAX_MICRO]; // the micro-batches alive on this stage
     // With pp->recompute: the one set of this stage's units' activations
     // that every micro-batch's passes use, lent each pass the micro-batch's
@@ -43,12 +47,19 @@ typedef struct PpRun {
     void *shared_out;
     int held;
     bool forward_done[PP_MAX_MICRO], backward_done[PP_MAX_MICRO];
+    // The split backward: B done (pp_backward_input), W not yet; the
+    // micro-batches between their B and their W now, at most this step and
+    // ever; B's whose W never came (all steps), and the first: its step and
+    // micro-batch.
+    bool input_done[PP_MAX_MICRO];
+    int pending, max_pending, max_pending_ever;
+    int w_missing, w_missing_step, w_missing_mb;
     int live, max_live;          // micro-batches alive now, and at most this step (and ever)
     int max_live_ever;
     const int *x, *y;            // the step's rows of this pipeline (rows, T) on the host
     int step, row0;
     double loss;                 // the last stage: the step's mean loss so far
-    int backwards;               // backward passes this step
+    int backwards;               // backward passes this step (a split one counts at its W)
     int zeroed_between;          // backward passes that found the gradients zeroed after an earlier one
     PpEvent events[PPRUN_MAX_EVENTS];   // this step's, in order
     int nevents;

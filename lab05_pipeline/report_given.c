@@ -38,7 +38,9 @@ static void replay_events(Lab05End *e) {
     for (int q = 0; q < p; q++) e->ideal_rows[q] = e->ideal + q * row, e->measured_rows[q] = e->measured + q * row;
     e->bubble_ideal = pp_replay(p, e->ideal_rows, e->counts, true, &e->span_ideal);
     e->bubble_measured = pp_replay(p, e->measured_rows, e->counts, false, &e->span_measured);
-    e->formula = pp_bubble_formula(p, pp->m);
+    e->formula = e->zb ? pp_zb_bubble_formula(p, pp->m) : pp_bubble_formula(p, pp->m);
+    e->span_formula = pp_zb_span_bubble_formula(e->zb, p, pp->m);
+    e->span_bubble_measured = pp_span_bubble(p, e->measured_rows, e->counts);
     // The order of F and B alone, recomputes aside: what the formula counts.
     PpEvent *order = malloc((size_t)p * row * sizeof *order), *order_rows[64];
     int order_n[64];
@@ -47,6 +49,7 @@ static void replay_events(Lab05End *e) {
     for (int q = 0; q < p; q++)
         order_rows[q] = order + q * row, order_n[q] = pp_events_without(order_rows[q], e->counts[q], PP_PASS_R);
     e->bubble_order = pp_replay(p, order_rows, order_n, true, &e->span_order);
+    e->span_bubble = pp_span_bubble(p, order_rows, order_n);
     free(order);
 }
 
@@ -61,11 +64,14 @@ static void gather_stages(Lab05End *e, const HarnessRun *h, const MemReport *mem
                        steps > 1 ? (h->seconds - idle) / (steps - 1) : 0, mem->peak[MEM_ACTS], run->acts_set,
                        run->acts_scratch, run->acts_shared, run->stage_params,
                        {mem->peak[MEM_PARAMS], mem->peak[MEM_GRADS], mem->peak[MEM_OPTIM], mem->peak[MEM_ACTS]},
-                       pp_budget(e->gpipe, pp->recompute, pp->p, pp->m, pp->s, run->stage_params, run->acts_scratch,
-                                 run->acts_shared, run->acts_set, e->bf16),
+                       e->zb ? pp_budget_zb(e->zb, pp->p, pp->m, pp->s, run->stage_params, run->acts_scratch,
+                                            run->acts_set, run->acts_saved, e->bf16)
+                             : pp_budget(e->gpipe, pp->recompute, pp->p, pp->m, pp->s, run->stage_params,
+                                         run->acts_scratch, run->acts_shared, run->acts_set, e->bf16),
                        run->recomputes_most, run->rc_matmul, run->rc_layernorm, ops_work().matmul,
                        run->rc_seconds_total, h->seconds, run->stale, run->stale_step, run->stale_mb,
-                       run->stale_held};
+                       run->stale_held, run->acts_saved, run->max_pending_ever, run->w_missing,
+                       run->w_missing_step, run->w_missing_mb};
     e->stages = malloc((size_t)N * sizeof *e->stages);
     CHECK(e->stages, "out of memory");
     comm_all_gather_host(h->c, &mine, sizeof mine, e->stages);
@@ -76,12 +82,43 @@ static void gather_stages(Lab05End *e, const HarnessRun *h, const MemReport *mem
     }
 }
 
+// The schedule's name, as the papers write it.
+static const char *schedule_name(const Lab05End *e) {
+    return e->gpipe ? "GPipe" : e->zb == 1 ? "ZB-H1" : e->zb == 2 ? "ZB-H2" : "1F1B";
+}
+
+// Per stage under the zero-bubble schedules: k sets and k_w of what B
+// keeps for W.
+static void print_stages_zb(const Lab05End *e) {
+    const Pp *pp = e->pp;
+    const Gpt *model = pp->run->model;
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    print0("\nper stage (pipeline 0), %s, p = %d, m = %d:\n", schedule_name(e), pp->p, pp->m);
+    print0("  %-6s %-14s %9s %9s %10s %10s   %s\n", "stage", "units", "busy", "idle", "ACTS peak", "bound",
+           e->zb == 1 ? "min(m, p) micro-batches' activations + min(m, s + 1) x what B keeps for W"
+                      : "min(m, 2p - 1) micro-batches' activations + min(m, 2s + 1) x what B keeps for W");
+    for (int q = 0; q < pp->p; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        char units[48];
+        snprintf(units, sizeof units, "%s..%s", model->units[l->u0].name, model->units[l->u1 - 1].name);
+        print0("  %-6d %-14s %7.1f ms %6.1f ms %10s %10s   scratch %s + %d x %s + %d x %s (at most %d alive, %d "
+               "between B and W)\n", q, units, l->busy * 1e3, l->idle * 1e3, core_fmt_bytes(l->acts_peak, b1, 32),
+               core_fmt_bytes(l->budget.acts, b2, 32), core_fmt_bytes(l->acts_scratch, b3, 32), l->budget.k,
+               core_fmt_bytes(l->acts_set, b4, 32), l->budget.k_w, core_fmt_bytes(l->acts_saved, b5, 32),
+               l->max_live, l->max_pending);
+    }
+}
+
 static void print_stages(const Lab05End *e) {
+    if (e->zb) {
+        print_stages_zb(e);
+        return;
+    }
     const Pp *pp = e->pp;
     const Gpt *model = pp->run->model;
     int p = pp->p, m = pp->m;
     char b1[32], b2[32], b3[32], b4[32], b5[32];
-    print0("\nper stage (pipeline 0), %s, p = %d, m = %d:\n", e->gpipe ? "GPipe" : "1F1B", p, m);
+    print0("\nper stage (pipeline 0), %s, p = %d, m = %d:\n", schedule_name(e), p, m);
     const bool rc = pp->recompute;
     print0("  %-6s %-14s %9s %9s %10s %10s   %s%s\n", "stage", "units", "busy", "idle", "ACTS peak", "bound",
            e->gpipe ? "m micro-batches' " : "min(m, p - s) micro-batches' ",
@@ -98,7 +135,37 @@ static void print_stages(const Lab05End *e) {
     }
 }
 
+// The zero-bubble schedules' bubble: the step's (every stage from the
+// step's start to its end) and within each stage's own span (its first pass
+// to its last), each beside its formula.
+static void print_bubble_zb(const Lab05End *e) {
+    const Pp *pp = e->pp;
+    int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN), p = pp->p, m = pp->m;
+    print0("\nthe bubble (idle share of the stages' time), %s, F 1, B 1, W 1:\n", schedule_name(e));
+    print0("  the step: (p - 1) / (3m + p - 1)        %5.1f%%   (1F1B's at this p and m: (p - 1) / (m + p - 1) = "
+           "%.1f%%)\n", 100 * e->formula, 100 * pp_bubble_formula(p, m));
+    print0("  replayed, equal stages                  %5.1f%%   the schedule's own\n", 100 * e->bubble_order);
+    print0("  replayed, measured durations            %5.1f%%   one core per stage; unequal stages add to it\n",
+           100 * e->bubble_measured);
+    print0("  wall clock                              %5.1f%%   %d ranks on %d cores: the OS blurs it\n",
+           100 * e->wall_idle, N, cores);
+    print0("  within each stage's span (first pass to last):\n");
+    print0("    %-37s %5.1f%%\n", e->zb == 1 ? "(p - 1) / (6m + p - 1)" : "(p - 1)(F + B - 2W) = 0",
+           100 * e->span_formula);
+    print0("    replayed, equal stages                %5.1f%%\n", 100 * e->span_bubble);
+    print0("    replayed, measured durations          %5.1f%%\n", 100 * e->span_bubble_measured);
+    if (e->zb == 2)
+        print0("  ZB-H2's zero bubble is within each stage's span: its stages start and end p - 1 passes apart, so a "
+               "step that starts every stage together and ends with the last leaves ZB-H1's bubble. The paper closes "
+               "it by starting the next step's forwards before the last stage ends (its optimizer "
+               "post-validation), which this lab does not do.\n");
+}
+
 static void print_bubble(const Lab05End *e) {
+    if (e->zb) {
+        print_bubble_zb(e);
+        return;
+    }
     int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     print0("\nthe bubble (idle share of the stages' time):\n");
     print0("  (p - 1) / (m + p - 1)                   %5.1f%%\n", 100 * e->formula);
@@ -116,8 +183,12 @@ static void draw(Lab05End *e) {
     const Pp *pp = e->pp;
     int p = pp->p, m = pp->m;
     if (e->bubble_ideal >= 0) {
-        print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1B1 its "
-               "backward%s):\n", e->pp->recompute ? ", R1 its activations made again" : "");
+        if (e->zb)
+            print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1 its input "
+                   "gradient, W1 its weight gradients):\n");
+        else
+            print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1B1 its "
+                   "backward%s):\n", e->pp->recompute ? ", R1 its activations made again" : "");
         pp_draw_ascii(p, e->ideal_rows, e->counts, e->span_ideal);
     } else {
         print0("\nthe schedule cannot be replayed: a stage waits for a pass no stage ran\n");
@@ -125,10 +196,13 @@ static void draw(Lab05End *e) {
     if (e->figure && comm_rank(comm_world()) == 0) {
         int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
         char caption[224], label[160];
-        char rc[64] = "";
+        char rc[96] = "";
         if (pp->recompute) snprintf(rc, sizeof rc, "; with its recomputes %.1f%%", 100 * e->bubble_ideal);
+        if (e->zb)
+            snprintf(rc, sizeof rc, "; within the stages' spans %.1f%% (formula %.1f%%)", 100 * e->span_bubble,
+                     100 * e->span_formula);
         snprintf(caption, sizeof caption, "%s, p = %d stages, m = %d micro-batches: bubble %.1f%% (formula %.1f%%)%s",
-                 e->gpipe ? "GPipe" : "1F1B", p, m, 100 * e->bubble_order, 100 * e->formula, rc);
+                 schedule_name(e), p, m, 100 * e->bubble_order, 100 * e->formula, rc);
         snprintf(label, sizeof label, "replayed on one core per stage, with the durations measured with %d ranks on "
                  "%d core%s%s", N, cores, cores == 1 ? "" : "s", N > cores ? " (ranks shared cores: slower passes)" : "");
         pp_draw_svg(e->figure, p, e->ideal_rows, e->measured_rows, e->counts,
@@ -230,9 +304,33 @@ static void dump_rank_stage(DumpWriter *dw, const Lab05End *e) {
     free(iv), free(fv);
 }
 
+// Per rank, the split backward's record: the bytes B keeps for W, the most
+// micro-batches between their B and their W, the B's whose W never came
+// and the first (step, micro-batch; -1: none).
+static void dump_rank_split(DumpWriter *dw, const Lab05End *e) {
+    enum { NI = 4 };
+    static const char *const ints[NI] = {"max_pending", "w_missing", "w_missing_step", "w_missing_mb"};
+    int N = comm_size(comm_world());
+    int64_t *iv = malloc((size_t)NI * N * sizeof *iv);
+    double *saved = malloc((size_t)N * sizeof *saved);
+    CHECK(iv && saved, "out of memory");
+    for (int q = 0; q < N; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        const int64_t i[NI] = {l->max_pending, l->w_missing, l->w_missing_step, l->w_missing_mb};
+        for (int k = 0; k < NI; k++) iv[(size_t)k * N + q] = i[k];
+        saved[q] = l->acts_saved;
+    }
+    uint64_t n = (uint64_t)N;
+    char name[64];
+    for (int k = 0; k < NI; k++)
+        snprintf(name, sizeof name, "pp/rank_stage/%s", ints[k]), dump_i64(dw, name, iv + (size_t)k * N, 1, &n);
+    dump_f64(dw, "pp/rank_stage/acts_saved", saved, 1, &n);
+    free(iv), free(saved);
+}
+
 // The last step's events of pipeline 0, for the grader's own replay: per
-// stage and event, the kind (a PpPass: 0 F, 1 B, 2 R; -1 past a stage's
-// last) and the micro-batch (0 there).
+// stage and event, the kind (a PpPass: 0 F, 1 B, 2 R, 3 W; -1 past a
+// stage's last) and the micro-batch (0 there).
 static void dump_events(DumpWriter *dw, const Lab05End *e) {
     int p = e->pp->p, w = e->width;
     int64_t *kind = malloc((size_t)p * w * sizeof *kind), *mb = calloc((size_t)p * w, sizeof *mb);
@@ -302,7 +400,11 @@ void lab05_dump_more(DumpWriter *dw, void *ctx) {
     dump_scalar_i64(dw, "pp/zeroed_between", (int64_t)comm_max_double(c, run->zeroed_between));
     dump_scalar_i64(dw, "pp/unfreed", (int64_t)comm_max_double(c, run->unfreed));
     dump_scalar_i64(dw, "pp/unwaited", (int64_t)comm_max_double(c, run->unwaited));
+    dump_scalar_i64(dw, "pp/zero_bubble", e->zb);
+    dump_scalar_f64(dw, "pp/bubble_span_formula", e->span_formula);
+    dump_scalar_f64(dw, "pp/bubble_span_replay", e->span_bubble);
     dump_rank_stage(dw, e);
+    dump_rank_split(dw, e);
     dump_events(dw, e);
     dump_timeline(dw, e);
     dump_scalar_i64(dw, "pp/timeline_lost", (int64_t)comm_max_double(c, run->nlog > PPRUN_MAX_LOG));

@@ -29,12 +29,18 @@ typedef struct {
     int recomputes;
     double rc_matmul, rc_layernorm, matmul, rc_seconds, seconds;
     int stale, stale_step, stale_mb, stale_held;
+    // The split backward: the bytes B keeps for W on its units; the most
+    // micro-batches between their B and their W at once; B's whose W never
+    // came (all steps), and the first (step, micro-batch).
+    double acts_saved;
+    int max_pending, w_missing, w_missing_step, w_missing_mb;
 } Lab05Stage;
 
 // What the end needs: main fills the first fields, lab05_report the rest.
 typedef struct {
     Pp *pp;
     bool gpipe, bf16;
+    int zb;                      // the zero-bubble schedules: 1 ZB-H1, 2 ZB-H2 (0: GPipe or 1F1B)
     const char *figure;          // --figure, or NULL
     Lab05Stage *stages;          // (N) every rank's, in world order
     // The last step's events of this rank's pipeline, every stage's (p rows
@@ -47,6 +53,10 @@ typedef struct {
     // The order of F and B alone (recomputes aside), replayed with equal
     // stages: the bubble the formula speaks of.
     double bubble_order, span_order;
+    // The idle share of the stages' own spans (first pass to last) in the
+    // replays with equal stages and with the measured durations, and the
+    // zero-bubble schedules' formula for it.
+    double span_bubble, span_bubble_measured, span_formula;
 } Lab05End;
 
 // After the loop: the events gathered over the pipeline and replayed, the

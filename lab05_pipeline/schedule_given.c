@@ -2,6 +2,7 @@
 // the student does not edit it).
 #include "schedule_given.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "core.h"
@@ -9,7 +10,8 @@
 void pp_draw_ascii(int p, PpEvent **ev, const int *n, double makespan) {
     // One time unit (F takes 1, B 2, R 1 in the replay with equal stages) is
     // two characters: "F3" is micro-batch 3's forward pass, "B3B3" its
-    // backward, "R3" its activations made again.
+    // backward, "R3" its activations made again; on the split backward
+    // "B3" its input gradient and "W3" its weight gradients, 1 each.
     int width = (int)(makespan + 0.5);
     char row[2 * 1024 + 1];
     if (width > 1024) {
@@ -30,9 +32,17 @@ void pp_draw_ascii(int p, PpEvent **ev, const int *n, double makespan) {
     }
 }
 
-// A pass's colour: forward blue, backward orange, recompute purple.
+// A pass's colour: forward blue, backward orange (its input half, where
+// split), recompute purple, weight gradients red.
 static const char *colour(int kind) {
-    return kind == PP_PASS_F ? "#4e79a7" : kind == PP_PASS_B ? "#f28e2b" : kind == PP_PASS_R ? "#b07aa1" : "#999999";
+    return kind == PP_PASS_F ? "#4e79a7" : kind == PP_PASS_B ? "#f28e2b" : kind == PP_PASS_R ? "#b07aa1"
+         : kind == PP_PASS_W ? "#e15759" : "#999999";
+}
+
+// Whether event k of a stage ends its micro-batch's backward pass: a W, or
+// a B that is the whole backward (not split).
+static bool ends_backward(const PpEvent *row, int n, int k) {
+    return row[k].kind == PP_PASS_W || (row[k].kind == PP_PASS_B && !pp_split_b(row, n, k));
 }
 
 // One panel: a row per stage, a box per event, its label inside.
@@ -58,7 +68,7 @@ static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, d
 
 // The micro-batches alive on each stage over the replayed time (equal
 // stages): from a micro-batch's forward pass to the end of its backward
-// pass, its activations wait. A strip per stage, its height the count: the
+// pass (its W, where split), its activations wait. A strip per stage, its height the count: the
 // memory point of 1F1B against GPipe, whose bubbles are alike.
 static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double y0) {
     const double x0 = 70, w = 860, h = 28;
@@ -68,7 +78,7 @@ static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makes
         for (int k = 0; k < n[s]; k++) {
             alive += ev[s][k].kind == PP_PASS_F;
             most = alive > most ? alive : most;
-            alive -= ev[s][k].kind == PP_PASS_B;
+            alive -= ends_backward(ev[s], n[s], k);
         }
     }
     fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">micro-batches alive on each stage (what each keeps "
@@ -91,7 +101,7 @@ static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makes
                 fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#59a14f\">"
                            "<title>%d alive</title></rect>\n", a, y + h - hh, b - a, hh, alive);
             peak = alive > peak ? alive : peak;
-            if (e->kind == PP_PASS_B) alive--;
+            if (ends_backward(ev[s], n[s], k)) alive--;
         }
         fprintf(f, "<text x=\"%g\" y=\"%g\">%d</text>\n", x0 + w + 6, y + h * 0.65, peak);
     }
@@ -104,8 +114,8 @@ void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, c
     double H = 3 * (p * 34 + 60) + 40;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"950\" height=\"%g\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<text x=\"8\" y=\"20\" font-size=\"14\">%s</text>\n", H, caption);
-    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2, R 1 a recompute): the schedule's own "
-          "bubble");
+    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2, R 1 a recompute; split, B 1 and W 1): "
+          "the schedule's own bubble");
     alive_strip(f, p, ideal, n, ideal_span, 60 + p * 34 + 70);
     panel(f, p, measured, n, measured_span, 60 + 2 * (p * 34 + 70), measured_label);
     fprintf(f, "</svg>\n");

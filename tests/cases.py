@@ -289,6 +289,10 @@ def labs():
         refused("lab05 np=7 stages for 6 units", "7 stages for 6 units", mpi(7, "build/lab05"), l5),
         refused("lab05 --figure in a missing directory np=2", "cannot create --figure file",
                 mpi(2, "build/lab05", "--figure", "/missing/s.svg"), l5),
+        refused("lab05 --schedule zb-h2 with too few micro-batches np=3", "needs at least 2p - 1 = 5 micro-batches",
+                mpi(3, "build/lab05", "--schedule", "zb-h2", "--micro", 4), l5),
+        refused("lab05 --schedule zb-h1 --recompute full np=2", "--recompute full cannot split it",
+                mpi(2, "build/lab05", "--schedule", "zb-h1", "--recompute", "full"), l5),
         refused("lab06 np=3 with 64 tokens a row", "3 ranks cannot split 64 tokens",
                 mpi(3, "build/lab06", "--heads", 6, "--dim", 96, "--vocab", 192), l6),
         refused("lab06 --tp 3 np=4", "--tp 3 does not divide 4 ranks", mpi(4, "build/lab06", "--tp", 3), l6),
@@ -352,6 +356,13 @@ def labs():
              " ".join(mpi(4, "build/lab05_solution", "--steps", 3, "--schedule", "1f1b", "--micro", 8, "--figure",
                           "build/lab05-schedule.svg"))
              + f" && {svg} build/lab05-schedule.svg --rects-at-least 128", 300, needs=s),
+        # ZB-H2 at p = 4, m = 8 draws every W as its own pass: m on each of
+        # the p stages, in both panels (equal and measured durations).
+        Case("labs", "lab05_solution np=4 zb-h2 --figure: every W drawn",
+             " ".join(mpi(4, "build/lab05_solution", "--steps", 2, "--schedule", "zb-h2", "--micro", 8, "--figure",
+                          "build/lab05-zb-h2.svg"))
+             + f" && {svg} build/lab05-zb-h2.svg --rects-at-least 192"
+             + " && test $(grep -o '<title>weight gradient' build/lab05-zb-h2.svg | wc -l) -eq 64", 300, needs=s),
         Case("labs", "lab05 student np=4 1f1b", mpi(4, "build/lab05", "--steps", 2, "--schedule", "1f1b", "--no-ref"), 300,
              Fail("not written yet"), needs=s),
         # lab06 at t = 4, dropout on (the grader's runs cover t = 1 to 4, the

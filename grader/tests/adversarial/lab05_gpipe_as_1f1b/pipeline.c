@@ -97,3 +97,59 @@ void pp_1f1b(Pp *pp) {
         backward(pp, mb);
     }
 }
+
+// The zero-bubble schedules, as the solution writes them (the submission cheats in 1F1B alone).
+// ---- the backward pass in two: B, then W ------------------------------------------
+
+// B: the input gradient, sent back at once (the previous stage waits for
+// it). The micro-batch stays alive: its W needs its activations and what B
+// kept.
+static void backward_input(Pp *pp, int mb) {
+    if (pp->s < pp->p - 1) pp_recv_gradients(pp, mb);
+    pp_backward_input(pp, mb);
+    if (pp->s > 0) pp_send_gradients(pp, mb);
+}
+
+// W: the parameter gradients, which nobody waits for; then the micro-batch
+// goes (5), its sends done.
+static void backward_weight(Pp *pp, int mb) {
+    pp_backward_weight(pp, mb);
+    CommHandle **h[] = {&pp->send_act[mb], &pp->send_grad[mb]};
+    for (int i = 0; i < 2; i++)
+        if (*h[i]) comm_wait(*h[i]), *h[i] = NULL;
+    pp_end_micro(pp, mb);
+}
+
+// ---- 7. ZB-H1 and 8. ZB-H2 (Qi et al. 2024, figure 3) ------------------------------
+
+// 1F1B's order on the split backward, each stage's W's held s passes
+// behind its B's: they fill the gaps where 1F1B's stages wait for a
+// gradient. (main refuses m < p.)
+void pp_zb_h1(Pp *pp) {
+    pp_zero_grads(pp);
+    int warmup = pp->p - pp->s - 1;
+    int f = 0, w = 0;
+    while (f < warmup) forward(pp, f++, loss_scale(pp));
+    for (int i = 0; i < pp->m; i++) {
+        if (f < pp->m) forward(pp, f++, loss_scale(pp));
+        backward_input(pp, i);
+        if (i >= pp->s) backward_weight(pp, w++);
+    }
+    while (w < pp->m) backward_weight(pp, w++);   // the cool-down: the W's left
+}
+
+// Twice the warm-up and the W's held 2s passes behind: the first B reaches
+// every stage just as its forwards run out, and no stage waits between its
+// first pass and its last. (main refuses m < 2p - 1.)
+void pp_zb_h2(Pp *pp) {
+    pp_zero_grads(pp);
+    int warmup = 2 * (pp->p - pp->s - 1);
+    int f = 0, w = 0;
+    while (f < warmup) forward(pp, f++, loss_scale(pp));
+    for (int i = 0; i < pp->m; i++) {
+        if (f < pp->m) forward(pp, f++, loss_scale(pp));
+        backward_input(pp, i);
+        if (i >= 2 * pp->s) backward_weight(pp, w++);
+    }
+    while (w < pp->m) backward_weight(pp, w++);
+}
