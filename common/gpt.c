@@ -348,7 +348,7 @@ void gpt_acts_free(const Gpt *m, GptActs *a) {
         mem_free(a->dstream[u]);
     }
     for (int l = 0; l < m->cfg.L; l++) block_set_free(&a->blocks[l]);
-    for (int u = 0; u < m->nunits; u++) mem_free(a->saved[u]);
+    for (int u = 0; a->saved && u < m->nunits; u++) mem_free(a->saved[u]);   // (a set made by hand may have none)
     free(a->saved);
     free(a->saved_pending);
     void *rest[] = {a->lnf, a->lnf_mean, a->lnf_rstd, a->logits, a->probs, a->losses};
