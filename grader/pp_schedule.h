@@ -9,6 +9,16 @@
 // (its activations); for B of i on stage s < p - 1, B of i on stage s + 1
 // (its gradients). What is left idle is the schedule's own bubble, free of
 // the noise of a machine with fewer cores than ranks.
+//
+// Interleaved (--schedule interleaved --virtual v): each stage holds v model
+// chunks, chunk c of stage s being virtual stage c p + s of the p v the
+// model is cut into (round-robin), and a pass is of one chunk. Its
+// neighbours are virtual stage k - 1 and k + 1: for F of chunk c on stage 0
+// (c > 0), F of chunk c - 1 on stage p - 1; for B of chunk c on stage
+// p - 1 (c < v - 1), B of chunk c + 1 on stage 0. A chunk is 1/v of the
+// stage's units: with equal stages its passes take 1/v of a whole stage's.
+// v is read from the events: one more than the largest chunk among them
+// (1 when every pass is chunk 0's: GPipe and 1F1B).
 #pragma once
 
 #include <stdbool.h>
@@ -36,6 +46,7 @@ typedef struct {
     int mb;          // micro-batch
     double seconds;  // how long it took (measured)
     double start, end;   // set by the replay
+    int chunk;       // the stage's model chunk (interleaved; 0 otherwise)
 } PpEvent;
 
 // ev[s] the events of stage s in the order it ran them (n[s] of them).
@@ -49,13 +60,29 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
 
 // The bubble of GPipe and 1F1B with equal stages: (p - 1) / (m + p - 1).
 double pp_bubble_formula(int p, int m);
+// The interleaved schedule's with equal stages, v chunks a stage (Narayanan
+// et al. 2021, section 2.2.2): the fill and the drain take (p - 1) chunk
+// passes, 1/v of a stage's, so (p - 1) / (v m + p - 1).
+double pp_bubble_formula_interleaved(int p, int v, int m);
+
+// The chunks of a set of events: one more than the largest chunk among them.
+int pp_events_chunks(PpEvent *const *ev, const int *n, int p);
+
+// A pass's mark in comm.h's log of events (comm_events_mark(kind, arg)):
+// arg = pp_mark_arg(chunk, mb), the micro-batch alone for chunk 0;
+// pp_mark_mb and pp_mark_chunk read it back.
+enum { PP_MARK_CHUNK = 1 << 16 };
+int pp_mark_arg(int chunk, int mb);
+int pp_mark_mb(int arg);
+int pp_mark_chunk(int arg);
 
 // Stage s's events without those of one kind, in order, in place; returns
 // how many are left (the order of F and B alone: pp_events_without(.., PP_PASS_R)).
 int pp_events_without(PpEvent *ev, int n, int kind);
 
 // The timeline: every rank's log of one step (comm.h's events; its marks
-// are the passes, what the PpPass, arg the micro-batch), replayed with
+// are the passes, what the PpPass, arg the chunk and micro-batch
+// (pp_mark_arg)), replayed with
 // equal stages (pp_pass_units) and with what each end of an operation waits
 // for: a receive its send's start, a send its receive's start (a message
 // leaves when the other side asks for it, as a large one does), a
@@ -68,6 +95,7 @@ typedef struct {
     double late;          // by how much (F = 1); kind: a PpPass
     int cause_rank;       // and what it waited for: an event of cause_rank's log (-1: not found)
     CommEvent cause;
+    int chunk;            // the late pass's chunk (interleaved; 0 otherwise)
 } PpLate;
 // Ranks 0 .. p - 1 are pipeline 0. Returns the bubble of pipeline 0 in the
 // timeline (-1: the logs cannot all run, an end waits for a start no rank

@@ -29,12 +29,16 @@ typedef struct {
     int recomputes;
     double rc_matmul, rc_layernorm, matmul, rc_seconds, seconds;
     int stale, stale_step, stale_mb, stale_held;
+    // Interleaved: its chunks' virtual stages and units, and each chunk's
+    // set of one micro-batch's activations (bytes); chunk 0's are u0, u1.
+    int vs[PP_MAX_CHUNKS], cu0[PP_MAX_CHUNKS], cu1[PP_MAX_CHUNKS];
+    double chunk_set[PP_MAX_CHUNKS];
 } Lab05Stage;
 
 // What the end needs: main fills the first fields, lab05_report the rest.
 typedef struct {
     Pp *pp;
-    bool gpipe, bf16;
+    bool gpipe, interleaved, bf16;
     const char *figure;          // --figure, or NULL
     Lab05Stage *stages;          // (N) every rank's, in world order
     // The last step's events of this rank's pipeline, every stage's (p rows
