@@ -521,9 +521,33 @@ static void check_round_robin(Grader *g, const Run *run, int N, int p, const Ran
     grade_check(g, run, "chunks round-robin", bad < 0, fig, "virtual stage c p + s", diag);
 }
 
+// Interleaved: a run that hung with every stage waiting for a send of its
+// own to be taken (the watchdog's "waited in wait for send ... to rank"),
+// three stages or more round the ring: each waits for the next to take its
+// message, and the next is waiting for its own. A stage that receives a
+// backward pass's gradient only when the pass comes (1F1B's way) and waits
+// for its gradient sends before going on makes this ring.
+static void check_ring_hang(Grader *g, const Run *run) {
+    if (!strstr(run->spec->flags, "--schedule interleaved") || !run->output) return;
+    int waiting = 0;
+    for (const char *at = run->output; (at = strstr(at, "watchdog: waited in wait for send")); at++) waiting++;
+    if (waiting < 3 || waiting < run->spec->np) return;
+    char fig[96];
+    snprintf(fig, sizeof fig, "%d ranks each waiting for a send of its own", waiting);
+    grade_check(g, run, "stages round the ring", false, fig, "no stage waiting in its own send",
+                "every stage waits for a send of its own to be taken, each by the next round the ring, which "
+                "waits for its own: a deadlock of the ring. Receive each backward pass's gradient ahead of it "
+                "(comm_recv_async_typed into pp_chunk_grad_in as soon as its chunk's forward pass has made the "
+                "buffer, one receive ahead, in the order of the backward passes): a stage that waits for its own "
+                "gradient's send before it receives the next gradient holds up the stage behind it");
+}
+
 static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
-    if (!check_ran(g, run, false)) return;
+    if (!check_ran(g, run, false)) {
+        check_ring_hang(g, run);
+        return;
+    }
     check_hooks_written(g, run);
     const DumpFile *d = run->dump;
     int N = (int)dump_scalar(d, "meta/world_size", 0), p = (int)dump_scalar(d, "pp/p", 1);

@@ -106,10 +106,13 @@ int main(int argc, char **argv) {
                          "ranks carry activations and gradients, and messages without tags match in the order "
                          "posted, so a gradient's receive posted ahead of its backward pass would take an "
                          "activation (Megatron-LM refuses p = 2 too); use -np 3 or more, or --schedule 1f1b", p);
-    if (interleaved && p * v > nunits)
+    if (interleaved && p * v > nunits) {
+        char fewer[48] = "";
+        if (nunits / p >= 2) snprintf(fewer, sizeof fewer, ", or --virtual %d", nunits / p);
         core_usage_error("%d stages x %d chunks = %d virtual stages for %d units (the embeddings, %d blocks, the "
-                         "head): a virtual stage needs a unit; use --layers %d, or --virtual %d", p, v, p * v, nunits,
-                         a.layers, p * v - 2, nunits / p);
+                         "head): a virtual stage needs a unit; use --layers %d%s", p, v, p * v, nunits, a.layers,
+                         p * v - 2, fewer);
+    }
     if (interleaved && micro % p) {
         int works = 0;   // the fewest micro-batches that are a multiple of p and divide the rows
         for (int w = p; !works && w <= rows; w += p) works = rows % w == 0 ? w : 0;
@@ -119,7 +122,7 @@ int main(int argc, char **argv) {
                              micro, p, works);
         core_usage_error("--micro %d is not a multiple of the %d stages, and no multiple of %d divides a pipeline's %d "
                          "rows: the interleaved schedule sends groups of p micro-batches through each chunk in turn; "
-                         "use --batch %d", micro, p, p, rows, p * dp * (a.batch / (p * dp) + 1));
+                         "use --batch %d --micro %d", micro, p, p, rows, p * dp * ((a.batch + p * dp - 1) / (p * dp)), p);
     }
     if (interleaved && v * micro > PP_MAX_MICRO)
         core_usage_error("--virtual %d x --micro %d = %d chunk passes of each kind a step, over %d; use fewer", v,

@@ -59,7 +59,11 @@ static GptActs *boundary_create(const Pp *pp) {
     a->stream = calloc((size_t)m->nunits + 1, sizeof *a->stream);
     a->dstream = calloc((size_t)m->nunits + 1, sizeof *a->dstream);
     a->blocks = calloc((size_t)(m->cfg.L > 0 ? m->cfg.L : 1), sizeof *a->blocks);
-    CHECK(a->stream && a->dstream && a->blocks, "out of memory");
+    // The split backward's slots (gpt_acts_free lets them go): never used
+    // here, where the backward is whole.
+    a->saved = calloc((size_t)m->nunits, sizeof *a->saved);
+    a->saved_pending = calloc((size_t)m->nunits, sizeof *a->saved_pending);
+    CHECK(a->stream && a->dstream && a->blocks && a->saved && a->saved_pending, "out of memory");
     if (pp->u0 == 0) a->tokens = mem_alloc(BT * sizeof(int), MEM_ACTS, "tokens");
     if (pp->u1 == m->nunits) a->targets = mem_alloc(BT * sizeof(int), MEM_ACTS, "targets");
     const int edge[2] = {pp->u0, pp->u1};

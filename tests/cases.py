@@ -289,6 +289,18 @@ def labs():
         refused("lab05 np=7 stages for 6 units", "7 stages for 6 units", mpi(7, "build/lab05"), l5),
         refused("lab05 --figure in a missing directory np=2", "cannot create --figure file",
                 mpi(2, "build/lab05", "--figure", "/missing/s.svg"), l5),
+        # The interleaved schedule: m a multiple of p (with a value that
+        # works), p v virtual stages of a unit each (with a --layers that
+        # works), 3 stages or more (p = 2's links would carry both kinds),
+        # and --virtual its own.
+        refused("lab05 interleaved --micro 4 np=3", "use --micro 3",
+                mpi(3, "build/lab05", "--schedule", "interleaved", "--micro", 4, "--batch", 12), l5),
+        refused("lab05 interleaved np=4 v=2 over 6 units", "use --layers 6",
+                mpi(4, "build/lab05", "--schedule", "interleaved"), l5),
+        refused("lab05 interleaved np=2", "needs 3 stages or more", mpi(2, "build/lab05", "--schedule", "interleaved"),
+                l5),
+        refused("lab05 --virtual with 1f1b np=2", "--virtual 2 is the interleaved schedule's",
+                mpi(2, "build/lab05", "--virtual", 2), l5),
         refused("lab06 np=3 with 64 tokens a row", "3 ranks cannot split 64 tokens",
                 mpi(3, "build/lab06", "--heads", 6, "--dim", 96, "--vocab", 192), l6),
         refused("lab06 --tp 3 np=4", "--tp 3 does not divide 4 ranks", mpi(4, "build/lab06", "--tp", 3), l6),
