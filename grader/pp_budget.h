@@ -8,7 +8,12 @@
 // (the master copy and the two moments: 16 psi_s again, a quarter of it
 // working weights and gradients). Its activations: the scratch every
 // micro-batch shares plus k micro-batches' sets of its units, k = m for
-// GPipe and min(m, p - s) for 1F1B. Under full recomputation at the stage
+// GPipe and min(m, p - s) for 1F1B; interleaved (v chunks a stage,
+// Megatron-LM's order), k chunk-sets with k = min(w + 1, m v), w = (p - s -
+// 1) 2 + (v - 1) p the warm-up's forwards (Narayanan et al. 2021; Megatron's
+// schedules.py), each counted as the stage's largest chunk's set (the
+// chunks of the first and the last stage hold the embeddings and the head:
+// their sets are not the others' size). Under full recomputation at the stage
 // boundaries (lab05's --recompute full, GPipe as published) a micro-batch's
 // set is its boundary alone (its input, the tokens on stage 0, and its
 // messages) and the stage's units run forward into one shared set of their
@@ -49,3 +54,10 @@ PpBudget pp_budget(bool gpipe, bool recompute, int p, int m, int s, double psi_s
 // W on the stage's units (measured from the model's shapes, as acts_set).
 PpBudget pp_budget_zb(int c, int p, int m, int s, double psi_s, double acts_scratch, double acts_set,
                       double acts_saved, bool bf16);
+
+// Interleaved, v chunks a stage: the same state (psi_s the parameters of all
+// the stage's chunks), and activations of scratch + k x the largest chunk's
+// set, k = min((p - s - 1) 2 + (v - 1) p + 1, m v) (fp32 or bf16; no
+// recomputation at the stage boundaries).
+PpBudget pp_budget_interleaved(int p, int v, int m, int s, double psi_s, double acts_scratch, double chunk_set_max,
+                               bool bf16);

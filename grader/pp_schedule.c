@@ -7,6 +7,18 @@
 #include <stdlib.h>
 
 double pp_bubble_formula(int p, int m) { return (double)(p - 1) / (double)(m + p - 1); }
+double pp_bubble_formula_interleaved(int p, int v, int m) { return (double)(p - 1) / (double)(v * m + p - 1); }
+
+int pp_mark_arg(int chunk, int mb) { return chunk * PP_MARK_CHUNK + mb; }
+int pp_mark_mb(int arg) { return arg % PP_MARK_CHUNK; }
+int pp_mark_chunk(int arg) { return arg / PP_MARK_CHUNK; }
+
+int pp_events_chunks(PpEvent *const *ev, const int *n, int p) {
+    int v = 1;
+    for (int s = 0; s < p; s++)
+        for (int k = 0; k < n[s]; k++) v = ev[s][k].chunk + 1 > v ? ev[s][k].chunk + 1 : v;
+    return v;
+}
 
 double pp_zb_bubble_formula(int p, int m) { return (double)(p - 1) / (double)(3 * m + p - 1); }
 
@@ -42,7 +54,7 @@ const char *pp_pass_name(int kind) { return known(kind) ? PASS[kind].name : "unk
 bool pp_split_b(const PpEvent *row, int n, int k) {
     if (row[k].kind != PP_PASS_B) return false;
     for (int j = 0; j < n; j++)
-        if (row[j].kind == PP_PASS_W && row[j].mb == row[k].mb) return true;
+        if (row[j].kind == PP_PASS_W && row[j].chunk == row[k].chunk && row[j].mb == row[k].mb) return true;
     return false;
 }
 
@@ -57,16 +69,28 @@ int pp_events_without(PpEvent *ev, int n, int kind) {
     return k;
 }
 
-// The end of the event of stage s that is (kind, mb), if it has been
+// The end of the event of stage s that is (kind, chunk, mb), if it has been
 // replayed; -1 if it has not (yet), -2 if stage s has no such event.
-static double end_of(PpEvent **ev, const int *n, const int *done, int s, int kind, int mb) {
+static double end_of(PpEvent **ev, const int *n, const int *done, int s, int kind, int chunk, int mb) {
     for (int k = 0; k < n[s]; k++)
-        if (ev[s][k].kind == kind && ev[s][k].mb == mb) return k < done[s] ? ev[s][k].end : -1;
+        if (ev[s][k].kind == kind && ev[s][k].chunk == chunk && ev[s][k].mb == mb)
+            return k < done[s] ? ev[s][k].end : -1;
     return -2;
 }
 
+// The neighbour a pass of chunk c on stage s waits for, dir stages away
+// (PASS[kind].dir): virtual stage c p + s + dir, on stage *from, chunk
+// *chunk (round-robin); false where there is none (the first virtual stage's
+// forward, the last's backward).
+static bool neighbour(int p, int v, int s, int c, int dir, int *from, int *chunk) {
+    int k = c * p + s + dir;
+    if (k < 0 || k >= p * v) return false;
+    *from = k % p, *chunk = k / p;
+    return true;
+}
+
 double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan) {
-    int *done = calloc((size_t)p, sizeof *done);
+    int *done = calloc((size_t)p, sizeof *done), v = pp_events_chunks(ev, n, p);
     double busy = 0, last = 0;
     int left = 0;
     for (int s = 0; s < p; s++) left += n[s];
@@ -79,13 +103,13 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
             PpEvent *e = &ev[s][done[s]];
             if (!known(e->kind)) continue;   // never runs: the pass stalls
             double ready = done[s] ? ev[s][done[s] - 1].end : 0;
-            int from = s + PASS[e->kind].dir;
-            if (from >= 0 && from < p) {
-                double dep = end_of(ev, n, done, from, PASS[e->kind].on, e->mb);
+            int from, chunk;
+            if (neighbour(p, v, s, e->chunk, PASS[e->kind].dir, &from, &chunk)) {
+                double dep = end_of(ev, n, done, from, PASS[e->kind].on, chunk, e->mb);
                 if (dep < 0) continue;   // not yet (or never: the pass stalls)
                 ready = dep > ready ? dep : ready;
             }
-            double d = equal ? pp_event_units(ev[s], n[s], done[s]) : e->seconds;
+            double d = equal ? pp_event_units(ev[s], n[s], done[s]) / v : e->seconds;
             e->start = ready;
             e->end = ready + d;
             busy += d;
@@ -145,22 +169,28 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
     double *at = calloc((size_t)N * most, sizeof *at), *raised = calloc((size_t)N * most, sizeof *raised);
     double *clock = calloc((size_t)N, sizeof *clock);   // N >= 1
     int *next = calloc((size_t)N, sizeof *next);
-    // Each pass's length with equal stages (a B split where its rank's log
-    // has a W of the same micro-batch: pp_event_units).
+    *late = (PpLate){-1, 0, 0, 0, -1, {0, 0, 0, 0, 0}, 0};
+    *order_bubble = -1;
+    int left = 0, v = 1;   // v: the chunks, one more than the largest any pass of pipeline 0 marks
+    for (int r = 0; r < N; r++) left += n[r];
+    for (int r = 0; r < p; r++)
+        for (int i = 0; i < n[r]; i++)
+            if (ev[r][i].kind == COMM_EVENT_MARK && pp_mark_chunk(ev[r][i].peer) + 1 > v)
+                v = pp_mark_chunk(ev[r][i].peer) + 1;
+    // Each pass's length with equal stages, 1/v of a stage's (a B split
+    // where its rank's log has a W of the same chunk and micro-batch, the
+    // same mark's argument: pp_event_units).
     double *len = calloc((size_t)N * most, sizeof *len);
     for (int r = 0; r < N; r++)
         for (int i = 0; i < n[r]; i++) {
             const CommEvent *e = &ev[r][i];
             if (e->kind != COMM_EVENT_MARK) continue;
-            len[(size_t)r * most + i] = pp_pass_units(e->op);
+            double units = pp_pass_units(e->op);
             for (int j = 0; e->op == PP_PASS_B && j < n[r]; j++)
                 if (ev[r][j].kind == COMM_EVENT_MARK && ev[r][j].op == PP_PASS_W && ev[r][j].peer == e->peer)
-                    len[(size_t)r * most + i] = 1;
+                    units = 1;
+            len[(size_t)r * most + i] = units / v;
         }
-    *late = (PpLate){-1, 0, 0, 0, -1, {0, 0, 0, 0, 0}};
-    *order_bubble = -1;
-    int left = 0;
-    for (int r = 0; r < N; r++) left += n[r];
     // Each pass over the ranks runs every event that can run; a pass that
     // runs none leaves an end waiting for a start that never comes.
     while (left > 0) {
@@ -206,7 +236,7 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
                 busy += d;
                 span = end > span ? end : span;
                 index[(size_t)s * most + counts[s]] = i;
-                rows[s][counts[s]++] = (PpEvent){e->op, e->peer, d, 0, 0};
+                rows[s][counts[s]++] = (PpEvent){e->op, pp_mark_mb(e->peer), d, 0, 0, pp_mark_chunk(e->peer)};
             }
         }
         bubble = span > 0 ? (p * span - busy) / (p * span) : 0;
@@ -219,14 +249,16 @@ double pp_replay_timeline(int N, int p, const CommEvent *const *ev, const int *n
                 int i = index[(size_t)s * most + j];
                 double t = at[(size_t)s * most + i], over = t - rows[s][j].start;
                 if (over > 1e-9 && t < first)
-                    first = t, *late = (PpLate){s, rows[s][j].kind, rows[s][j].mb, over, -1, {0, 0, 0, 0, 0}};
+                    first = t, *late = (PpLate){s, rows[s][j].kind, rows[s][j].mb, over, -1, {0, 0, 0, 0, 0},
+                                                rows[s][j].chunk};
             }
         // Back from that pass along what set each time (the event before it
         // on its rank, or the start an end waited for) to the first end that
         // waited for something other than a message: what held it.
         int r = late->rank, i = -1;
         for (int j = 0; r >= 0 && j < counts[r]; j++)
-            if (rows[r][j].kind == late->kind && rows[r][j].mb == late->mb) i = index[(size_t)r * most + j];
+            if (rows[r][j].kind == late->kind && rows[r][j].mb == late->mb && rows[r][j].chunk == late->chunk)
+                i = index[(size_t)r * most + j];
         for (int steps = 0; r >= 0 && i > 0 && steps < N * most; steps++) {
             const CommEvent *e = &ev[r][i - 1];
             if (e->kind != COMM_EVENT_DONE || raised[(size_t)r * most + i - 1] <= 1e-9) {

@@ -10,6 +10,17 @@
 // (its gradients); W of i waits for nobody else (its own stage's B of i
 // came first). What is left idle is the schedule's own bubble, free of the
 // noise of a machine with fewer cores than ranks.
+//
+// Interleaved (--schedule interleaved --virtual v): each stage holds v model
+// chunks, chunk c of stage s being virtual stage c p + s of the p v the
+// model is cut into (round-robin), and a pass is of one chunk. Its
+// neighbours are virtual stage k - 1 and k + 1: for F of chunk c on stage 0
+// (c > 0), F of chunk c - 1 on stage p - 1; for B of chunk c on stage
+// p - 1 (c < v - 1), B of chunk c + 1 on stage 0. A chunk is 1/v of the
+// stage's units: with equal stages its passes take 1/v of a whole stage's.
+// v is read from the events: one more than the largest chunk among them
+// (1 when every pass is chunk 0's: GPipe, 1F1B and the zero-bubble
+// schedules).
 #pragma once
 
 #include <stdbool.h>
@@ -43,18 +54,21 @@ typedef struct {
     int mb;          // micro-batch
     double seconds;  // how long it took (measured)
     double start, end;   // set by the replay
+    int chunk;       // the stage's model chunk (interleaved; 0 otherwise)
 } PpEvent;
 
 // Whether event k of a stage's n events (row) is the first half of a split
-// backward pass: a B whose micro-batch has a W on the same stage.
+// backward pass: a B whose (chunk, micro-batch) has a W on the same stage.
 bool pp_split_b(const PpEvent *row, int n, int k);
-// Event k's length with equal stages: pp_pass_units, a split B 1.
+// Event k's length with equal stages, of a whole stage: pp_pass_units, a
+// split B 1 (the replay takes 1/v of it for a chunk's pass).
 double pp_event_units(const PpEvent *row, int n, int k);
 
 // ev[s] the events of stage s in the order it ran them (n[s] of them).
 // equal: pp_event_units (F 1, B 2: the lectures' picture, where the bubble
 // of F and B alone is exactly (p - 1) / (m + p - 1); F, B and W 1 each where
-// the backward is split); else the measured seconds.
+// the backward is split; 1/v of these, v chunks a stage); else the measured
+// seconds.
 // Returns the idle fraction of the replayed timeline, (p T - busy) / (p T)
 // for makespan T, and the makespan in *makespan; -1 when the events cannot
 // all run (one waits for an event no stage recorded).
@@ -62,6 +76,21 @@ double pp_replay(int p, PpEvent **ev, const int *n, bool equal, double *makespan
 
 // The bubble of GPipe and 1F1B with equal stages: (p - 1) / (m + p - 1).
 double pp_bubble_formula(int p, int m);
+// The interleaved schedule's with equal stages, v chunks a stage (Narayanan
+// et al. 2021, section 2.2.2): the fill and the drain take (p - 1) chunk
+// passes, 1/v of a stage's, so (p - 1) / (v m + p - 1).
+double pp_bubble_formula_interleaved(int p, int v, int m);
+
+// The chunks of a set of events: one more than the largest chunk among them.
+int pp_events_chunks(PpEvent *const *ev, const int *n, int p);
+
+// A pass's mark in comm.h's log of events (comm_events_mark(kind, arg)):
+// arg = pp_mark_arg(chunk, mb), the micro-batch alone for chunk 0;
+// pp_mark_mb and pp_mark_chunk read it back.
+enum { PP_MARK_CHUNK = 1 << 16 };
+int pp_mark_arg(int chunk, int mb);
+int pp_mark_mb(int arg);
+int pp_mark_chunk(int arg);
 
 // After a replay: the idle share of the stages' own spans (each stage's
 // first pass to its last), sum (span - busy) / sum span. The step's bubble
@@ -84,19 +113,21 @@ double pp_zb_span_bubble_formula(int c, int p, int m);
 int pp_events_without(PpEvent *ev, int n, int kind);
 
 // The timeline: every rank's log of one step (comm.h's events; its marks
-// are the passes, what the PpPass, arg the micro-batch), replayed with
-// equal stages (pp_event_units) and with what each end of an operation waits
-// for: a receive its send's start, a send its receive's start (a message
-// leaves when the other side asks for it, as a large one does), a
-// collective every member's start. A schedule whose stages wait only for
-// their inputs replays as its order does (pp_replay); one whose stages also
-// wait for each other (a barrier, a blocking send, a receive of every
-// input before the first pass) replays later, though its order is the same.
+// are the passes, what the PpPass, arg the chunk and micro-batch
+// (pp_mark_arg)), replayed with equal stages (pp_event_units, 1/v of it)
+// and with what each end of an operation waits for: a receive its send's
+// start, a send its receive's start (a message leaves when the other side
+// asks for it, as a large one does), a collective every member's start. A
+// schedule whose stages wait only for their inputs replays as its order
+// does (pp_replay); one whose stages also wait for each other (a barrier, a
+// blocking send, a receive of every input before the first pass) replays
+// later, though its order is the same.
 typedef struct {
     int rank, kind, mb;   // the first pass (in replayed time) that starts later than its order allows; rank -1: none
     double late;          // by how much (F = 1); kind: a PpPass
     int cause_rank;       // and what it waited for: an event of cause_rank's log (-1: not found)
     CommEvent cause;
+    int chunk;            // the late pass's chunk (interleaved; 0 otherwise)
 } PpLate;
 // Ranks 0 .. p - 1 are pipeline 0. Returns the bubble of pipeline 0 in the
 // timeline (-1: the logs cannot all run, an end waits for a start no rank

@@ -30,7 +30,9 @@
 // moments), against build/ref in bf16: p = 2, p = 3 cutting 4 blocks
 // unevenly, and the grid, whose data-parallel all-reduce is bf16 too. The
 // zero-bubble schedules: one of each in the quick subset (ZB-H1 at p = 2,
-// ZB-H2 at p = 3: its order, its memory, its W's).
+// ZB-H2 at p = 3: its order, its memory, its W's). The interleaved
+// schedule: two in the quick subset (p = 3 and p = 4: its chunks, its
+// warm-up, its ring of messages).
 static const RunSpec LAB05_RUNS[] = {
     {"np1-gpipe-m2", 1, "--steps 3 --schedule gpipe --micro 2", false, false},
     {"np2-1f1b-m4", 2, "--steps 3 --schedule 1f1b --micro 4", true, false},
@@ -64,6 +66,17 @@ static const RunSpec LAB05_RUNS[] = {
     {"np3-zb-h2-m8", 3, "--steps 3 --schedule zb-h2 --micro 8", true, false},
     {"np4-zb-h1-m8", 4, "--steps 3 --schedule zb-h1 --micro 8", false, false},
     {"np4-dp2-pp2-zb-h2-m4", 4, "--steps 3 --schedule zb-h2 --micro 4 --pp 2", false, false},
+    // The interleaved schedule (Megatron-LM's, v chunks a stage, p >= 3, m a
+    // multiple of p): p = 3 with one unit a virtual stage (6 virtual stages
+    // of the default 6 units: the partition's second branch); p = 4 with 10
+    // blocks over 8 virtual stages (1 or 2 each: uneven, the first branch);
+    // a grid of two pipelines of 3 stages, whose data-parallel all-reduce
+    // covers both chunks of each stage.
+    {"np3-interleaved-v2-m6", 3, "--steps 3 --schedule interleaved --virtual 2 --micro 6 --batch 6", true, false},
+    {"np4-interleaved-v2-m4-layers10", 4, "--steps 3 --schedule interleaved --virtual 2 --micro 4 --layers 10", true,
+     false},
+    {"np6-dp2-pp3-interleaved", 6, "--steps 3 --schedule interleaved --virtual 2 --micro 3 --pp 3 --batch 6", false,
+     false},
 };
 
 // Full recomputation at the stage boundaries is lab05's own (the model's
@@ -74,8 +87,8 @@ static bool recompute_full(const Run *run) { return strstr(run->spec->flags, "--
 
 static const char *lab05_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
     (void)lab;
-    static const char *const drop[] = {"schedule", "micro", "pp", NULL},
-                             *const drop_rc[] = {"schedule", "micro", "pp", "recompute", NULL};
+    static const char *const drop[] = {"schedule", "micro", "pp", "virtual", NULL},
+                             *const drop_rc[] = {"schedule", "micro", "pp", "virtual", "recompute", NULL};
     return without_flags(run, recompute_full(run) ? drop_rc : drop, buf, len);
 }
 
@@ -123,13 +136,14 @@ static const DumpArray *numbers(const DumpFile *d, const char *name, int ndim) {
 }
 
 // The last step's schedule of pipeline 0, replayed again here from the
-// order of events the harness recorded (pp/events/kind and pp/events/mb),
-// with equal stages: its F and B alone (the formula's), recomputes aside
-// (*recomputes: how many there were).
+// order of events the harness recorded (pp/events/kind, pp/events/mb and,
+// interleaved, pp/events/chunk), with equal stages: its F and B alone (the
+// formula's), recomputes aside (*recomputes: how many there were).
 static double replayed_bubble(const DumpFile *d, int p, int *recomputes) {
     const DumpArray *kinds = numbers(d, "pp/events/kind", 2), *mbs = numbers(d, "pp/events/mb", 2);
+    const DumpArray *chunks = numbers(d, "pp/events/chunk", 2);
     if (!kinds || !mbs || (int)kinds->shape[0] != p || mbs->shape[0] != kinds->shape[0] ||
-        mbs->shape[1] != kinds->shape[1])
+        mbs->shape[1] != kinds->shape[1] || (chunks && chunks->count != kinds->count))
         return -1;
     int most = (int)kinds->shape[1];
     PpEvent *all = calloc((size_t)p * most, sizeof *all), *rows[64];
@@ -142,7 +156,7 @@ static double replayed_bubble(const DumpFile *d, int p, int *recomputes) {
             uint64_t at = (uint64_t)s * most + k;
             int kind = (int)dump_get(kinds, at), mb = (int)dump_get(mbs, at);
             if (kind < 0) break;
-            rows[s][n[s]++] = (PpEvent){kind, mb, 0, 0, 0};
+            rows[s][n[s]++] = (PpEvent){kind, mb, 0, 0, 0, chunks ? (int)dump_get(chunks, at) : 0};
         }
         int fb = pp_events_without(rows[s], n[s], PP_PASS_R);
         *recomputes += n[s] - fb, n[s] = fb;
@@ -189,22 +203,79 @@ static bool rank_stage_read(const DumpFile *d, int N, RankStage *rs, char *missi
 // Rank q's value of a field of the record.
 static double rank_field(const DumpArray *field, int q) { return dump_get(field, (uint64_t)q); }
 
+// Interleaved: per rank and chunk, its virtual stage and units [u0, u1)
+// (pp/rank_chunk/..., (N, v) each); one chunk, the stage, otherwise.
+typedef struct {
+    const DumpArray *vs, *u0, *u1;
+    int v;
+} RankChunks;
+
+static bool rank_chunks_read(const DumpFile *d, int N, int v, RankChunks *ch) {
+    ch->vs = numbers(d, "pp/rank_chunk/vs", 2), ch->u0 = numbers(d, "pp/rank_chunk/u0", 2);
+    ch->u1 = numbers(d, "pp/rank_chunk/u1", 2), ch->v = v;
+    const DumpArray *f[3] = {ch->vs, ch->u0, ch->u1};
+    for (int i = 0; i < 3; i++)
+        if (!f[i] || (int)f[i]->shape[0] != N || (int)f[i]->shape[1] != v) return false;
+    return true;
+}
+
+// Rank q's chunk c's value of a field.
+static int chunk_field(const RankChunks *ch, const DumpArray *f, int q, int c) {
+    return (int)dump_get(f, (uint64_t)q * ch->v + c);
+}
+
+// The parameters of rank q's units, every chunk's (ch NULL: its stage's, [u0, u1)).
+static double rank_params(const DumpFile *d, const RankStage *per, const RankChunks *ch, int q, int nunits) {
+    double n = 0;
+    for (int c = 0; c < (ch ? ch->v : 1); c++) {
+        int u0 = ch ? chunk_field(ch, ch->u0, q, c) : (int)rank_field(per->u0, q);
+        int u1 = ch ? chunk_field(ch, ch->u1, q, c) : (int)rank_field(per->u1, q);
+        for (int u = u0; u < u1; u++) n += unit_floats(d, u, nunits);
+    }
+    return n;
+}
+
 // A step's messages, call by call: each micro-batch's activations to the
 // next stage and their gradients back, one send and one receive each way
 // per neighbour; on the data-parallel group, one all-reduce per unit of
 // the stage.
 typedef struct {
     const RankStage *per;
+    const RankChunks *ch;   // interleaved (NULL: one chunk a stage)
     int p, m, dp, nunits;
     double message;   // bytes of one micro-batch's activations
     double elem;      // bytes of an element: 4, or 2 in bf16
 } Lab05Step;
+
+// Interleaved (p >= 3): each chunk's micro-batches forward to the next
+// virtual stage and their gradients back, but the last virtual stage's
+// (the head, on stage p - 1) and the first's (the embeddings, on stage 0);
+// stage p - 1's next is stage 0 round the ring, a link of neither
+// neighbour (LEDGER_OTHER).
+static int interleaved_wants(int s, const Lab05Step *k, double params, int units, LedgerWant *w) {
+    int p = k->p, v = k->ch->v, n = 0;
+    double per_chunk = k->m * k->message, out = (v - (s == p - 1)) * per_chunk, in = (v - (s == 0)) * per_chunk;
+    LedgerGroup next = s == p - 1 ? LEDGER_OTHER : LEDGER_NEXT, prev = s == 0 ? LEDGER_OTHER : LEDGER_PREV;
+    w[n++] = (LedgerWant){next, COMM_OP_SEND, out, out / k->message, "each chunk's micro-batches' activations, once"};
+    w[n++] = (LedgerWant){next, COMM_OP_RECV, out, out / k->message, "each chunk's micro-batches' output gradients, once"};
+    w[n++] = (LedgerWant){prev, COMM_OP_RECV, in, in / k->message, "each chunk's micro-batches' activations, once"};
+    w[n++] = (LedgerWant){prev, COMM_OP_SEND, in, in / k->message, "each chunk's micro-batches' input gradients, once"};
+    if (k->dp > 1)
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, k->elem * params, units,
+                              "the data-parallel all-reduce of the stage's units, one each"};
+    return n;
+}
 
 static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx) {
     const Lab05Step *k = ctx;
     int s = rank % k->p, n = 0;
     int u0 = (int)rank_field(k->per->u0, rank), u1 = (int)rank_field(k->per->u1, rank);
     double bytes = k->m * k->message, params = 0;
+    if (k->ch) {
+        int units = 0;
+        for (int c = 0; c < k->ch->v; c++) units += chunk_field(k->ch, k->ch->u1, rank, c) - chunk_field(k->ch, k->ch->u0, rank, c);
+        return interleaved_wants(s, k, rank_params(run->dump, k->per, k->ch, rank, k->nunits), units, w);
+    }
     for (int u = u0; u < u1; u++) params += unit_floats(run->dump, u, k->nunits);
     if (s < k->p - 1) {
         w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_SEND, bytes, k->m, "each micro-batch's activations, once"};
@@ -228,7 +299,7 @@ static bool w_before_send(const CommEvent *const *ev, const int *n, int N, int *
     for (int r = 0; r < N; r++)
         for (int i = 0, w = -1; i < n[r]; i++) {
             const CommEvent *e = &ev[r][i];
-            if (e->kind == COMM_EVENT_MARK) w = e->op == PP_PASS_W ? e->peer : -1;
+            if (e->kind == COMM_EVENT_MARK) w = e->op == PP_PASS_W ? pp_mark_mb(e->peer) : -1;
             if (e->kind == COMM_EVENT_POST && e->op == COMM_OP_SEND && w >= 0) {
                 *rank = r, *mb = w, *peer = e->peer;
                 return true;
@@ -296,15 +367,17 @@ static void check_overlap(Grader *g, const Run *run, int N, int p) {
             snprintf(cause, sizeof cause, "a %s over %d ranks on rank %d (every rank of it waits for the slowest)",
                      comm_op_name((CommOp)e->op), members, late.cause_rank);
     }
+    char chunk[32] = "";
+    if (dump_scalar(run->dump, "pp/interleaved", 0) != 0) snprintf(chunk, sizeof chunk, " (its chunk %d)", late.chunk);
     if (bubble < 0)
         snprintf(diag, sizeof diag, "the last step's log cannot be replayed: an operation waits for one no rank "
                  "started");
     else
         snprintf(diag, sizeof diag, "replayed with equal stages and what each operation waits for, the step leaves "
                  "%.1f%% idle where its order of passes leaves %.1f%%: the first pass to start late is stage %d's "
-                 "%s of micro-batch %d, %.0f forward pass%s later than its input allows, held by %s. The order of "
+                 "%s of micro-batch %d%s, %.0f forward pass%s later than its input allows, held by %s. The order of "
                  "passes is right; the stages wait for each other besides their inputs, so they no longer overlap",
-                 100 * bubble, 100 * order, late.rank, pp_pass_name(late.kind), late.mb, late.late,
+                 100 * bubble, 100 * order, late.rank, pp_pass_name(late.kind), late.mb, chunk, late.late,
                  late.late == 1 ? "" : "es", cause[0] ? cause : "something before it");
     int w_rank, w_mb, w_peer;
     if (bubble > order + 0.005 && w_before_send(ev, n, N, &w_rank, &w_mb, &w_peer)) {
@@ -468,7 +541,7 @@ static bool zb_events(const DumpFile *d, int p, PpEvent **all, PpEvent **rows, i
         for (int k = 0; k < most; k++) {
             uint64_t at = (uint64_t)s * most + k;
             if (dump_get(kinds, at) < 0) break;
-            rows[s][n[s]++] = (PpEvent){(int)dump_get(kinds, at), (int)dump_get(mbs, at), 0, 0, 0};
+            rows[s][n[s]++] = (PpEvent){(int)dump_get(kinds, at), (int)dump_get(mbs, at), 0, 0, 0, 0};
         }
     }
     return true;
@@ -625,40 +698,112 @@ static void check_zb_bubble(Grader *g, const Run *run, PpEvent **rows, int *n, i
                 diag);
 }
 
+// Interleaved: chunk c of stage s holds virtual stage c p + s (the
+// student's pp_virtual_stage), so that a micro-batch goes round the ranks v
+// times. Chunks of consecutive virtual stages on one rank (stage s holding
+// s v .. s v + v - 1) are 1F1B's stages cut finer: the pipeline fills and
+// drains through p stages of whole-stage passes, and the bubble does not
+// fall.
+static void check_round_robin(Grader *g, const Run *run, int N, int p, const RankChunks *ch) {
+    int v = ch->v, bad = -1, contiguous = 0;
+    for (int q = 0; q < N; q++)
+        for (int c = 0; c < v; c++) {
+            int s = q % p, k = chunk_field(ch, ch->vs, q, c);
+            if (k != c * p + s && bad < 0) bad = q * v + c;
+            contiguous += k == s * v + c;
+        }
+    char fig[160], diag[700] = "";
+    if (bad < 0) {
+        snprintf(fig, sizeof fig, "chunk c of stage s is virtual stage c p + s, every one");
+    } else {
+        int q = bad / v, c = bad % v, s = q % p, k = chunk_field(ch, ch->vs, q, c);
+        snprintf(fig, sizeof fig, "stage %d's chunk %d is virtual stage %d", s, c, k);
+        if (contiguous == N * v)
+            snprintf(diag, sizeof diag, "every stage holds consecutive virtual stages (stage s: s v .. s v + v - 1, "
+                     "contiguous chunks): that is 1F1B over p stages, each cut into v pieces, and a micro-batch goes "
+                     "round the ranks once, so the pipeline fills and drains through whole stages and the bubble "
+                     "does not fall; round-robin, stage s holds s, s + p, s + 2p, ... (pp_virtual_stage returns "
+                     "c p + s)");
+        else
+            snprintf(diag, sizeof diag, "stage %d's chunk %d holds virtual stage %d where the interleaved schedule "
+                     "puts %d: round-robin, chunk c of stage s is virtual stage c p + s (pp_virtual_stage), and the "
+                     "schedule's messages go round the ring on that assumption", s, c, k, c * p + s);
+    }
+    grade_check(g, run, "chunks round-robin", bad < 0, fig, "virtual stage c p + s", diag);
+}
+
+// Interleaved: a run that hung with every stage waiting for a send of its
+// own to be taken (the watchdog's "waited in wait for send ... to rank"),
+// three stages or more round the ring: each waits for the next to take its
+// message, and the next is waiting for its own. A stage that receives a
+// backward pass's gradient only when the pass comes (1F1B's way) and waits
+// for its gradient sends before going on makes this ring.
+static void check_ring_hang(Grader *g, const Run *run) {
+    if (!strstr(run->spec->flags, "--schedule interleaved") || !run->output) return;
+    int waiting = 0;
+    for (const char *at = run->output; (at = strstr(at, "watchdog: waited in wait for send")); at++) waiting++;
+    if (waiting < 3 || waiting < run->spec->np) return;
+    char fig[96];
+    snprintf(fig, sizeof fig, "%d ranks each waiting for a send of its own", waiting);
+    grade_check(g, run, "stages round the ring", false, fig, "no stage waiting in its own send",
+                "every stage waits for a send of its own to be taken, each by the next round the ring, which "
+                "waits for its own: a deadlock of the ring. Receive each backward pass's gradient ahead of it "
+                "(comm_recv_async_typed into pp_chunk_grad_in as soon as its chunk's forward pass has made the "
+                "buffer, one receive ahead, in the order of the backward passes): a stage that waits for its own "
+                "gradient's send before it receives the next gradient holds up the stage behind it");
+}
+
 static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
-    if (!check_ran(g, run, false)) return;
+    if (!check_ran(g, run, false)) {
+        check_ring_hang(g, run);
+        return;
+    }
     check_hooks_written(g, run);
     const DumpFile *d = run->dump;
     int N = (int)dump_scalar(d, "meta/world_size", 0), p = (int)dump_scalar(d, "pp/p", 1);
     int m = (int)dump_scalar(d, "pp/m", 1), dp = (int)dump_scalar(d, "pp/dp", 1);
     bool gpipe = dump_scalar(d, "pp/gpipe", 0) != 0, bf16 = config_is(d, "precision", "bf16");
-    bool rc = dump_scalar(d, "pp/recompute", 0) != 0;
-    // The zero-bubble schedules: 1 ZB-H1, 2 ZB-H2 (0: GPipe or 1F1B).
+    bool rc = dump_scalar(d, "pp/recompute", 0) != 0, il = dump_scalar(d, "pp/interleaved", 0) != 0;
+    int v = il ? (int)dump_scalar(d, "pp/v", 1) : 1;
+    // The zero-bubble schedules: 1 ZB-H1, 2 ZB-H2 (0: GPipe, 1F1B or interleaved).
     int zb = (int)dump_scalar(d, "pp/zero_bubble", 0);
     RankStage per;
+    RankChunks chunks, *ch = il ? &chunks : NULL;
     char fig[200], bound[200], diag[800], missing[64];
-    if (!rank_stage_read(d, N, &per, missing, sizeof missing)) {
+    if (!rank_stage_read(d, N, &per, missing, sizeof missing) ||
+        (il && (v < 1 || !rank_chunks_read(d, N, v, &chunks)))) {
+        if (il) snprintf(missing, sizeof missing, "pp/rank_chunk entries of (N, v = %d)", v);
         snprintf(fig, sizeof fig, "no %s", missing);
         grade_check(g, run, "the harness's record", false, fig, "one number per rank in each pp/rank_stage entry",
                     "the dump was not written by lab05's harness");
         return;
     }
 
-    // The partition: blocks as even as possible.
+    // The partition: blocks as even as possible, over the stages or,
+    // interleaved, over the p v virtual stages.
     int most = 0, least = 1 << 30, nunits = 0;
-    for (int q = 0; q < p; q++) {
-        int u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q);
-        nunits = u1 > nunits ? u1 : nunits;
-        int blocks = u1 - u0 - (u0 == 0) - (q == p - 1);
-        most = blocks > most ? blocks : most;
-        least = blocks < least ? blocks : least;
-    }
+    for (int pass = 0; pass < 2; pass++)   // the units first, then each stage's blocks
+        for (int q = 0; q < p; q++)
+            for (int c = 0; c < v; c++) {
+                int u0 = ch ? chunk_field(ch, ch->u0, q, c) : (int)rank_field(per.u0, q);
+                int u1 = ch ? chunk_field(ch, ch->u1, q, c) : (int)rank_field(per.u1, q);
+                if (pass == 0) {
+                    nunits = u1 > nunits ? u1 : nunits;
+                    continue;
+                }
+                int blocks = u1 - u0 - (u0 == 0) - (u1 == nunits);
+                most = blocks > most ? blocks : most;
+                least = blocks < least ? blocks : least;
+            }
     int L = nunits - 2;
-    snprintf(fig, sizeof fig, "%d to %d blocks a stage", least, most);
-    grade_check(g, run, "stages balanced", p > L || most - least <= 1, fig, "differing by one at most",
-                "the stages hold unequal numbers of blocks: the slowest stage sets the pace of the whole pipeline, "
-                "so pp_partition must share the blocks as evenly as it can");
+    snprintf(fig, sizeof fig, "%d to %d blocks a %sstage", least, most, il ? "virtual " : "");
+    grade_check(g, run, "stages balanced", p * v > L || most - least <= 1, fig, "differing by one at most",
+                il ? "the virtual stages hold unequal numbers of blocks: the slowest sets the pace of the whole "
+                     "pipeline, so pp_partition must share the blocks as evenly as it can over the p v stages"
+                   : "the stages hold unequal numbers of blocks: the slowest stage sets the pace of the whole "
+                     "pipeline, so pp_partition must share the blocks as evenly as it can");
+    if (il) check_round_robin(g, run, N, p, ch);
 
     check_equivalence(g, run, N);
     check_master_kept(g, run);
@@ -714,7 +859,7 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     double worst_over = 0;
     for (int q = 0; q < N; q++) {
         int s = (int)rank_field(per.stage, q), live = (int)rank_field(per.max_live, q);
-        int k = gpipe ? m : (p - s < m ? p - s : m);
+        int k = il ? pp_budget_interleaved(p, v, m, s, 0, 0, 0, bf16).k : gpipe ? m : (p - s < m ? p - s : m);
         if (zb) k = pp_budget_zb(zb, p, m, s, 0, 0, 0, 0, bf16).k;
         if (live - k > worst_over) worst_over = live - k, worst_q = q;
     }
@@ -728,6 +873,14 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                            "on: more forwards ahead of the B's, or W's held back longer, hold more"
                          : "after 2 (p - s - 1) forwards each forward comes with a B, and the W's follow from the "
                            "2s-th on: more forwards ahead of the B's, or W's held back longer, hold more");
+    } else if (worst_q >= 0 && il) {
+        int s = (int)rank_field(per.stage, worst_q), live = (int)rank_field(per.max_live, worst_q);
+        snprintf(fig, sizeof fig, "stage %d: %d chunk-sets alive at once", s, live);
+        snprintf(diag, sizeof diag, "stage %d held %d chunks' micro-batches' activations at once; the interleaved "
+                 "schedule keeps at most %d there (its warm-up's (p - s - 1) 2 + (v - 1) p forwards and one more, at "
+                 "most m v): after the warm-up, one forward and one backward in turn, each chunk's micro-batch ended "
+                 "as soon as its backward pass is done and its sends have finished", s, live,
+                 pp_budget_interleaved(p, v, m, s, 0, 0, 0, bf16).k);
     } else if (worst_q >= 0) {
         int s = (int)rank_field(per.stage, worst_q), live = (int)rank_field(per.max_live, worst_q);
         snprintf(fig, sizeof fig, "stage %d: %d alive at once", s, live);
@@ -741,8 +894,9 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
         snprintf(fig, sizeof fig, "within the bound on every stage");
     }
     grade_check(g, run, "micro-batches alive per stage", worst_q < 0, fig,
-                zb == 1 ? "min(m, p) (ZB-H1)" : zb == 2 ? "min(m, 2p - 1) (ZB-H2)" : gpipe ? "m (GPipe)"
-                                                                                          : "min(m, p - s) (1F1B)", diag);
+                zb == 1 ? "min(m, p) (ZB-H1)" : zb == 2 ? "min(m, 2p - 1) (ZB-H2)"
+                : il ? "min((p - s - 1) 2 + (v - 1) p + 1, m v) chunk-sets (interleaved)"
+                : gpipe ? "m (GPipe)" : "min(m, p - s) (1F1B)", diag);
     // The stages' memory: pp_budget's formulas, for each rank's own stage
     // (its parameters from the dump's tensors, its activations' scratch and
     // set as the harness measured them before any of the student's code).
@@ -754,10 +908,12 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                     "one number per rank: the bytes B keeps for W", "the dump was not written by lab05's harness");
     PpBudget *bud = calloc((size_t)N, sizeof *bud);
     for (int q = 0; q < N; q++) {
-        int s = (int)rank_field(per.stage, q), u0 = (int)rank_field(per.u0, q), u1 = (int)rank_field(per.u1, q);
-        for (int u = u0; u < u1; u++) psi[q] += unit_floats(d, u, nunits);
-        bud[q] = pp_budget(gpipe, rc, p, m, s, psi[q], rank_field(per.acts_scratch, q), rank_field(per.acts_shared, q),
-                           rank_field(per.acts_set, q), bf16);
+        int s = (int)rank_field(per.stage, q);
+        psi[q] = rank_params(d, &per, ch, q, nunits);
+        bud[q] = il ? pp_budget_interleaved(p, v, m, s, psi[q], rank_field(per.acts_scratch, q),
+                                            rank_field(per.acts_set, q), bf16)
+                    : pp_budget(gpipe, rc, p, m, s, psi[q], rank_field(per.acts_scratch, q),
+                                rank_field(per.acts_shared, q), rank_field(per.acts_set, q), bf16);
         if (zb && saved)
             bud[q] = pp_budget_zb(zb, p, m, s, psi[q], rank_field(per.acts_scratch, q), rank_field(per.acts_set, q),
                                   rank_field(saved, q), bf16);
@@ -795,7 +951,10 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     int worst_rank = 0;
     for (int q = 0; q < N; q++) {
         int s = (int)rank_field(per.stage, q);
-        double want = steps * (m * message * 2 * ((s > 0) + (s < p - 1)) + 2.0 * (dp - 1) / dp * E * psi[q]), sent = 0;
+        // Interleaved: every chunk's messages both ways, but the embeddings'
+        // input and the head's output: 2 v - [s = 0] - [s = p - 1] links' worth.
+        int links = il ? 2 * v - (s == 0) - (s == p - 1) : (s > 0) + (s < p - 1);
+        double want = steps * (m * message * 2 * links + 2.0 * (dp - 1) / dp * E * psi[q]), sent = 0;
         for (uint64_t j = 0; have_bus && j < bus->shape[1]; j++) sent += dump_get(bus, (uint64_t)q * bus->shape[1] + j);
         double ratio = want > 0 ? sent / want : (sent > 0 ? INFINITY : 1);
         if (q == 0 || fabs(ratio - 1) > fabs(worst_ratio - 1)) worst_ratio = ratio, worst_rank = q, worst_sent = sent, worst_want = want;
@@ -810,13 +969,15 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                              : "some micro-batches' activations or gradients were never sent, or moved as elements "
                                "of the other precision (the check of the messages' precision says which)");
     grade_check(g, run, "bytes communicated per rank", have_bus && fabs(worst_ratio - 1) <= 0.005, fig,
-                bf16 ? "steps x (m micro-batches x (B/m) T C bf16 elements (2 bytes), each way, per neighbour, sent "
+                il ? "steps x (m micro-batches x (B/m) T C elements, each way, of every chunk but the embeddings' input "
+                     "and the head's output, sent and received + the data-parallel all-reduce), each rank within 0.5%"
+                : bf16 ? "steps x (m micro-batches x (B/m) T C bf16 elements (2 bytes), each way, per neighbour, sent "
                        "and received + the data-parallel all-reduce at 2 bytes), each rank within 0.5%"
                      : "steps x (m micro-batches x (B/m) T C floats, each way, per neighbour, sent and received + the "
                        "data-parallel all-reduce), each rank within 0.5%",
                 diag);
     check_message_elements(g, run, N, elems, bf16);
-    Lab05Step k = {&per, p, m, dp, nunits, message, E};
+    Lab05Step k = {&per, ch, p, m, dp, nunits, message, E};
     static const char *const names[] = {"its pipeline", "its data-parallel group"};
     check_ledger(g, run, p, names, lab05_wants, &k);
     // The state: a stage holds its units whole, nothing else; in bf16 the
@@ -873,11 +1034,25 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     // replayed with equal stages must leave exactly (p - 1) / (m + p - 1)
     // idle (recomputes aside: they are the backward passes' first part).
     int recomputes = 0;
-    double formula = pp_bubble_formula(p, m), replay = replayed_bubble(d, p, &recomputes);
+    double formula = il ? pp_bubble_formula_interleaved(p, v, m) : pp_bubble_formula(p, m),
+           replay = replayed_bubble(d, p, &recomputes);
     snprintf(fig, sizeof fig, "%.1f%%", 100 * replay);
-    snprintf(bound, sizeof bound, "(p - 1) / (m + p - 1) = %.1f%% (+- 0.5%%)%s", 100 * formula,
-             recomputes ? ", of F and B (the recomputes aside)" : "");
-    if (replay < 0)
+    snprintf(bound, sizeof bound, "%s = %.1f%% (+- 0.5%%)%s", il ? "(p - 1) / (v m + p - 1)" : "(p - 1) / (m + p - 1)",
+             100 * formula, recomputes ? ", of F and B (the recomputes aside)" : "");
+    if (replay >= 0 && il && fabs(replay - pp_bubble_formula(p, m)) <= 0.005)
+        snprintf(diag, sizeof diag, "replayed with equal stages (a chunk's pass 1/v of a stage's), the schedule "
+                 "leaves %.1f%% idle, 1F1B's (p - 1) / (m + p - 1), where the interleaved schedule leaves %.1f%%: it "
+                 "fell back to 1F1B, each micro-batch's chunks run one after the other as one stage's, the pipeline "
+                 "filling through whole stages; interleaved, the first chunks of p micro-batches go round the ranks "
+                 "before any last chunk's forward ((p - s - 1) 2 + (v - 1) p forwards to warm up)", 100 * replay,
+                 100 * formula);
+    else if (replay >= 0 && il)
+        snprintf(diag, sizeof diag, "replayed with equal stages (a chunk's pass 1/v of a stage's), the schedule "
+                 "leaves %.1f%% idle where the interleaved schedule leaves %.1f%%: a stage waits for work it could "
+                 "have done earlier (a forward held back, a backward waiting for a later micro-batch, or the chunks "
+                 "in another order than Megatron-LM's: groups of p micro-batches through chunk 0, then chunk 1, ...)",
+                 100 * replay, 100 * formula);
+    else if (replay < 0)
         snprintf(diag, sizeof diag, "the schedule cannot be replayed: a stage's pass waits for a pass its neighbour "
                  "never ran (every stage must run F and B of every micro-batch)");
     else
@@ -927,5 +1102,16 @@ PpBudget pp_budget_zb(int c, int p, int m, int s, double psi_s, double acts_scra
                           "its B keeps for its W"
                         : "scratch + min(m, 2p - 1) x one micro-batch's activations of its units + min(m, 2s + 1) x "
                           "what its B keeps for its W";
+    return b;
+}
+
+PpBudget pp_budget_interleaved(int p, int v, int m, int s, double psi_s, double acts_scratch, double chunk_set_max,
+                               bool bf16) {
+    PpBudget b = pp_budget(false, false, p, m, s, psi_s, acts_scratch, 0, chunk_set_max, bf16);
+    int k = (p - s - 1) * 2 + (v - 1) * p + 1;
+    b.k = k < m * v ? k : m * v;
+    b.acts = acts_scratch + b.k * chunk_set_max;
+    b.acts_why = "scratch + min((p - s - 1) 2 + (v - 1) p + 1, m v) x the largest of its chunks' activations of one "
+                 "micro-batch";
     return b;
 }

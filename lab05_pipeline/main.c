@@ -1,7 +1,7 @@
 // main.c: lab05's harness. Students do not edit it.
 //
-//   mpirun -np 4 build/lab05 --schedule gpipe|1f1b|zb-h1|zb-h2 --micro m [--pp p] [--precision bf16]
-//                            [--recompute full] [--figure FILE.svg]
+//   mpirun -np 4 build/lab05 --schedule gpipe|1f1b|zb-h1|zb-h2|interleaved --micro m [--virtual v] [--pp p]
+//                            [--precision bf16] [--recompute full] [--figure FILE.svg]
 //
 // Trains the course's GPT cut by depth over p stages (the student's
 // pipeline.c orders the work and moves the data), on a grid of N / p
@@ -9,13 +9,15 @@
 // (bf16 weights, gradients and messages between the stages, an fp32 master
 // copy and moments), with full recomputation at the stage boundaries (the
 // schedule's: GPipe as published) or the model's selective one; or on the
-// backward pass split into B and W (the zero-bubble schedules). Every step
-// prints the loss beside
-// single-device training's; at the end, each stage's units, busy and idle
-// time, activation memory beside the schedule's bound, the bubble measured
-// two ways beside (p - 1) / (m + p - 1), and the schedule drawn. The
-// harness's work on a micro-batch is pipeline_given.c's; the end's lines
-// and dump entries are report_given.c's.
+// backward pass split into B and W (the zero-bubble schedules). The
+// interleaved schedule (Narayanan et al. 2021) gives each rank v model
+// chunks, virtual stages s, s + p, ... of the p v the model is cut into.
+// Every step prints the loss beside single-device training's; at the end,
+// each stage's units, busy and idle time, activation memory beside the
+// schedule's bound, the bubble measured two ways beside the schedule's
+// formula, and the schedule drawn. The harness's work on a micro-batch is
+// pipeline_given.c's; the end's lines and dump entries are
+// report_given.c's.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +42,8 @@
 
 static const char *const HOOKS[] = {"pp_partition",      "pp_send_activations", "pp_recv_activations",
                                     "pp_send_gradients", "pp_recv_gradients",   "pp_gpipe",
-                                    "pp_1f1b",           "pp_zb_h1",            "pp_zb_h2"};
+                                    "pp_1f1b",           "pp_zb_h1",            "pp_zb_h2",
+                                    "pp_virtual_stage",  "pp_interleaved"};
 
 void lab_todo(const char *function) { harness_todo(function); }
 
@@ -50,14 +53,16 @@ int main(int argc, char **argv) {
     // The hooks are fixed before any student code runs (harness.h).
     harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
     Args a = args_defaults();
-    int pp_size = 0, micro = 4;
+    int pp_size = 0, micro = 4, virt = 0;
     const char *schedule = "1f1b", *figure = NULL;
     bool no_ref = false;
     ArgExtra extras[] = {
-        {"schedule", ARG_CHOICE, &schedule, "the pipeline schedule (zb-h1, zb-h2: zero bubble, on the split backward)",
-         0, 0, "gpipe|1f1b|zb-h1|zb-h2", NULL},
+        {"schedule", ARG_CHOICE, &schedule, "the pipeline schedule (zb-h1, zb-h2: zero bubble, on the split backward; "
+         "interleaved: v model chunks a stage)", 0, 0, "gpipe|1f1b|zb-h1|zb-h2|interleaved", NULL},
         {"micro", ARG_INT, &micro, "m: micro-batches per step (m divides a pipeline's rows of the batch)", 1,
          PP_MAX_MICRO, NULL, NULL},
+        {"virtual", ARG_INT, &virt, "v: model chunks per rank, the interleaved schedule's (default 2)", 2,
+         PP_MAX_CHUNKS, NULL, NULL},
         {"pp", ARG_INT, &pp_size, "p: stages per pipeline (default: all ranks); the rest form data-parallel "
          "pipelines", 1, 1 << 16, NULL, NULL},
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
@@ -66,8 +71,8 @@ int main(int argc, char **argv) {
     };
     args_takes(ARGS_ALL | ARGS_PRECISION | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv,
-               "lab05: pipeline parallelism (GPipe, 1F1B and the zero-bubble ZB-H1 and ZB-H2 over micro-batches), the "
-               "bubble measured and drawn, checked against single-device training.",
+               "lab05: pipeline parallelism (GPipe, 1F1B, the zero-bubble ZB-H1 and ZB-H2, and interleaved 1F1B over "
+               "micro-batches), the bubble measured and drawn, checked against single-device training.",
                extras);
     Comm *c = harness_start(&a, &argc, &argv);
     int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
@@ -85,9 +90,17 @@ int main(int argc, char **argv) {
         core_usage_error("--micro %d does not divide a pipeline's %d rows of the batch (%d rows over %d "
                          "pipeline%s); use --micro among the divisors of %d", micro, rows, a.batch, dp,
                          dp == 1 ? "" : "s", rows);
-    bool gpipe = strcmp(schedule, "gpipe") == 0;
+    bool gpipe = strcmp(schedule, "gpipe") == 0, interleaved = strcmp(schedule, "interleaved") == 0;
+    // Interleaved: v chunks a rank, p v virtual stages of one unit at least;
+    // Megatron's order goes through the chunks in groups of p micro-batches.
+    int v = interleaved ? (virt ? virt : 2) : 1;
+    if (virt && !interleaved)
+        core_usage_error("--virtual %d is the interleaved schedule's (model chunks per rank), and --schedule %s "
+                         "runs one chunk a stage%s; use --schedule interleaved, or leave --virtual out", virt,
+                         schedule, strncmp(schedule, "zb-", 3) == 0 ? " (the zero-bubble schedules split each "
+                         "stage's backward pass, not its units)" : "");
     // The zero-bubble schedules: c = 1 (ZB-H1) or 2 (ZB-H2), the warm-up's
-    // forwards per stage behind (0: GPipe or 1F1B).
+    // forwards per stage behind (0: GPipe, 1F1B or interleaved).
     int zb = strcmp(schedule, "zb-h1") == 0 ? 1 : strcmp(schedule, "zb-h2") == 0 ? 2 : 0;
     if (zb && gpt_recompute_parse(a.recompute) == GPT_RECOMPUTE_FULL)
         core_usage_error("--schedule %s runs on the backward pass split into B and W, and --recompute full cannot "
@@ -111,6 +124,42 @@ int main(int argc, char **argv) {
                          "the batch make at most %d; use --batch %d --micro %d, or fewer stages", schedule,
                          zb == 1 ? "p" : "2p - 1", need, p, rows, rows, need * dp, need);
     }
+    // At p = 2 both links between the two ranks carry activations and
+    // gradients, and comm.h's messages have no tag: they match in the order
+    // posted. The schedule posts each backward pass's gradient receive ahead
+    // of it (waiting for its own sends without that deadlocks the ring), and
+    // at p = 2 that receive would take an activation sent before the
+    // gradient. Megatron-LM refuses p = 2 for the same reason (arguments.py:
+    // "multiple p2p sends and recvs between same 2 ranks").
+    if (interleaved && p < 3)
+        core_usage_error("the interleaved schedule needs 3 stages or more (--pp %d): with 2, both links between the "
+                         "ranks carry activations and gradients, and messages without tags match in the order "
+                         "posted, so a gradient's receive posted ahead of its backward pass would take an "
+                         "activation (Megatron-LM refuses p = 2 too); use -np 3 or more, or --schedule 1f1b", p);
+    if (interleaved && p * v > nunits) {
+        char fewer[48] = "";
+        if (nunits / p >= 2) snprintf(fewer, sizeof fewer, ", or --virtual %d", nunits / p);
+        core_usage_error("%d stages x %d chunks = %d virtual stages for %d units (the embeddings, %d blocks, the "
+                         "head): a virtual stage needs a unit; use --layers %d%s", p, v, p * v, nunits, a.layers,
+                         p * v - 2, fewer);
+    }
+    if (interleaved && micro % p) {
+        int works = 0;   // the fewest micro-batches that are a multiple of p and divide the rows
+        for (int w = p; !works && w <= rows; w += p) works = rows % w == 0 ? w : 0;
+        if (works)
+            core_usage_error("--micro %d is not a multiple of the %d stages: the interleaved schedule sends groups of "
+                             "p micro-batches through each chunk in turn (Megatron-LM refuses it too); use --micro %d",
+                             micro, p, works);
+        core_usage_error("--micro %d is not a multiple of the %d stages, and no multiple of %d divides a pipeline's %d "
+                         "rows: the interleaved schedule sends groups of p micro-batches through each chunk in turn; "
+                         "use --batch %d --micro %d", micro, p, p, rows, p * dp * ((a.batch + p * dp - 1) / (p * dp)), p);
+    }
+    if (interleaved && v * micro > PP_MAX_MICRO)
+        core_usage_error("--virtual %d x --micro %d = %d chunk passes of each kind a step, over %d; use fewer", v,
+                         micro, v * micro, PP_MAX_MICRO);
+    if (interleaved && gpt_recompute_parse(a.recompute) == GPT_RECOMPUTE_FULL)
+        core_usage_error("--recompute full is GPipe's and 1F1B's here (one shared set of a stage's units); the "
+                         "interleaved schedule keeps each chunk's activations: use --recompute none or selective");
 
     harness_check_fits(&a, rows, !no_ref);
 
@@ -145,14 +194,30 @@ int main(int argc, char **argv) {
     // The stages' units: the student's partition, checked over the pipeline;
     // then the activations' scratch, measured, and this stage's parameters,
     // gradients and moments (and bf16's master copy), its units whole.
-    pp_partition(nunits, p, pp.s, &pp.u0, &pp.u1);
-    pprun_check_partition(&pp, nunits);
+    pp.v = v;
+    if (interleaved) {
+        // Chunk c is virtual stage pp_virtual_stage(p, v, s, c), the student's,
+        // cut by the student's partition over p v stages.
+        for (int c = 0; c < v; c++) {
+            pp.vs[c] = pp_virtual_stage(p, v, pp.s, c);
+            pp_partition(nunits, p * v, pp.vs[c], &pp.cu0[c], &pp.cu1[c]);
+        }
+        pprun_check_chunks(&pp, nunits);
+        pp.u0 = pp.cu0[0], pp.u1 = pp.cu1[0];
+    } else {
+        pp_partition(nunits, p, pp.s, &pp.u0, &pp.u1);
+        pprun_check_partition(&pp, nunits);
+        pp.vs[0] = pp.s, pp.cu0[0] = pp.u0, pp.cu1[0] = pp.u1;
+    }
     pprun_alloc_stage(&pp);
     char desc[96];
+    char sched[48];
+    if (interleaved) snprintf(sched, sizeof sched, "interleaved 1F1B, %d chunks a stage", v);
+    else snprintf(sched, sizeof sched, "%s", gpipe ? "GPipe" : zb == 1 ? "ZB-H1" : zb == 2 ? "ZB-H2" : "1F1B");
     print0("[lab05] %d rank%s · %s · %s · %s · %s · %s, %d micro-batch%s of %d row%s · %d stages x %d "
            "data-parallel%s\n", N, N == 1 ? "" : "s", mem_device_name(), comm_backend_name(),
            gpt_describe(model, desc, sizeof desc), bf16 ? "bf16 (fp32 master weights)" : "fp32",
-           gpipe ? "GPipe" : zb == 1 ? "ZB-H1" : zb == 2 ? "ZB-H2" : "1F1B", micro, micro == 1 ? "" : "es", pp.micro_rows, pp.micro_rows == 1 ? "" : "s", p,
+           sched, micro, micro == 1 ? "" : "es", pp.micro_rows, pp.micro_rows == 1 ? "" : "s", p,
            dp, full ? " · recomputed at the stage boundaries" : "");
 
     OptimConfig optim = optim_from_args(&a);
@@ -160,7 +225,7 @@ int main(int argc, char **argv) {
     data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[160];
-    snprintf(extra, sizeof extra, "schedule %s\nmicro %d\npp %d\ndp %d\n", schedule, micro, p, dp);
+    snprintf(extra, sizeof extra, "schedule %s\nmicro %d\npp %d\ndp %d\nvirtual %d\n", schedule, micro, p, dp, v);
     dump_run_meta(dw, c, "lab05", &a, extra);
     HarnessRun hr = harness_run(c, &a, &ref, "lab05", verdict_of_lab_run);
     // The peaks start again from what is live now: the reference's products'
@@ -175,21 +240,22 @@ int main(int argc, char **argv) {
         harness_step_begin(&hr);
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
         pprun_step_begin(&pp, s);
-        (gpipe ? pp_gpipe : zb == 1 ? pp_zb_h1 : zb == 2 ? pp_zb_h2 : pp_1f1b)(&pp);
+        (interleaved ? pp_interleaved : gpipe ? pp_gpipe : zb == 1 ? pp_zb_h1 : zb == 2 ? pp_zb_h2 : pp_1f1b)(&pp);
         pprun_step_end(&pp);   // what the schedule left behind: counted for the grader, then tidied
         // Data parallelism across pipelines, once a step after the last
         // backward pass: the same stage on ranks p apart, in the gradients'
         // precision (bf16: half the bytes).
-        for (int u = pp.u0; dp > 1 && u < pp.u1; u++)
-            comm_all_reduce_typed(dpc, run.grads[u], model->units[u].size, pp.type, COMM_AVG);
+        for (int u = 0; dp > 1 && u < nunits; u++)
+            if (pprun_holds(&pp, u)) comm_all_reduce_typed(dpc, run.grads[u], model->units[u].size, pp.type, COMM_AVG);
         // The first gradient, whole, for the grader.
         if (s == 0) pprun_dump_units(&pp, dw, "grad/first", run.grads, pp.type);
         // AdamW: in place in fp32; in bf16 on the fp32 master, the bf16
         // weights written from it.
         trace_begin("optimizer", "compute");
-        for (int u = pp.u0; u < pp.u1; u++)
-            optim_step(&optim, s + 1, bf16, run.params[u], run.grads[u], run.master[u], run.m[u], run.v[u],
-                       model->units[u].size);
+        for (int u = 0; u < nunits; u++)
+            if (pprun_holds(&pp, u))
+                optim_step(&optim, s + 1, bf16, run.params[u], run.grads[u], run.master[u], run.m[u], run.v[u],
+                           model->units[u].size);
         trace_end();
         // The loss is the last stage's; the mean over pipelines.
         harness_step_end(&hr, s, pp.s == p - 1 ? run.loss : 0, dp);
@@ -197,7 +263,7 @@ int main(int argc, char **argv) {
 
     // The end: each stage's time and memory, the bubble, the schedule drawn.
     MemReport mem = mem_report();
-    Lab05End end = {.pp = &pp, .gpipe = gpipe, .zb = zb, .bf16 = bf16, .figure = figure};
+    Lab05End end = {.pp = &pp, .gpipe = gpipe, .zb = zb, .interleaved = interleaved, .bf16 = bf16, .figure = figure};
     harness_print_mean_step(&hr, false);
     lab05_report(&end, &hr, &mem);
     harness_print_memory(c, &mem);

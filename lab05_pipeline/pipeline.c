@@ -122,3 +122,38 @@ void pp_zb_h2(Pp *pp) {
     // pass and its last, at the price of up to 2p - 1 micro-batches alive.
     (void)pp;
 }
+
+// ---- 9. interleaved: which virtual stages a rank holds ----------------------------
+
+int pp_virtual_stage(int p, int v, int s, int c) {
+    lab_todo(__func__);
+    // TODO(lab05): the virtual stage of chunk c of stage s, of the p v the
+    // model is cut into: round-robin, stage s holding s, s + p, s + 2p, ...
+    // so that a micro-batch goes round the ranks v times. As given: the
+    // chunks contiguous, stage s holding s v .. s v + v - 1 (1F1B's stages
+    // cut finer, which interleaving is not).
+    (void)p;
+    return s * v + c;
+}
+
+// ---- 10. interleaved 1F1B ---------------------------------------------------------
+
+void pp_interleaved(Pp *pp) {
+    lab_todo(__func__);
+    // TODO(lab05): Megatron-LM's interleaved schedule over this rank's
+    // pp->v chunks (the chunk forms of the harness's calls: pp_begin_chunk,
+    // pp_forward_chunk, pp_backward_chunk, pp_end_chunk, and the buffers
+    // pp_chunk_act_in/out, pp_chunk_grad_in/out, NULL where a chunk has no
+    // such neighbour; the handles pp->chunk_send_act[c][mb] and
+    // chunk_send_grad[c][mb]). A chunk's input comes from the previous
+    // virtual stage, on the rank before this one round the ring (stage 0's
+    // from stage p - 1), its output goes to the next rank round the ring.
+    // Zero the gradients once; number the m v passes of each kind k = 0 ..
+    // m v - 1: the k-th is of chunk (k mod p v) div p (for a backward pass,
+    // v - 1 minus that: the chunks in reverse) and micro-batch
+    // (k div p v) p + k mod p. Warm up with (p - s - 1) 2 + (v - 1) p
+    // forwards (at most m v), then one forward and one backward in turn,
+    // then the backwards left; end each chunk's micro-batch as soon as its
+    // backward pass is done and its sends have finished.
+    (void)pp;
+}

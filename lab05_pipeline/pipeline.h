@@ -34,7 +34,21 @@
 // gradients of the stage's parameters, which nobody waits for until the
 // optimizer. B keeps what W needs (its activations, and the output
 // gradients of its products and LayerNorms), so a micro-batch is alive
-// until its W. Not under --recompute full (the harness refuses it).
+// until its W. Not under --recompute full, nor with --virtual (the harness
+// refuses both).
+//
+// With --schedule interleaved --virtual v (Narayanan et al. 2021, "Efficient
+// Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",
+// SC'21), the model is cut into p v virtual stages and each rank holds v of
+// them, its model chunks: chunk c of stage s is virtual stage
+// pp_virtual_stage(p, v, s, c), cut by pp_partition over p v stages. A
+// micro-batch goes forward through virtual stage 0, 1, ..., p v - 1, so it
+// visits every rank v times, and its gradient comes back the other way.
+// Each of the harness's micro-batch calls below has a chunk form
+// (pp_forward_chunk(pp, c, mb), ...) but pp_recompute and the split
+// backward's (neither full recomputation nor the zero-bubble schedules run
+// interleaved), and the plain ones are chunk 0's: a GPipe, 1F1B or
+// zero-bubble run has one chunk, the stage.
 #pragma once
 
 #include <stdbool.h>
@@ -43,7 +57,7 @@
 #include "comm.h"
 #include "gpt.h"
 
-enum { PP_MAX_MICRO = 256 };
+enum { PP_MAX_MICRO = 256, PP_MAX_CHUNKS = 8 };
 
 typedef struct {
     Comm *group;        // the pipeline group: p consecutive ranks; stage s is rank s of it
@@ -67,6 +81,14 @@ typedef struct {
     // --recompute full: a micro-batch's activations are made again
     // (pp_recompute) before its backward pass.
     bool recompute;
+    // --schedule interleaved: v model chunks on this rank (1 otherwise);
+    // chunk c holds the units [cu0[c], cu1[c]), virtual stage vs[c]
+    // (chunk 0's are u0, u1 too). The sends of chunk c's micro-batch mb in
+    // flight: chunk_send_act[c][mb] (its activations to the next virtual
+    // stage) and chunk_send_grad[c][mb] (its input gradient to the previous).
+    int v;
+    int cu0[PP_MAX_CHUNKS], cu1[PP_MAX_CHUNKS], vs[PP_MAX_CHUNKS];
+    CommHandle *chunk_send_act[PP_MAX_CHUNKS][PP_MAX_MICRO], *chunk_send_grad[PP_MAX_CHUNKS][PP_MAX_MICRO];
     struct PpRun *run;  // the harness's own state (pipeline_given.h)
 } Pp;
 
@@ -115,6 +137,24 @@ void *pp_grad_in(Pp *pp, int mb);
 void *pp_grad_out(Pp *pp, int mb);
 size_t pp_message_count(const Pp *pp);
 
+// ---- given: the same, of chunk c of this rank (--schedule interleaved) --------
+
+// As above, of chunk c's units and its own activations: micro-batch mb of
+// chunk c is begun, run forward and backward, and ended on its own (the
+// gradients of chunk c's units are added into). A chunk's buffers are NULL
+// where its virtual stage has no such neighbour: no input on virtual stage
+// 0 (the embeddings), no output on the last (the head). The neighbour of
+// virtual stage k is k - 1 (its input) and k + 1 (its output), wherever
+// pp_virtual_stage put them.
+void pp_begin_chunk(Pp *pp, int c, int mb, float loss_scale);
+void pp_forward_chunk(Pp *pp, int c, int mb);
+void pp_backward_chunk(Pp *pp, int c, int mb);
+void pp_end_chunk(Pp *pp, int c, int mb);
+void *pp_chunk_act_in(Pp *pp, int c, int mb);
+void *pp_chunk_act_out(Pp *pp, int c, int mb);
+void *pp_chunk_grad_in(Pp *pp, int c, int mb);
+void *pp_chunk_grad_out(Pp *pp, int c, int mb);
+
 // ---- the student's functions (pipeline.c), in the order of the TODOs ---------
 
 // 1. The units [*u0, *u1) of stage s of p, for a model of nunits units
@@ -159,6 +199,21 @@ void pp_zb_h1(Pp *pp);
 //    stage is busy from its first pass to its last, with at most 2p - 1
 //    micro-batches alive. The harness refuses m < 2p - 1.
 void pp_zb_h2(Pp *pp);
+
+// 9. Interleaved: the virtual stage that chunk c of stage s holds, of the
+//    p v that pp_partition cuts the model into (0 <= c < v): round-robin,
+//    so that stage s holds virtual stages s, s + p, s + 2p, ... and a
+//    micro-batch's forward pass goes round the ranks v times.
+int pp_virtual_stage(int p, int v, int s, int c);
+
+// 10. One training step, interleaved 1F1B (Megatron-LM's schedule): the
+//    m v passes of each kind (every chunk of every micro-batch) numbered
+//    k = 0 .. m v - 1, groups of p micro-batches going through chunk 0,
+//    then chunk 1, ... (backward passes through the chunks in reverse);
+//    (p - s - 1) 2 + (v - 1) p forwards to warm up (at most m v), then one
+//    forward and one backward in turn, then the backwards left. m is a
+//    multiple of p. Every send is finished when it returns.
+void pp_interleaved(Pp *pp);
 
 // A function the student has not written yet says so by calling this first.
 void lab_todo(const char *function);

@@ -12,16 +12,33 @@
 
 // ---- the micro-batch API (pipeline.h) ----------------------------------------
 
+// Chunk c's micro-batch mb in the run's arrays (acts, forward_done, ...):
+// slot c m + mb (mb itself for chunk 0, GPipe's and 1F1B's one chunk).
+static int slot(const Pp *pp, int c, int mb) { return c * pp->m + mb; }
+
 static void check_mb(const Pp *pp, int mb, const char *fn) {
     CHECK(mb >= 0 && mb < pp->m, "%s: micro-batch %d does not exist (this step has %d: 0 .. %d)", fn, mb, pp->m,
           pp->m - 1);
 }
 
-static double record(Pp *pp, PpPass kind, int mb, double t0) {
+static void check_chunk(const Pp *pp, int c, int mb, const char *fn) {
+    CHECK(c >= 0 && c < pp->v, "%s: chunk %d does not exist (this rank holds %d: 0 .. %d)", fn, c, pp->v,
+          pp->v - 1);
+    check_mb(pp, mb, fn);
+}
+
+// "micro-batch 3", or with chunks "chunk 1 of micro-batch 3", for the errors.
+static const char *who(const Pp *pp, int c, int mb, char *buf, size_t len) {
+    if (pp->v > 1) snprintf(buf, len, "chunk %d of micro-batch %d", c, mb);
+    else snprintf(buf, len, "micro-batch %d", mb);
+    return buf;
+}
+
+static double record(Pp *pp, PpPass kind, int c, int mb, double t0) {
     PpRun *run = pp->run;
     double t = core_now() - t0;
     CHECK(run->nevents < PPRUN_MAX_EVENTS, "more than %d passes in one step", PPRUN_MAX_EVENTS);
-    run->events[run->nevents++] = (PpEvent){kind, mb, t, 0, 0};
+    run->events[run->nevents++] = (PpEvent){.kind = kind, .mb = mb, .seconds = t, .chunk = c};
     run->busy += t;
     return t;
 }
@@ -86,47 +103,61 @@ static GptActs *bind(Pp *pp, int mb, bool own_out) {
     return a;
 }
 
-// The set mb's passes run on: its own, or, recomputing, the shared set lent its boundary.
-static GptActs *set_of(Pp *pp, int mb) { return pp->recompute ? bind(pp, mb, false) : pp->run->acts[mb]; }
+// The set chunk c's mb passes run on: its own, or, recomputing (one chunk,
+// the stage), the shared set lent its boundary.
+static GptActs *set_of(Pp *pp, int c, int mb) {
+    return pp->recompute ? bind(pp, mb, false) : pp->run->acts[slot(pp, c, mb)];
+}
 
 void pp_zero_grads(Pp *pp) {
     PpRun *run = pp->run;
-    for (int u = pp->u0; u < pp->u1; u++) mem_zero(run->grads[u], run->model->units[u].size * pp->elem);
+    for (int c = 0; c < pp->v; c++)
+        for (int u = pp->cu0[c]; u < pp->cu1[c]; u++) mem_zero(run->grads[u], run->model->units[u].size * pp->elem);
 }
 
-void pp_begin_micro(Pp *pp, int mb, float loss_scale) {
+static void begin(Pp *pp, int c, int mb, float loss_scale, const char *fn) {
     PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_begin_micro");
-    CHECK(!run->acts[mb], "pp_begin_micro: micro-batch %d is already alive on stage %d (begun twice in a step?)", mb,
+    char w[48];
+    check_chunk(pp, c, mb, fn);
+    int j = slot(pp, c, mb);
+    CHECK(!run->acts[j], "%s: %s is already alive on stage %d (begun twice in a step?)", fn, who(pp, c, mb, w, 48),
           pp->s);
-    CHECK(!run->forward_done[mb], "pp_begin_micro: micro-batch %d has already had its forward pass on stage %d this "
-          "step (begun twice in a step?)", mb, pp->s);
-    run->acts[mb] = pp->recompute ? boundary_create(pp) : gpt_acts_create(run->model, pp->u0, pp->u1);
+    CHECK(!run->forward_done[j], "%s: %s has already had its forward pass on stage %d this step (begun twice in a "
+          "step?)", fn, who(pp, c, mb, w, 48), pp->s);
+    run->acts[j] = pp->recompute ? boundary_create(pp) : gpt_acts_create(run->model, pp->cu0[c], pp->cu1[c]);
     size_t off = (size_t)mb * pp->micro_rows * pp->T;
-    gpt_acts_set_batch(run->model, run->acts[mb], run->x + off, run->y + off, run->step,
+    gpt_acts_set_batch(run->model, run->acts[j], run->x + off, run->y + off, run->step,
                        run->row0 + mb * pp->micro_rows, loss_scale);
     run->live++;
     if (run->live > run->max_live) run->max_live = run->live;
 }
 
-void pp_forward_compute(Pp *pp, int mb) {
+void pp_begin_micro(Pp *pp, int mb, float loss_scale) { begin(pp, 0, mb, loss_scale, "pp_begin_micro"); }
+void pp_begin_chunk(Pp *pp, int c, int mb, float loss_scale) { begin(pp, c, mb, loss_scale, "pp_begin_chunk"); }
+
+static void forward(Pp *pp, int c, int mb, const char *fn) {
     PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_forward_compute");
-    CHECK(run->acts[mb], "pp_forward_compute: micro-batch %d has no activations on stage %d: call pp_begin_micro "
-          "first", mb, pp->s);
-    comm_events_mark(PP_PASS_F, mb);
+    char w[48];
+    check_chunk(pp, c, mb, fn);
+    int j = slot(pp, c, mb);
+    CHECK(run->acts[j], "%s: %s has no activations on stage %d: call %s first", fn, who(pp, c, mb, w, 48), pp->s,
+          pp->v > 1 ? "pp_begin_chunk" : "pp_begin_micro");
+    comm_events_mark(PP_PASS_F, pp_mark_arg(c, mb));
     double t0 = core_now();
-    GptActs *a = set_of(pp, mb);
-    for (int u = pp->u0; u < pp->u1; u++) {
+    GptActs *a = set_of(pp, c, mb);
+    for (int u = pp->cu0[c]; u < pp->cu1[c]; u++) {
         trace_begin(run->model->units[u].name, "forward");
         gpt_acts_forward(run->model, a, u, run->params[u]);
         trace_end();
     }
-    if (pp->u1 == run->model->nunits) run->loss += gpt_acts_loss(run->model, a) / pp->m;
-    run->forward_done[mb] = true;
+    if (pp->cu1[c] == run->model->nunits) run->loss += gpt_acts_loss(run->model, a) / pp->m;
+    run->forward_done[j] = true;
     run->held = mb;
-    record(pp, PP_PASS_F, mb, t0);
+    record(pp, PP_PASS_F, c, mb, t0);
 }
+
+void pp_forward_compute(Pp *pp, int mb) { forward(pp, 0, mb, "pp_forward_compute"); }
+void pp_forward_chunk(Pp *pp, int c, int mb) { forward(pp, c, mb, "pp_forward_chunk"); }
 
 void pp_recompute(Pp *pp, int mb) {
     PpRun *run = pp->run;
@@ -138,7 +169,7 @@ void pp_recompute(Pp *pp, int mb) {
     // Nothing to make again: no recomputation, or the shared set holds
     // mb's activations still (its forward or recompute was the last).
     if (!pp->recompute || run->held == mb) return;
-    comm_events_mark(PP_PASS_R, mb);
+    comm_events_mark(PP_PASS_R, pp_mark_arg(0, mb));
     OpsWork before = ops_work();
     double t0 = core_now();
     GptActs *a = bind(pp, mb, true);
@@ -148,7 +179,7 @@ void pp_recompute(Pp *pp, int mb) {
         trace_end();
     }
     run->held = mb;
-    run->rc_seconds += record(pp, PP_PASS_R, mb, t0);
+    run->rc_seconds += record(pp, PP_PASS_R, 0, mb, t0);
     OpsWork after = ops_work();
     run->rc_matmul += after.matmul - before.matmul;
     run->rc_layernorm += after.layernorm - before.layernorm;
@@ -160,28 +191,39 @@ void pp_recompute(Pp *pp, int mb) {
 static bool grads_zero(const Pp *pp) {
     const PpRun *run = pp->run;
     double sum = 0;
-    for (int u = pp->u0; u < pp->u1; u++) {
-        size_t n = run->model->units[u].size;
-        if (pp->type == COMM_F32) {
-            sum += ops_sumsq(run->grads[u], n);
-        } else {
-            ops_from_bf16(run->model->s_gunit, run->grads[u], n);
-            sum += ops_sumsq(run->model->s_gunit, n);
+    for (int c = 0; c < pp->v; c++)
+        for (int u = pp->cu0[c]; u < pp->cu1[c]; u++) {
+            size_t n = run->model->units[u].size;
+            if (pp->type == COMM_F32) {
+                sum += ops_sumsq(run->grads[u], n);
+            } else {
+                ops_from_bf16(run->model->s_gunit, run->grads[u], n);
+                sum += ops_sumsq(run->model->s_gunit, n);
+            }
         }
-    }
     return sum == 0;
 }
 
-void pp_backward_compute(Pp *pp, int mb) {
+static void backward(Pp *pp, int c, int mb, const char *fn) {
     PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_backward_compute");
-    CHECK(run->acts[mb], "pp_backward_compute: micro-batch %d's activations on stage %d were freed before its "
-          "backward pass (pp_end_micro came too early: a micro-batch's activations are needed until its backward "
-          "pass is done)", mb, pp->s);
-    CHECK(run->forward_done[mb], "pp_backward_compute: micro-batch %d's backward pass on stage %d before its "
-          "forward pass", mb, pp->s);
-    CHECK(!run->input_done[mb], "pp_backward_compute: micro-batch %d's backward pass on stage %d was split already "
-          "(its B, pp_backward_input, has run): finish it with its W, pp_backward_weight", mb, pp->s);
+    char w[48];
+    check_chunk(pp, c, mb, fn);
+    int j = slot(pp, c, mb);
+    // Interleaved, the last stage's first backward pass is of micro-batch
+    // 0's last chunk, whose forward pass comes after (v - 1) p others on
+    // that stage: a warm-up shorter than that asks for it first.
+    CHECK(run->acts[j] || run->forward_done[j], "%s: %s's backward pass on stage %d before its forward pass%s", fn,
+          who(pp, c, mb, w, 48), pp->s, pp->v > 1 ? " (the warm-up ran too few forwards: on the last stage the first "
+          "backward pass is of micro-batch 0's last chunk, the head, whose forward comes after the first chunks' "
+          "of (v - 1) p micro-batches; 1F1B's warm-up of p - s - 1 forwards is too short by (p - s - 1) + (v - 1) p "
+          "there: the interleaved schedule warms up with (p - s - 1) 2 + (v - 1) p)" : "");
+    CHECK(run->acts[j], "%s: %s's activations on stage %d were freed before its backward pass (%s came too early: "
+          "a micro-batch's activations are needed until its backward pass is done)", fn, who(pp, c, mb, w, 48), pp->s,
+          pp->v > 1 ? "pp_end_chunk" : "pp_end_micro");
+    CHECK(run->forward_done[j], "%s: %s's backward pass on stage %d before its forward pass", fn,
+          who(pp, c, mb, w, 48), pp->s);
+    CHECK(!run->input_done[j], "%s: %s's backward pass on stage %d was split already (its B, pp_backward_input, "
+          "has run): finish it with its W, pp_backward_weight", fn, who(pp, c, mb, w, 48), pp->s);
     // Gradients zeroed after an earlier micro-batch's backward pass: the
     // micro-batches overwrite each other instead of adding up.
     if (run->backwards > 0 && grads_zero(pp)) run->zeroed_between++;
@@ -191,24 +233,29 @@ void pp_backward_compute(Pp *pp, int mb) {
     if (pp->recompute && run->held != mb) {
         if (!run->stale++) run->stale_step = run->step, run->stale_mb = mb, run->stale_held = run->held;
     }
-    comm_events_mark(PP_PASS_B, mb);
+    comm_events_mark(PP_PASS_B, pp_mark_arg(c, mb));
     double t0 = core_now();
-    GptActs *a = set_of(pp, mb);
-    for (int u = pp->u1 - 1; u >= pp->u0; u--) {
+    GptActs *a = set_of(pp, c, mb);
+    for (int u = pp->cu1[c] - 1; u >= pp->cu0[c]; u--) {
         trace_begin(run->model->units[u].name, "backward");
         gpt_acts_backward(run->model, a, u, run->params[u], run->grads[u]);
         trace_end();
     }
-    run->backward_done[mb] = true;
+    run->backward_done[j] = true;
     run->backwards++;
-    record(pp, PP_PASS_B, mb, t0);
+    record(pp, PP_PASS_B, c, mb, t0);
 }
+
+void pp_backward_compute(Pp *pp, int mb) { backward(pp, 0, mb, "pp_backward_compute"); }
+void pp_backward_chunk(Pp *pp, int c, int mb) { backward(pp, c, mb, "pp_backward_chunk"); }
 
 // ---- the backward pass in two: B and W -------------------------------------------
 
 void pp_backward_input(Pp *pp, int mb) {
     PpRun *run = pp->run;
     check_mb(pp, mb, "pp_backward_input");
+    CHECK(pp->v == 1, "pp_backward_input: the backward pass split into B and W is the zero-bubble schedules', one "
+          "chunk a stage; interleaved, run each chunk's whole backward pass, pp_backward_chunk");
     CHECK(!pp->recompute, "pp_backward_input: the backward pass split into B and W under --recompute full: W reads "
           "the activations B ran on, and here the stage's units share one set that the next forward pass "
           "overwrites; split it without --recompute full, or run pp_backward_compute");
@@ -218,7 +265,7 @@ void pp_backward_input(Pp *pp, int mb) {
           pp->s);
     CHECK(!run->input_done[mb] && !run->backward_done[mb], "pp_backward_input: micro-batch %d's backward pass on "
           "stage %d has run already (B twice, or after the whole backward pass)", mb, pp->s);
-    comm_events_mark(PP_PASS_B, mb);
+    comm_events_mark(PP_PASS_B, pp_mark_arg(0, mb));
     double t0 = core_now();
     GptActs *a = run->acts[mb];
     for (int u = pp->u1 - 1; u >= pp->u0; u--) {
@@ -228,12 +275,14 @@ void pp_backward_input(Pp *pp, int mb) {
     }
     run->input_done[mb] = true;
     if (++run->pending > run->max_pending) run->max_pending = run->pending;
-    record(pp, PP_PASS_B, mb, t0);
+    record(pp, PP_PASS_B, 0, mb, t0);
 }
 
 void pp_backward_weight(Pp *pp, int mb) {
     PpRun *run = pp->run;
     check_mb(pp, mb, "pp_backward_weight");
+    CHECK(pp->v == 1, "pp_backward_weight: the backward pass split into B and W is the zero-bubble schedules', one "
+          "chunk a stage; interleaved, run each chunk's whole backward pass, pp_backward_chunk");
     CHECK(run->acts[mb], "pp_backward_weight: micro-batch %d's activations on stage %d were freed before its W pass "
           "(pp_end_micro came too early: a micro-batch is alive until its W)", mb, pp->s);
     CHECK(run->input_done[mb], "pp_backward_weight: micro-batch %d's W pass on stage %d before its B pass "
@@ -241,7 +290,7 @@ void pp_backward_weight(Pp *pp, int mb) {
     CHECK(!run->backward_done[mb], "pp_backward_weight: micro-batch %d's W pass on stage %d twice", mb, pp->s);
     // As in pp_backward_compute: W is what adds into the gradients.
     if (run->backwards > 0 && grads_zero(pp)) run->zeroed_between++;
-    comm_events_mark(PP_PASS_W, mb);
+    comm_events_mark(PP_PASS_W, pp_mark_arg(0, mb));
     double t0 = core_now();
     GptActs *a = run->acts[mb];
     for (int u = pp->u1 - 1; u >= pp->u0; u--) {
@@ -252,47 +301,76 @@ void pp_backward_weight(Pp *pp, int mb) {
     run->backward_done[mb] = true;
     run->pending--;
     run->backwards++;
-    record(pp, PP_PASS_W, mb, t0);
+    record(pp, PP_PASS_W, 0, mb, t0);
 }
 
-// mb's activations go (the harness's own tidying at the end of a step, too).
-static void free_micro(Pp *pp, int mb) {
+// The set in slot j goes (the harness's own tidying at the end of a step, too).
+static void free_micro(Pp *pp, int j) {
     PpRun *run = pp->run;
-    gpt_acts_free(run->model, run->acts[mb]);   // refused while a send from it is in flight
-    run->acts[mb] = NULL;
+    gpt_acts_free(run->model, run->acts[j]);   // refused while a send from it is in flight
+    run->acts[j] = NULL;
     run->live--;
-    if (run->held == mb) run->held = -1;   // its boundary is gone: nothing to make it again from
+    if (run->held == j) run->held = -1;   // its boundary is gone: nothing to make it again from (one chunk: j = mb)
 }
 
-void pp_end_micro(Pp *pp, int mb) {
+static void end(Pp *pp, int c, int mb, const char *fn) {
     PpRun *run = pp->run;
-    check_mb(pp, mb, "pp_end_micro");
-    CHECK(run->acts[mb], "pp_end_micro: micro-batch %d is not alive on stage %d (ended twice?)", mb, pp->s);
-    CHECK(!run->input_done[mb] || run->backward_done[mb], "pp_end_micro: micro-batch %d on stage %d ended after its "
-          "B and before its W (pp_backward_weight): W needs its activations and the output gradients B kept, and "
-          "without it the micro-batch's parameter gradients are lost; a micro-batch is alive until its W", mb, pp->s);
+    char w[48];
+    check_chunk(pp, c, mb, fn);
+    int j = slot(pp, c, mb);
+    CHECK(run->acts[j], "%s: %s is not alive on stage %d (ended twice?)", fn, who(pp, c, mb, w, 48), pp->s);
+    CHECK(!run->input_done[j] || run->backward_done[j], "%s: %s on stage %d ended after its B and before its W "
+          "(pp_backward_weight): W needs its activations and the output gradients B kept, and without it the "
+          "micro-batch's parameter gradients are lost; a micro-batch is alive until its W", fn, who(pp, c, mb, w, 48),
+          pp->s);
     // Between its forward and its backward pass a micro-batch is alive,
     // whatever holds its activations: ending it there and beginning it
     // again would count a GPipe order as 1F1B's memory.
-    CHECK(!run->forward_done[mb] || run->backward_done[mb], "pp_end_micro: micro-batch %d's activations on stage "
-          "%d were freed before its backward pass (pp_end_micro came too early: its forward pass is done and its "
-          "backward pass is not, which needs them; a micro-batch is alive from its forward pass to its backward "
-          "pass, wherever its activations are kept in between)", mb, pp->s);
-    free_micro(pp, mb);
+    CHECK(!run->forward_done[j] || run->backward_done[j], "%s: %s's activations on stage %d were freed before its "
+          "backward pass (%s came too early: its forward pass is done and its backward pass is not, which needs "
+          "them; a micro-batch is alive from its forward pass to its backward pass, wherever its activations are "
+          "kept in between)", fn, who(pp, c, mb, w, 48), pp->s, fn);
+    free_micro(pp, j);
 }
 
-static GptActs *alive(Pp *pp, int mb, const char *fn) {
-    check_mb(pp, mb, fn);
-    CHECK(pp->run->acts[mb], "%s: micro-batch %d is not alive on stage %d (pp_begin_micro first; not after "
-          "pp_end_micro)", fn, mb, pp->s);
-    return pp->run->acts[mb];
+void pp_end_micro(Pp *pp, int mb) { end(pp, 0, mb, "pp_end_micro"); }
+void pp_end_chunk(Pp *pp, int c, int mb) { end(pp, c, mb, "pp_end_chunk"); }
+
+static GptActs *alive(Pp *pp, int c, int mb, const char *fn) {
+    char w[48];
+    check_chunk(pp, c, mb, fn);
+    GptActs *a = pp->run->acts[slot(pp, c, mb)];
+    CHECK(a, "%s: %s is not alive on stage %d (%s first; not after %s)", fn, who(pp, c, mb, w, 48), pp->s,
+          pp->v > 1 ? "pp_begin_chunk" : "pp_begin_micro", pp->v > 1 ? "pp_end_chunk" : "pp_end_micro");
+    return a;
 }
 
 // The residual stream and its gradient: the model's precision, pp->type.
-void *pp_act_in(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_act_in")->stream[pp->u0] : NULL; }
-void *pp_act_out(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_act_out")->stream[pp->u1] : NULL; }
-void *pp_grad_in(Pp *pp, int mb) { return pp->s < pp->p - 1 ? alive(pp, mb, "pp_grad_in")->dstream[pp->u1] : NULL; }
-void *pp_grad_out(Pp *pp, int mb) { return pp->s > 0 ? alive(pp, mb, "pp_grad_out")->dstream[pp->u0] : NULL; }
+// The chunk's input where it is not the embeddings (virtual stage 0), its
+// output where it is not the head (the last): its units' edges.
+static void *act_in(Pp *pp, int c, int mb, const char *fn) {
+    return pp->cu0[c] > 0 ? alive(pp, c, mb, fn)->stream[pp->cu0[c]] : (check_chunk(pp, c, mb, fn), NULL);
+}
+static void *act_out(Pp *pp, int c, int mb, const char *fn) {
+    bool last = pp->cu1[c] == pp->run->model->nunits;
+    return !last ? alive(pp, c, mb, fn)->stream[pp->cu1[c]] : (check_chunk(pp, c, mb, fn), NULL);
+}
+static void *grad_in(Pp *pp, int c, int mb, const char *fn) {
+    bool last = pp->cu1[c] == pp->run->model->nunits;
+    return !last ? alive(pp, c, mb, fn)->dstream[pp->cu1[c]] : (check_chunk(pp, c, mb, fn), NULL);
+}
+static void *grad_out(Pp *pp, int c, int mb, const char *fn) {
+    return pp->cu0[c] > 0 ? alive(pp, c, mb, fn)->dstream[pp->cu0[c]] : (check_chunk(pp, c, mb, fn), NULL);
+}
+
+void *pp_act_in(Pp *pp, int mb) { return act_in(pp, 0, mb, "pp_act_in"); }
+void *pp_act_out(Pp *pp, int mb) { return act_out(pp, 0, mb, "pp_act_out"); }
+void *pp_grad_in(Pp *pp, int mb) { return grad_in(pp, 0, mb, "pp_grad_in"); }
+void *pp_grad_out(Pp *pp, int mb) { return grad_out(pp, 0, mb, "pp_grad_out"); }
+void *pp_chunk_act_in(Pp *pp, int c, int mb) { return act_in(pp, c, mb, "pp_chunk_act_in"); }
+void *pp_chunk_act_out(Pp *pp, int c, int mb) { return act_out(pp, c, mb, "pp_chunk_act_out"); }
+void *pp_chunk_grad_in(Pp *pp, int c, int mb) { return grad_in(pp, c, mb, "pp_chunk_grad_in"); }
+void *pp_chunk_grad_out(Pp *pp, int c, int mb) { return grad_out(pp, c, mb, "pp_chunk_grad_out"); }
 size_t pp_message_count(const Pp *pp) { return (size_t)pp->micro_rows * pp->T * pp->C; }
 
 // ---- the stage, set up -------------------------------------------------------
@@ -322,6 +400,46 @@ void pprun_check_partition(Pp *pp, int nunits) {
     }
     free(all_u);
     pp->run->most = most, pp->run->least = least;
+}
+
+void pprun_check_chunks(Pp *pp, int nunits) {
+    int p = pp->p, v = pp->v, V = p * v, mine[3 * PP_MAX_CHUNKS];
+    int *all = malloc((size_t)3 * V * sizeof *all), *at = malloc((size_t)V * sizeof *at);
+    CHECK(all && at && V <= 64 * PP_MAX_CHUNKS, "out of memory");
+    for (int c = 0; c < v; c++) mine[3 * c] = pp->vs[c], mine[3 * c + 1] = pp->cu0[c], mine[3 * c + 2] = pp->cu1[c];
+    comm_all_gather_host(pp->group, mine, (size_t)3 * v * sizeof *mine, all);
+    // Every virtual stage held once: at[k] is the (stage, chunk) of k.
+    for (int k = 0; k < V; k++) at[k] = -1;
+    for (int i = 0; i < V; i++) {
+        int k = all[3 * i], q = i / v, c = i % v;
+        CHECK(k >= 0 && k < V, "pp_virtual_stage(%d, %d, %d, %d) = %d: the virtual stages are 0 .. %d (fix "
+              "pp_virtual_stage in pipeline.c)", p, v, q, c, k, V - 1);
+        CHECK(at[k] < 0, "pp_virtual_stage gave virtual stage %d to chunk %d of stage %d and to chunk %d of stage %d: "
+              "each of the p v = %d virtual stages is held by one chunk (fix pp_virtual_stage in pipeline.c)", k,
+              at[k] % v, at[k] / v, c, q, V);
+        at[k] = i;
+    }
+    // In the order of the virtual stages, the units in order, none empty.
+    int most = 0, least = nunits, end = 0;
+    for (int k = 0; k < V; k++) {
+        int i = at[k], u0 = all[3 * i + 1], u1 = all[3 * i + 2];
+        CHECK(u0 == end && u1 > u0 && u1 <= nunits && (k < V - 1 || u1 == nunits),
+              "pp_partition gave virtual stage %d (chunk %d of stage %d) the units [%d, %d): the p v = %d virtual "
+              "stages must take the %d units in order, each a range that starts where the last one ended, none "
+              "empty, the last ending at %d (fix pp_partition in pipeline.c)", k, i % v, i / v, u0, u1, V, nunits,
+              nunits);
+        end = u1;
+        most = u1 - u0 > most ? u1 - u0 : most;
+        least = u1 - u0 < least ? u1 - u0 : least;
+    }
+    free(all), free(at);
+    pp->run->most = most, pp->run->least = least;
+}
+
+bool pprun_holds(const Pp *pp, int u) {
+    for (int c = 0; c < pp->v; c++)
+        if (u >= pp->cu0[c] && u < pp->cu1[c]) return true;
+    return false;
 }
 
 // Unit u's parameters initialised: fp32 in place; bf16 made in fp32 on the
@@ -365,8 +483,13 @@ void pprun_alloc_stage(Pp *pp) {
         run->acts_set = (double)(mem_live(MEM_ACTS) - before);
         gpt_acts_free(model, b);
     } else {
-        run->acts_set = gpt_acts_bytes(model, pp->u0, pp->u1);
-        run->acts_saved = gpt_saved_bytes(model, pp->u0, pp->u1);
+        // Interleaved: each chunk's set, and the largest, which the bound counts.
+        run->acts_set = 0;
+        for (int c = 0; c < pp->v; c++) {
+            run->chunk_set[c] = gpt_acts_bytes(model, pp->cu0[c], pp->cu1[c]);
+            run->acts_set = run->chunk_set[c] > run->acts_set ? run->chunk_set[c] : run->acts_set;
+        }
+        run->acts_saved = gpt_saved_bytes(model, pp->u0, pp->u1);   // the split backward's: one chunk, the stage
     }
     // This stage's parameters, gradients and moments: its units whole; in
     // bf16, bf16 parameters and gradients (2 bytes) and the fp32 master copy
@@ -377,7 +500,8 @@ void pprun_alloc_stage(Pp *pp) {
     run->m = calloc((size_t)nunits, sizeof *run->m), run->v = calloc((size_t)nunits, sizeof *run->v);
     CHECK(run->params && run->grads && run->master && run->m && run->v, "out of memory");
     run->stage_params = 0;
-    for (int u = pp->u0; u < pp->u1; u++) {
+    for (int u = 0; u < nunits; u++) {
+        if (!pprun_holds(pp, u)) continue;
         size_t n = model->units[u].size;
         if (pp->type == COMM_F32) {
             run->params[u] = mem_alloc_floats(n, MEM_PARAMS, model->units[u].name);
@@ -402,7 +526,7 @@ void pprun_step_begin(Pp *pp, int step) {
     // Last step's activations are of other weights and rows: the shared set
     // holds none of this step's.
     run->held = -1, run->recomputes = 0, run->rc_seconds = 0;
-    memset(run->forward_done, 0, sizeof run->forward_done);
+    memset(run->forward_done, 0, sizeof run->forward_done);   // every chunk's slots
     memset(run->backward_done, 0, sizeof run->backward_done);
     memset(run->input_done, 0, sizeof run->input_done);
     run->pending = 0, run->max_pending = 0;
@@ -416,14 +540,19 @@ void pprun_step_end(Pp *pp) {
         CommHandle **h[] = {&pp->send_act[mb], &pp->send_grad[mb]};
         for (int i = 0; i < 2; i++)
             if (*h[i]) comm_wait(*h[i]), *h[i] = NULL, run->unwaited++;
+        for (int c = 0; c < pp->v; c++) {
+            CommHandle **hc[] = {&pp->chunk_send_act[c][mb], &pp->chunk_send_grad[c][mb]};
+            for (int i = 0; i < 2; i++)
+                if (*hc[i]) comm_wait(*hc[i]), *hc[i] = NULL, run->unwaited++;
+        }
     }
     // A B whose W never came: its micro-batch's parameter gradients are
     // missing from the step.
     for (int mb = 0; mb < pp->m; mb++)
         if (run->input_done[mb] && !run->backward_done[mb] && !run->w_missing++)
             run->w_missing_step = run->step, run->w_missing_mb = mb;
-    for (int mb = 0; mb < pp->m; mb++)
-        if (run->acts[mb]) free_micro(pp, mb), run->unfreed++;
+    for (int j = 0; j < pp->v * pp->m; j++)
+        if (run->acts[j]) free_micro(pp, j), run->unfreed++;
     if (run->max_live > run->max_live_ever) run->max_live_ever = run->max_live;
     if (run->max_pending > run->max_pending_ever) run->max_pending_ever = run->max_pending;
     if (run->recomputes > run->recomputes_most) run->recomputes_most = run->recomputes;
@@ -436,7 +565,7 @@ void pprun_step_end(Pp *pp) {
 // stage that holds it, in fp32 (bf16 widened).
 static float *gather_unit(const Pp *pp, void *const *units, CommType t, int u) {
     const Gpt *m = pp->run->model;
-    size_t n = u >= pp->u0 && u < pp->u1 ? m->units[u].size : 0;
+    size_t n = pprun_holds(pp, u) ? m->units[u].size : 0;
     float *mine = malloc((n ? n : 1) * sizeof(float));
     CHECK(mine, "out of memory");
     if (n && t == COMM_F32) {

@@ -31,12 +31,15 @@ typedef struct PpRun {
     // pp->recompute a micro-batch's set is its boundary (its input, tokens
     // and targets, its messages) and the shared set is counted once:
     // scratch + shared + k sets.
-    double acts_scratch, acts_shared, acts_set;
+    // Interleaved: acts_set is the largest chunk's set, chunk_set[c] each's.
+    double acts_scratch, acts_shared, acts_set, chunk_set[PP_MAX_CHUNKS];
     // The backward pass split (the zero-bubble schedules): the bytes a
     // micro-batch's B keeps for its W on this stage's units (the model's
     // gpt_saved_bytes), beyond its set. The bound adds k_w of them.
     double acts_saved;
-    GptActs *acts[PP_MAX_MICRO]; // the micro-batches alive on this stage
+    // The micro-batches alive on this stage; interleaved, chunk c's
+    // micro-batch mb in slot c m + mb (v m <= PP_MAX_MICRO), as the arrays below.
+    GptActs *acts[PP_MAX_MICRO];
     // With pp->recompute: the one set of this stage's units' activations
     // that every micro-batch's passes use, lent each pass the micro-batch's
     // boundary (its input, targets, messages, dropout key); its own output
@@ -86,6 +89,14 @@ void pprun_init(PpRun *run, Gpt *model, int row0, const int *x, const int *y);
 // the pipeline: the units in order, each stage a range that starts where
 // the last one ended, none empty. Sets run->most and run->least.
 void pprun_check_partition(Pp *pp, int nunits);
+// Interleaved: the same over the p v virtual stages (pp->vs[c] of chunk c,
+// from pp_virtual_stage, each held by one chunk of one stage; its units
+// pp->cu0[c], cu1[c], from pp_partition over p v stages): in the order of
+// the virtual stages, the units in order, none empty. Sets run->most and
+// run->least (units of a virtual stage).
+void pprun_check_chunks(Pp *pp, int nunits);
+// Whether this stage holds unit u (in one of its chunks).
+bool pprun_holds(const Pp *pp, int u);
 // The activations' scratch allocated (and, with pp->recompute, the shared
 // set), measured with one micro-batch's set, then this stage's parameters
 // (initialised), gradients, moments and, in bf16, master copy (initialised:

@@ -38,7 +38,8 @@ static void replay_events(Lab05End *e) {
     for (int q = 0; q < p; q++) e->ideal_rows[q] = e->ideal + q * row, e->measured_rows[q] = e->measured + q * row;
     e->bubble_ideal = pp_replay(p, e->ideal_rows, e->counts, true, &e->span_ideal);
     e->bubble_measured = pp_replay(p, e->measured_rows, e->counts, false, &e->span_measured);
-    e->formula = e->zb ? pp_zb_bubble_formula(p, pp->m) : pp_bubble_formula(p, pp->m);
+    e->formula = e->interleaved ? pp_bubble_formula_interleaved(p, pp->v, pp->m)
+                 : e->zb ? pp_zb_bubble_formula(p, pp->m) : pp_bubble_formula(p, pp->m);
     e->span_formula = pp_zb_span_bubble_formula(e->zb, p, pp->m);
     e->span_bubble_measured = pp_span_bubble(p, e->measured_rows, e->counts);
     // The order of F and B alone, recomputes aside: what the formula counts.
@@ -71,7 +72,12 @@ static void gather_stages(Lab05End *e, const HarnessRun *h, const MemReport *mem
                        run->recomputes_most, run->rc_matmul, run->rc_layernorm, ops_work().matmul,
                        run->rc_seconds_total, h->seconds, run->stale, run->stale_step, run->stale_mb,
                        run->stale_held, run->acts_saved, run->max_pending_ever, run->w_missing,
-                       run->w_missing_step, run->w_missing_mb};
+                       run->w_missing_step, run->w_missing_mb, {0}, {0}, {0}, {0}};
+    if (e->interleaved)
+        mine.budget = pp_budget_interleaved(pp->p, pp->v, pp->m, pp->s, run->stage_params, run->acts_scratch,
+                                            run->acts_set, e->bf16);
+    for (int c = 0; c < pp->v; c++)
+        mine.vs[c] = pp->vs[c], mine.cu0[c] = pp->cu0[c], mine.cu1[c] = pp->cu1[c], mine.chunk_set[c] = run->chunk_set[c];
     e->stages = malloc((size_t)N * sizeof *e->stages);
     CHECK(e->stages, "out of memory");
     comm_all_gather_host(h->c, &mine, sizeof mine, e->stages);
@@ -84,7 +90,8 @@ static void gather_stages(Lab05End *e, const HarnessRun *h, const MemReport *mem
 
 // The schedule's name, as the papers write it.
 static const char *schedule_name(const Lab05End *e) {
-    return e->gpipe ? "GPipe" : e->zb == 1 ? "ZB-H1" : e->zb == 2 ? "ZB-H2" : "1F1B";
+    return e->interleaved ? "interleaved 1F1B" : e->gpipe ? "GPipe" : e->zb == 1 ? "ZB-H1" : e->zb == 2 ? "ZB-H2"
+                                                                                                   : "1F1B";
 }
 
 // Per stage under the zero-bubble schedules: k sets and k_w of what B
@@ -109,9 +116,42 @@ static void print_stages_zb(const Lab05End *e) {
     }
 }
 
+// Interleaved: per stage its chunks (virtual stage: units), busy and idle,
+// its ACTS peak beside scratch + k chunk-sets.
+static void print_chunk_stages(const Lab05End *e) {
+    const Pp *pp = e->pp;
+    const Gpt *model = pp->run->model;
+    int p = pp->p, m = pp->m, v = pp->v;
+    char b1[32], b2[32], b3[32], b4[32];
+    print0("\nper stage (pipeline 0), interleaved 1F1B, p = %d, m = %d, v = %d chunks a stage (virtual stage: "
+           "units):\n", p, m, v);
+    print0("  %-6s %-34s %9s %9s %10s %10s   %s\n", "stage", "chunks", "busy", "idle", "ACTS peak", "bound",
+           "min((p - s - 1) 2 + (v - 1) p + 1, m v) chunk-sets, each the largest chunk's");
+    for (int q = 0; q < p; q++) {
+        const Lab05Stage *l = &e->stages[q];
+        char chunks[160] = "";
+        for (int c = 0; c < v; c++) {
+            size_t at = strlen(chunks);
+            if (l->cu1[c] - l->cu0[c] == 1)
+                snprintf(chunks + at, sizeof chunks - at, "%s%d: %s", c ? ", " : "", l->vs[c], model->units[l->cu0[c]].name);
+            else
+                snprintf(chunks + at, sizeof chunks - at, "%s%d: %s..%s", c ? ", " : "", l->vs[c],
+                         model->units[l->cu0[c]].name, model->units[l->cu1[c] - 1].name);
+        }
+        print0("  %-6d %-34s %7.1f ms %6.1f ms %10s %10s   scratch %s + %d x %s (at most %d alive)\n", q, chunks,
+               l->busy * 1e3, l->idle * 1e3, core_fmt_bytes(l->acts_peak, b1, 32),
+               core_fmt_bytes(l->budget.acts, b2, 32), core_fmt_bytes(l->acts_scratch, b3, 32), l->budget.k,
+               core_fmt_bytes(l->acts_set, b4, 32), l->max_live);
+    }
+}
+
 static void print_stages(const Lab05End *e) {
     if (e->zb) {
         print_stages_zb(e);
+        return;
+    }
+    if (e->interleaved) {
+        print_chunk_stages(e);
         return;
     }
     const Pp *pp = e->pp;
@@ -168,8 +208,15 @@ static void print_bubble(const Lab05End *e) {
     }
     int N = comm_size(comm_world()), cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     print0("\nthe bubble (idle share of the stages' time):\n");
-    print0("  (p - 1) / (m + p - 1)                   %5.1f%%\n", 100 * e->formula);
-    print0("  replayed, equal stages (F 1, B 2)       %5.1f%%   the schedule's own\n", 100 * e->bubble_order);
+    if (e->interleaved) {
+        print0("  (p - 1) / (v m + p - 1)                 %5.1f%%   1F1B's (p - 1) / (m + p - 1): %.1f%%\n",
+               100 * e->formula, 100 * pp_bubble_formula(e->pp->p, e->pp->m));
+        print0("  replayed, equal stages (F 1/v, B 2/v)   %5.1f%%   the schedule's own, a chunk's pass 1/v of a "
+               "stage's\n", 100 * e->bubble_order);
+    } else {
+        print0("  (p - 1) / (m + p - 1)                   %5.1f%%\n", 100 * e->formula);
+        print0("  replayed, equal stages (F 1, B 2)       %5.1f%%   the schedule's own\n", 100 * e->bubble_order);
+    }
     if (e->pp->recompute && e->span_order > 0)
         print0("  the same with its recomputes (R 1)      %5.1f%%   a step %.2f times as long: more work, not more "
                "idle\n", 100 * e->bubble_ideal, e->span_ideal / e->span_order);
@@ -186,6 +233,10 @@ static void draw(Lab05End *e) {
         if (e->zb)
             print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1 its input "
                    "gradient, W1 its weight gradients):\n");
+        else if (e->interleaved)
+            print0("\nthe last step's schedule, replayed with equal stages (F1a = micro-batch 1 forward on the "
+                   "stage's chunk a (its first), F1b on chunk b, B1aB1a the backward on chunk a; a chunk's forward "
+                   "is 1/v of a stage's):\n");
         else
             print0("\nthe last step's schedule, replayed with equal stages (F1 = micro-batch 1 forward, B1B1 its "
                    "backward%s):\n", e->pp->recompute ? ", R1 its activations made again" : "");
@@ -201,8 +252,11 @@ static void draw(Lab05End *e) {
         if (e->zb)
             snprintf(rc, sizeof rc, "; within the stages' spans %.1f%% (formula %.1f%%)", 100 * e->span_bubble,
                      100 * e->span_formula);
+        char name[64];
+        if (e->interleaved) snprintf(name, sizeof name, "interleaved 1F1B, v = %d chunks a stage", pp->v);
+        else snprintf(name, sizeof name, "%s", schedule_name(e));
         snprintf(caption, sizeof caption, "%s, p = %d stages, m = %d micro-batches: bubble %.1f%% (formula %.1f%%)%s",
-                 schedule_name(e), p, m, 100 * e->bubble_order, 100 * e->formula, rc);
+                 name, p, m, 100 * e->bubble_order, 100 * e->formula, rc);
         snprintf(label, sizeof label, "replayed on one core per stage, with the durations measured with %d ranks on "
                  "%d core%s%s", N, cores, cores == 1 ? "" : "s", N > cores ? " (ranks shared cores: slower passes)" : "");
         pp_draw_svg(e->figure, p, e->ideal_rows, e->measured_rows, e->counts,
@@ -328,23 +382,48 @@ static void dump_rank_split(DumpWriter *dw, const Lab05End *e) {
     free(iv), free(saved);
 }
 
+// Per rank and chunk (interleaved; one chunk otherwise): its virtual stage,
+// its units [u0, u1) and one micro-batch's activations of them (bytes), a
+// field an entry, (N, v) each.
+static void dump_rank_chunks(DumpWriter *dw, const Lab05End *e) {
+    int N = comm_size(comm_world()), v = e->pp->v;
+    size_t n = (size_t)N * v;
+    int64_t *vs = malloc(n * sizeof *vs), *u0 = malloc(n * sizeof *u0), *u1 = malloc(n * sizeof *u1);
+    double *set = malloc(n * sizeof *set);
+    CHECK(vs && u0 && u1 && set, "out of memory");
+    for (int q = 0; q < N; q++)
+        for (int c = 0; c < v; c++) {
+            const Lab05Stage *l = &e->stages[q];
+            size_t at = (size_t)q * v + c;
+            vs[at] = l->vs[c], u0[at] = l->cu0[c], u1[at] = l->cu1[c], set[at] = l->chunk_set[c];
+        }
+    uint64_t shape[2] = {(uint64_t)N, (uint64_t)v};
+    dump_i64(dw, "pp/rank_chunk/vs", vs, 2, shape);
+    dump_i64(dw, "pp/rank_chunk/u0", u0, 2, shape);
+    dump_i64(dw, "pp/rank_chunk/u1", u1, 2, shape);
+    dump_f64(dw, "pp/rank_chunk/acts_set", set, 2, shape);
+    free(vs), free(u0), free(u1), free(set);
+}
+
 // The last step's events of pipeline 0, for the grader's own replay: per
 // stage and event, the kind (a PpPass: 0 F, 1 B, 2 R, 3 W; -1 past a
-// stage's last) and the micro-batch (0 there).
+// stage's last), the micro-batch and the chunk (0 there).
 static void dump_events(DumpWriter *dw, const Lab05End *e) {
     int p = e->pp->p, w = e->width;
     int64_t *kind = malloc((size_t)p * w * sizeof *kind), *mb = calloc((size_t)p * w, sizeof *mb);
-    CHECK(kind && mb, "out of memory");
+    int64_t *chunk = calloc((size_t)p * w, sizeof *chunk);
+    CHECK(kind && mb && chunk, "out of memory");
     for (int q = 0; q < p; q++)
         for (int k = 0; k < w; k++) {
             bool ran = k < e->counts[q];
             kind[(size_t)q * w + k] = ran ? e->ideal_rows[q][k].kind : -1;
-            if (ran) mb[(size_t)q * w + k] = e->ideal_rows[q][k].mb;
+            if (ran) mb[(size_t)q * w + k] = e->ideal_rows[q][k].mb, chunk[(size_t)q * w + k] = e->ideal_rows[q][k].chunk;
         }
     uint64_t shape[2] = {(uint64_t)p, (uint64_t)w};
     dump_i64(dw, "pp/events/kind", kind, 2, shape);
     dump_i64(dw, "pp/events/mb", mb, 2, shape);
-    free(kind), free(mb);
+    dump_i64(dw, "pp/events/chunk", chunk, 2, shape);
+    free(kind), free(mb), free(chunk);
 }
 
 // The last step's log of every rank (comm.h's events, the passes among
@@ -389,6 +468,8 @@ void lab05_dump_more(DumpWriter *dw, void *ctx) {
     dump_scalar_i64(dw, "pp/m", pp->m);
     dump_scalar_i64(dw, "pp/dp", comm_size(c) / pp->p);
     dump_scalar_i64(dw, "pp/gpipe", e->gpipe);
+    dump_scalar_i64(dw, "pp/interleaved", e->interleaved);
+    dump_scalar_i64(dw, "pp/v", pp->v);
     dump_scalar_i64(dw, "pp/recompute", pp->recompute);
     dump_scalar_i64(dw, "pp/stage_units_most", run->most);
     dump_scalar_i64(dw, "pp/stage_units_least", run->least);
@@ -405,6 +486,7 @@ void lab05_dump_more(DumpWriter *dw, void *ctx) {
     dump_scalar_f64(dw, "pp/bubble_span_replay", e->span_bubble);
     dump_rank_stage(dw, e);
     dump_rank_split(dw, e);
+    dump_rank_chunks(dw, e);
     dump_events(dw, e);
     dump_timeline(dw, e);
     dump_scalar_i64(dw, "pp/timeline_lost", (int64_t)comm_max_double(c, run->nlog > PPRUN_MAX_LOG));

@@ -34,13 +34,17 @@ typedef struct {
     // came (all steps), and the first (step, micro-batch).
     double acts_saved;
     int max_pending, w_missing, w_missing_step, w_missing_mb;
+    // Interleaved: its chunks' virtual stages and units, and each chunk's
+    // set of one micro-batch's activations (bytes); chunk 0's are u0, u1.
+    int vs[PP_MAX_CHUNKS], cu0[PP_MAX_CHUNKS], cu1[PP_MAX_CHUNKS];
+    double chunk_set[PP_MAX_CHUNKS];
 } Lab05Stage;
 
 // What the end needs: main fills the first fields, lab05_report the rest.
 typedef struct {
     Pp *pp;
-    bool gpipe, bf16;
-    int zb;                      // the zero-bubble schedules: 1 ZB-H1, 2 ZB-H2 (0: GPipe or 1F1B)
+    bool gpipe, interleaved, bf16;
+    int zb;                      // the zero-bubble schedules: 1 ZB-H1, 2 ZB-H2 (0: GPipe, 1F1B or interleaved)
     const char *figure;          // --figure, or NULL
     Lab05Stage *stages;          // (N) every rank's, in world order
     // The last step's events of this rank's pipeline, every stage's (p rows

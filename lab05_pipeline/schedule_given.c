@@ -12,20 +12,25 @@ void pp_draw_ascii(int p, PpEvent **ev, const int *n, double makespan) {
     // two characters: "F3" is micro-batch 3's forward pass, "B3B3" its
     // backward, "R3" its activations made again; on the split backward
     // "B3" its input gradient and "W3" its weight gradients, 1 each.
-    int width = (int)(makespan + 0.5);
-    char row[2 * 1024 + 1];
+    // Interleaved (v chunks a stage), a unit is a chunk's forward, 1/v of a
+    // stage's, and three characters: "F3a" on the stage's chunk a (its
+    // first), "F3b" on chunk b.
+    int v = pp_events_chunks(ev, n, p), cw = v > 1 ? 3 : 2;
+    int width = (int)(makespan * v + 0.5);
+    char row[3 * 1024 + 1];
     if (width > 1024) {
         print0("(the schedule is %d units long: too long to draw here)\n", width);
         return;
     }
     for (int s = 0; s < p; s++) {
-        for (int x = 0; x < 2 * width; x++) row[x] = '.';
-        row[2 * width] = 0;
+        for (int x = 0; x < cw * width; x++) row[x] = '.';
+        row[cw * width] = 0;
         for (int k = 0; k < n[s]; k++) {
             const PpEvent *e = &ev[s][k];
-            for (int t = (int)(e->start + 0.5); t < (int)(e->end + 0.5) && t < width; t++) {
-                row[2 * t] = pp_pass_letter(e->kind);
-                row[2 * t + 1] = (char)('0' + e->mb % 10);
+            for (int t = (int)(e->start * v + 0.5); t < (int)(e->end * v + 0.5) && t < width; t++) {
+                row[cw * t] = pp_pass_letter(e->kind);
+                row[cw * t + 1] = (char)('0' + e->mb % 10);
+                if (v > 1) row[cw * t + 2] = (char)('a' + e->chunk % 26);
             }
         }
         print0("  stage %d |%s|\n", s, row);
@@ -48,6 +53,7 @@ static bool ends_backward(const PpEvent *row, int n, int k) {
 // One panel: a row per stage, a box per event, its label inside.
 static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double y0, const char *title) {
     const double x0 = 70, w = 860, h = 28;
+    int v = pp_events_chunks(ev, n, p);
     fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">%s</text>\n", x0, y0 - 8, title);
     for (int s = 0; s < p; s++) {
         double y = y0 + s * (h + 6);
@@ -56,12 +62,20 @@ static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, d
         for (int k = 0; k < n[s]; k++) {
             const PpEvent *e = &ev[s][k];
             double a = x0 + w * e->start / makespan, b = x0 + w * e->end / makespan;
-            fprintf(f, "<rect x=\"%.1f\" y=\"%g\" width=\"%.1f\" height=\"%g\" fill=\"%s\" stroke=\"white\">"
-                       "<title>%s %d</title></rect>\n",
-                    a, y, b - a, h, colour(e->kind), pp_pass_name(e->kind), e->mb);
-            if (b - a > 14)
-                fprintf(f, "<text x=\"%.1f\" y=\"%g\" fill=\"white\">%c%d</text>\n", a + 3, y + h * 0.65,
-                        pp_pass_letter(e->kind), e->mb);
+            // Interleaved: a chunk's index after the micro-batch's (F3a, F3b),
+            // and every other chunk's passes a lighter shade.
+            char chunk[8] = "", title[32] = "";
+            if (v > 1) {
+                snprintf(chunk, sizeof chunk, "%c", 'a' + e->chunk % 26);
+                snprintf(title, sizeof title, ", chunk %c (%d)", 'a' + e->chunk % 26, e->chunk);
+            }
+            fprintf(f, "<rect x=\"%.1f\" y=\"%g\" width=\"%.1f\" height=\"%g\" fill=\"%s\" stroke=\"white\"%s>"
+                       "<title>%s %d%s</title></rect>\n",
+                    a, y, b - a, h, colour(e->kind), e->chunk % 2 ? " fill-opacity=\"0.55\"" : "",
+                    pp_pass_name(e->kind), e->mb, title);
+            if (b - a > 14 + 6 * (v > 1))
+                fprintf(f, "<text x=\"%.1f\" y=\"%g\" fill=\"white\">%c%d%s</text>\n", a + 3, y + h * 0.65,
+                        pp_pass_letter(e->kind), e->mb, chunk);
         }
     }
 }
@@ -114,8 +128,8 @@ void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, c
     double H = 3 * (p * 34 + 60) + 40;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"950\" height=\"%g\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<text x=\"8\" y=\"20\" font-size=\"14\">%s</text>\n", H, caption);
-    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2, R 1 a recompute; split, B 1 and W 1): "
-          "the schedule's own bubble");
+    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2, R 1 a recompute; split, B 1 and W 1; "
+          "a chunk's 1/v of them): the schedule's own bubble");
     alive_strip(f, p, ideal, n, ideal_span, 60 + p * 34 + 70);
     panel(f, p, measured, n, measured_span, 60 + 2 * (p * 34 + 70), measured_label);
     fprintf(f, "</svg>\n");

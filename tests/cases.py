@@ -293,6 +293,22 @@ def labs():
                 mpi(3, "build/lab05", "--schedule", "zb-h2", "--micro", 4), l5),
         refused("lab05 --schedule zb-h1 --recompute full np=2", "--recompute full cannot split it",
                 mpi(2, "build/lab05", "--schedule", "zb-h1", "--recompute", "full"), l5),
+        # The interleaved schedule: m a multiple of p (with a value that
+        # works), p v virtual stages of a unit each (with a --layers that
+        # works), 3 stages or more (p = 2's links would carry both kinds),
+        # and --virtual its own (the zero-bubble schedules' neither).
+        refused("lab05 interleaved --micro 4 np=3", "use --micro 3",
+                mpi(3, "build/lab05", "--schedule", "interleaved", "--micro", 4, "--batch", 12), l5),
+        refused("lab05 interleaved np=4 v=2 over 6 units", "use --layers 6",
+                mpi(4, "build/lab05", "--schedule", "interleaved"), l5),
+        refused("lab05 interleaved np=2", "needs 3 stages or more", mpi(2, "build/lab05", "--schedule", "interleaved"),
+                l5),
+        refused("lab05 --virtual with 1f1b np=2", "--virtual 2 is the interleaved schedule's",
+                mpi(2, "build/lab05", "--virtual", 2), l5),
+        refused("lab05 --virtual with zb-h1 np=2", "the zero-bubble schedules split each stage's backward pass",
+                mpi(2, "build/lab05", "--schedule", "zb-h1", "--virtual", 2), l5),
+        refused("lab05 --virtual with zb-h2 np=3", "--virtual 2 is the interleaved schedule's",
+                mpi(3, "build/lab05", "--schedule", "zb-h2", "--micro", 5, "--batch", 10, "--virtual", 2), l5),
         refused("lab06 np=3 with 64 tokens a row", "3 ranks cannot split 64 tokens",
                 mpi(3, "build/lab06", "--heads", 6, "--dim", 96, "--vocab", 192), l6),
         refused("lab06 --tp 3 np=4", "--tp 3 does not divide 4 ranks", mpi(4, "build/lab06", "--tp", 3), l6),

@@ -149,3 +149,106 @@ void pp_zb_h2(Pp *pp) {
     }
     while (w < pp->m) backward_weight(pp, w++);
 }
+
+// ---- 9. interleaved: the chunks round-robin ---------------------------------------
+
+// Rank s holds virtual stages s, s + p, s + 2p, ...: a micro-batch goes
+// round the ranks v times, each pass over a chunk 1/v of a stage's, so the
+// pipeline fills and drains in (p - 1) chunk passes instead of p - 1 stage
+// passes.
+int pp_virtual_stage(int p, int v, int s, int c) {
+    (void)v;
+    return c * p + s;
+}
+
+// ---- 10. interleaved 1F1B ---------------------------------------------------------
+
+// Megatron-LM's numbering (schedules.py, forward_backward_pipelining_with_
+// interleaving): the k-th pass of a kind is of chunk (k mod p v) div p, the
+// backward passes going through the chunks in reverse, and of micro-batch
+// (k div p v) p + k mod p: p micro-batches through chunk 0, the same p
+// through chunk 1, ..., then the next p. Chunk c's micro-batch mb is
+// forward pass number forward_index.
+static int chunk_of(const Pp *pp, int k, bool forward) {
+    int c = k % (pp->p * pp->v) / pp->p;
+    return forward ? c : pp->v - 1 - c;
+}
+static int micro_of(const Pp *pp, int k) { return k / (pp->p * pp->v) * pp->p + k % pp->p; }
+static int forward_index(const Pp *pp, int c, int mb) { return mb / pp->p * pp->p * pp->v + c * pp->p + mb % pp->p; }
+
+// A chunk's neighbours are round the ring: virtual stage c p + s takes its
+// input from c p + s - 1 (stage s - 1; stage 0's chunk c from stage p - 1's
+// chunk c - 1) and sends its output to c p + s + 1. The harness's buffers
+// are NULL where there is no neighbour (the embeddings' input, the head's
+// output).
+typedef struct {
+    Pp *pp;
+    int prev, next, total;
+    int f, b;              // forward and backward passes done
+    int posted;            // backward passes whose gradient's receive is posted
+    CommHandle *grad;      // that receive's, for backward pass b (NULL: none, the head's)
+} Ring;
+
+// The gradient of the next backward pass is received ahead of it, as soon
+// as its chunk's forward pass has made the buffer: its sender waits for
+// its send to be taken before it goes on, and round the ring of stages a
+// receive posted only when its backward pass comes makes every stage wait
+// for the next (a deadlock). Messages carry no tag and match in the order
+// posted: one receive ahead, in the order of the backward passes, which is
+// the order the next stage sends them (p >= 3: no activation shares the link).
+static void post_gradient(Ring *r) {
+    Pp *pp = r->pp;
+    if (r->posted > r->b || r->b >= r->total) return;
+    int c = chunk_of(pp, r->b, false), mb = micro_of(pp, r->b);
+    if (forward_index(pp, c, mb) >= r->f) return;   // its buffers come with its forward pass
+    void *in = pp_chunk_grad_in(pp, c, mb);
+    r->grad = in ? comm_recv_async_typed(pp->group, in, pp_message_count(pp), pp->type, r->next) : NULL;
+    r->posted = r->b + 1;
+}
+
+static void forward_chunk(Ring *r) {
+    Pp *pp = r->pp;
+    int c = chunk_of(pp, r->f, true), mb = micro_of(pp, r->f);
+    size_t n = pp_message_count(pp);
+    pp_begin_chunk(pp, c, mb, loss_scale(pp));
+    void *in = pp_chunk_act_in(pp, c, mb);
+    if (in) comm_recv_typed(pp->group, in, n, pp->type, r->prev);
+    pp_forward_chunk(pp, c, mb);
+    void *out = pp_chunk_act_out(pp, c, mb);
+    if (out) pp->chunk_send_act[c][mb] = comm_send_async_typed(pp->group, out, n, pp->type, r->next);
+    r->f++;
+    post_gradient(r);
+}
+
+static void backward_chunk(Ring *r) {
+    Pp *pp = r->pp;
+    int c = chunk_of(pp, r->b, false), mb = micro_of(pp, r->b);
+    if (r->grad) comm_wait(r->grad), r->grad = NULL;   // its gradient, received ahead
+    pp_backward_chunk(pp, c, mb);
+    void *out = pp_chunk_grad_out(pp, c, mb);
+    if (out) pp->chunk_send_grad[c][mb] = comm_send_async_typed(pp->group, out, pp_message_count(pp), pp->type, r->prev);
+    r->b++;
+    post_gradient(r);
+    CommHandle **h[] = {&pp->chunk_send_act[c][mb], &pp->chunk_send_grad[c][mb]};
+    for (int i = 0; i < 2; i++)
+        if (*h[i]) comm_wait(*h[i]), *h[i] = NULL;
+    pp_end_chunk(pp, c, mb);
+}
+
+void pp_interleaved(Pp *pp) {
+    pp_zero_grads(pp);
+    int p = pp->p;
+    Ring r = {pp, (pp->s + p - 1) % p, (pp->s + 1) % p, pp->m * pp->v, 0, 0, 0, NULL};
+    // The warm-up: every stage runs the first chunks' (v - 1) p forwards
+    // before the last chunk's first, and 2 more for each stage after it
+    // (1F1B's p - s - 1, twice: a micro-batch crosses each later stage
+    // twice, once each way, before this stage's backward pass).
+    int warmup = (p - pp->s - 1) * 2 + (pp->v - 1) * p;
+    if (warmup > r.total) warmup = r.total;
+    while (r.f < warmup) forward_chunk(&r);
+    while (r.f < r.total) {   // the steady state: one forward, one backward
+        forward_chunk(&r);
+        backward_chunk(&r);
+    }
+    while (r.b < r.total) backward_chunk(&r);   // the cool-down
+}
