@@ -1,8 +1,10 @@
 // test_grader.c: the grader's own arithmetic against what it claims: Adam's
 // reach bounds every AdamW run's element difference (searched over gradient
 // sequences, the worst ones included), a tensor's bulk sets aside exactly its
-// largest 1 in 1000 differences, and the hang diagnosis names a rank the
-// runtime saw stop answering.
+// largest 1 in 1000 differences, the hang diagnosis names a rank the
+// runtime saw stop answering, and the pipeline replay gives the zero-bubble
+// and the interleaved schedules their formulas, a B split only where its
+// stage ran a W of the same chunk and micro-batch.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -283,6 +285,95 @@ START_TEST(timeline_finds_a_stage_that_had_its_input_and_waited) {
 }
 END_TEST
 
+// ---- the replay of pipeline schedules: the split backward and the chunks ----
+
+// Stage s's passes under ZB-H1 (c = 1) or ZB-H2 (c = 2), as the solution
+// orders them: c (p - s - 1) forwards, then for each micro-batch i a
+// forward while any is left, B of i and, from i >= c s, the oldest W.
+static int zb_row(PpEvent *row, int c, int p, int m, int s) {
+    int n = 0, f = 0, w = 0;
+    for (; f < c * (p - s - 1); f++) row[n++] = (PpEvent){PP_PASS_F, f, 0, 0, 0, 0};
+    for (int i = 0; i < m; i++) {
+        if (f < m) row[n++] = (PpEvent){PP_PASS_F, f++, 0, 0, 0, 0};
+        row[n++] = (PpEvent){PP_PASS_B, i, 0, 0, 0, 0};
+        if (i >= c * s) row[n++] = (PpEvent){PP_PASS_W, w++, 0, 0, 0, 0};
+    }
+    while (w < m) row[n++] = (PpEvent){PP_PASS_W, w++, 0, 0, 0, 0};
+    return n;
+}
+
+START_TEST(replay_of_the_zero_bubble_schedules_is_their_formula) {
+    enum { P = 4, M = 8 };
+    PpEvent all[P][3 * M], *rows[P];
+    int n[P];
+    for (int c = 1; c <= 2; c++) {
+        for (int s = 0; s < P; s++) rows[s] = all[s], n[s] = zb_row(all[s], c, P, M, s);
+        double span, bubble = pp_replay(P, rows, n, true, &span);
+        // F, B and W 1 each: a step of 3m + p - 1 passes for both.
+        ck_assert_double_eq_tol(span, 3 * M + P - 1, 1e-12);
+        ck_assert_double_eq_tol(bubble, pp_zb_bubble_formula(P, M), 1e-12);
+        ck_assert_double_eq_tol(pp_span_bubble(P, rows, n), pp_zb_span_bubble_formula(c, P, M), 1e-12);
+    }
+    // Negative control: ZB-H2's passes with the W's gone, each B then the
+    // whole backward (2): no W to fill the gaps, 1F1B's step and bubble.
+    for (int s = 0; s < P; s++) n[s] = pp_events_without(rows[s], n[s], PP_PASS_W);
+    double span, bubble = pp_replay(P, rows, n, true, &span);
+    ck_assert_double_eq_tol(span, 3 * (M + P - 1), 1e-12);
+    ck_assert_double_eq_tol(bubble, pp_bubble_formula(P, M), 1e-12);
+}
+END_TEST
+
+// A B is split where its stage runs a W of the same chunk and micro-batch:
+// a W of another chunk of the same micro-batch leaves it whole.
+START_TEST(a_split_backward_is_matched_on_chunk_and_micro_batch) {
+    // One stage, two chunks (v = 2: a pass 1/2 of a stage's): micro-batch
+    // 0 forward through chunk 0 and 1, its backward through chunk 1 split
+    // (B then W), through chunk 0 whole.
+    PpEvent row[5] = {{PP_PASS_F, 0, 0, 0, 0, 0}, {PP_PASS_F, 0, 0, 0, 0, 1}, {PP_PASS_B, 0, 0, 0, 0, 1},
+                      {PP_PASS_B, 0, 0, 0, 0, 0}, {PP_PASS_W, 0, 0, 0, 0, 1}};
+    PpEvent *rows[1] = {row};
+    int n[1] = {5};
+    ck_assert(pp_split_b(row, 5, 2));
+    ck_assert(!pp_split_b(row, 5, 3));   // by micro-batch alone it would be split
+    ck_assert_double_eq_tol(pp_event_units(row, 5, 2), 1, 1e-12);
+    ck_assert_double_eq_tol(pp_event_units(row, 5, 3), 2, 1e-12);
+    double span, bubble = pp_replay(1, rows, n, true, &span);
+    // (1 + 1 + 1 + 2 + 1) / 2: matched by micro-batch alone, 2.5.
+    ck_assert_double_eq_tol(span, 3, 1e-12);
+    ck_assert_double_eq_tol(bubble, 0, 1e-12);
+    ck_assert_double_eq_tol(row[4].start, row[3].end, 1e-12);
+}
+END_TEST
+
+// Megatron-LM's interleaved order (the solution's): the k-th pass of a kind
+// is of chunk (k mod p v) div p (backward: the chunks in reverse) and
+// micro-batch (k div p v) p + k mod p; (p - s - 1) 2 + (v - 1) p forwards
+// to warm up, then one forward and one backward in turn.
+static int interleaved_row(PpEvent *row, int p, int v, int m, int s) {
+    int n = 0, total = m * v, warmup = (p - s - 1) * 2 + (v - 1) * p, f = 0, b = 0;
+    warmup = warmup < total ? warmup : total;
+    for (int k = 0; k < 2 * total; k++) {
+        bool fwd = f < warmup || (f < total && (f - warmup) <= b);
+        int j = fwd ? f++ : b++, c = j % (p * v) / p;
+        row[n++] = (PpEvent){fwd ? PP_PASS_F : PP_PASS_B, j / (p * v) * p + j % p, 0, 0, 0, fwd ? c : v - 1 - c};
+    }
+    return n;
+}
+
+START_TEST(replay_of_the_interleaved_schedule_is_its_formula) {
+    enum { P = 4, V = 2, M = 8 };
+    PpEvent all[P][2 * M * V], *rows[P];
+    int n[P];
+    for (int s = 0; s < P; s++) rows[s] = all[s], n[s] = interleaved_row(all[s], P, V, M, s);
+    ck_assert_int_eq(pp_events_chunks(rows, n, P), V);
+    double span, bubble = pp_replay(P, rows, n, true, &span);
+    ck_assert_double_eq_tol(bubble, pp_bubble_formula_interleaved(P, V, M), 1e-12);
+    // A chunk's pass 1/v of a stage's: a step of 3m (busy) + 3 (p - 1) / v.
+    ck_assert_double_eq_tol(span, 3 * M + 3.0 * (P - 1) / V, 1e-12);
+    ck_assert(bubble < pp_bubble_formula(P, M) - 0.1);   // 15.8% against 1F1B's 27.3%
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("grader");
     TCase *tc = tcase_create("core");
@@ -292,6 +383,9 @@ int main(void) {
     tcase_add_test(tc, bulk_agrees_with_a_sort);
     tcase_add_test(tc, hang_names_the_rank_that_stopped_answering);
     tcase_add_test(tc, timeline_finds_a_stage_that_had_its_input_and_waited);
+    tcase_add_test(tc, replay_of_the_zero_bubble_schedules_is_their_formula);
+    tcase_add_test(tc, a_split_backward_is_matched_on_chunk_and_micro_batch);
+    tcase_add_test(tc, replay_of_the_interleaved_schedule_is_its_formula);
     tcase_add_test(tc, the_independent_measure_is_not_bounded_on_a_gpu);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
