@@ -826,7 +826,7 @@ static void calls_of(const DumpFile *d, uint64_t rank, char *buf, size_t len) {
 double check_comm_volume(Grader *g, const Run *run, double expected, double least, const char *formula,
                          const char *diagnosis_if_more) {
     const DumpArray *bus = dump_find(run->dump, "comm/bus_bytes");
-    char fig[160], bound[240], b1[32], b2[32], b3[32], diag[1000], calls[400];
+    char fig[160], bound[320], b1[32], b2[32], b3[32], diag[1000], calls[400];
     if (!bus || bus->ndim != 2) {
         grade_check(g, run, "bytes communicated per rank", false, "no comm/bus_bytes", formula,
                     "the harness did not write its counters");

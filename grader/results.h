@@ -10,7 +10,7 @@ typedef struct Run Run;   // the run a check is of (lab.h): its name, and whethe
 typedef struct {
     char lab[16], run[96], check[96];
     bool pass, hidden;
-    char figure[160], bound[160], diagnosis[1024];
+    char figure[160], bound[320], diagnosis[1024];
     double ratio;   // the figure over its bound (a check passes at <= 1), NaN when it has none
 } Result;
 
