@@ -126,6 +126,8 @@ COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
 LIB := $(BUILD)/libcommon.a
 
 TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check
+# build/ppfigure draws lab05's schedules: a release without lab05 has none.
+TOOLS += $(if $(wildcard lab05_pipeline/schedule_given.c),$(BUILD)/ppfigure)
 
 # Unit tests: plain programs (Check, fork mode) and MPI programs (run under
 # mpirun by tests/runner.py, Check in no-fork mode).
@@ -324,6 +326,12 @@ gpu-check:
 $(BUILD)/gpu_check: $(OBJ)/tools/gpu_check.o $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
 $(OBJ)/tools/gpu_check.o: CFLAGS += -Igrader
+
+# build/ppfigure draws lab05's runs on one time axis from their dumps, with
+# the grader's replay (libverdict) and lab05's own drawing of a schedule.
+$(BUILD)/ppfigure: $(OBJ)/tools/ppfigure.o $(OBJ)/lab05_pipeline/schedule_given.o $(VERDICT) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+$(OBJ)/tools/ppfigure.o: CFLAGS += -Igrader -Ilab05_pipeline
 
 # Does correct code pass on every machine, and is every bug still caught?
 yardstick: all
