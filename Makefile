@@ -219,12 +219,24 @@ $(GRADER_TEST): $(OBJ)/grader/tests/test_grader.o $(BUILD)/libtestutil.a $(VERDI
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
 
+# A lab whose given code is other labs' answers names their sources in
+# LAB_USES_<dir> (compiled as those labs compile them, linked into both of
+# its programs), the labs in LAB_BUILT_ON_<dir>, and their headers' folders
+# in LAB_INCLUDES_<dir>. lab07, the capstone: each pipeline stage runs
+# lab06's sequence parallelism on lab06's split layers, and lab05's
+# schedules drive the micro-batches. It is released only with those labs
+# (student-release, below).
+LAB_USES_lab07_3d_parallel := lab05_pipeline/solution/pipeline.c lab06_sequence_parallel/solution/sp.c \
+                              lab06_sequence_parallel/tp_given.c
+LAB_BUILT_ON_lab07_3d_parallel := lab05 lab06
+LAB_INCLUDES_lab07_3d_parallel := -Ilab05_pipeline -Ilab06_sequence_parallel
+
 define LAB_RULES
 $(1)_ID := $(word 1,$(subst _, ,$(1)))
-$(1)_HARNESS := $(1)/main.c $(wildcard $(1)/*_given.c)
+$(1)_HARNESS := $(1)/main.c $(wildcard $(1)/*_given.c) $(LAB_USES_$(1))
 $(1)_STUDENT := $$(filter-out $$($(1)_HARNESS),$$(wildcard $(1)/*.c))
 $(1)_SOLUTION := $$(patsubst $(1)/%,$(1)/solution/%,$$($(1)_STUDENT))
-$(OBJ)/$(1)/%.o: CFLAGS += -I$(1) -Igrader
+$(OBJ)/$(1)/%.o: CFLAGS += -I$(1) -Igrader $(LAB_INCLUDES_$(1))
 $(BUILD)/$$($(1)_ID): $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
 $(BUILD)/$$($(1)_ID)_solution: $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)

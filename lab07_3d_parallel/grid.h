@@ -1,0 +1,57 @@
+// grid.h: the rank grid of 3D parallelism, the interface between the
+// harness (main.c) and the student's file (grid.c).
+//
+// N = dp x pp x tp ranks. Every rank has a place on the grid: its
+// coordinates (dp, pp, tp), and it belongs to three groups, one along each
+// axis: the ranks that differ from it in that coordinate alone.
+//
+//   TP group: the t ranks of one pipeline stage of one replica; they split
+//             every layer of the stage by width (lab04, lab06) and talk
+//             at every layer, twice a block each way: the most traffic,
+//             so they must be the closest ranks (one node's NVLink).
+//   PP group: the p stages of one replica, holding the same TP part
+//             (rank tp of every stage's TP group); activations forward
+//             and gradients back, once a micro-batch (lab05).
+//   DP group: the dp replicas of the same stage and TP part; their
+//             gradients are averaged once a step (lab02, lab03).
+//
+// The order of the ranks is Megatron-LM's: tensor-parallel innermost (t
+// consecutive ranks: the same node), then pipeline, then data. With t = 2,
+// p = 2, dp = 2:
+//
+//            stage 0          stage 1
+//   dp 0   [ 0  1 ]  ---->  [ 2  3 ]
+//   dp 1   [ 4  5 ]  ---->  [ 6  7 ]
+//
+// TP groups {0 1} {2 3} {4 5} {6 7}; PP groups {0 2} {1 3} {4 6} {5 7};
+// DP groups {0 4} {1 5} {2 6} {3 7}.
+#pragma once
+
+#include "comm.h"
+
+typedef struct {
+    int dp, pp, tp;   // the grid's sizes (N = dp pp tp), or a rank's coordinates on it
+} GridDims;
+
+typedef struct {
+    GridDims n;       // the sizes
+    GridDims at;      // this rank's coordinates: 0 <= at.dp < n.dp, ...
+    // The three groups this rank belongs to (comm_split of the world). Each
+    // is ordered by the coordinate along its axis: rank at.tp of tp_group,
+    // at.pp of pp_group (stage s is rank s), at.dp of dp_group.
+    Comm *tp_group, *pp_group, *dp_group;
+} Grid;
+
+// ---- the student's functions (grid.c), in the order of the TODOs ------------
+
+// 1a. The coordinates of world rank `rank` on a grid of sizes n: tensor
+//     parallel innermost (ranks t q .. t q + t - 1 form a TP group), then
+//     pipeline, then data.
+GridDims grid_coords(GridDims n, int rank);
+
+// 1b. This rank's three groups, from the world (collective over it): g->n
+//     and g->at are filled in; set g->tp_group, g->pp_group, g->dp_group.
+void grid_groups(Grid *g, Comm *world);
+
+// A function the student has not written yet says so by calling this first.
+void lab_todo(const char *function);

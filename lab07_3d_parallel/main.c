@@ -1,0 +1,313 @@
+// main.c: lab07's harness. Students do not edit it.
+//
+//   mpirun -np N build/lab07 --tp t --pp p [--micro m] [--schedule gpipe|1f1b]
+//
+// The capstone: data, tensor (with sequence) and pipeline parallelism on
+// one grid of N = dp x p x t ranks (grid.h). The student's grid.c places
+// each rank on the grid and makes its three groups; the rest is the
+// earlier labs' answers, given: each pipeline stage's units run
+// tensor-parallel with sequence parallelism over its TP group (lab06's
+// sp.c on lab06's split layers), the micro-batches go through the stages
+// by lab05's schedule (pipeline.c) over the PP group, and after the
+// pipeline's last backward pass the DP group averages the gradients.
+// Every step prints the loss beside single-device training's.
+//
+// The given code of this lab is the solutions of labs 05 and 06 (the
+// Makefile links their objects): README.md, "Building and releasing",
+// says why lab07 is released only with them.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "comm.h"
+#include "core.h"
+#include "data.h"
+#include "dump.h"
+#include "gpt.h"
+#include "grid.h"
+#include "harness.h"
+#include "mem.h"
+#include "ops.h"
+#include "optim.h"
+#include "pipeline.h"
+#include "sp.h"
+#include "stage_given.h"
+#include "tp_given.h"
+#include "tp_layout.h"
+#include "trace.h"
+
+// ---- the student's unfinished functions ------------------------------------
+
+static const char *const HOOKS[] = {"grid_coords", "grid_groups"};
+
+void lab_todo(const char *function) { harness_todo(function); }
+
+// ---- the grid, checked and printed -----------------------------------------
+
+// World rank q's coordinates in Megatron's order (what grid.h asks for).
+static GridDims megatron(GridDims n, int q) {
+    return (GridDims){.dp = q / (n.tp * n.pp), .pp = q / n.tp % n.pp, .tp = q % n.tp};
+}
+
+static int world_rank_at(GridDims n, GridDims at) { return (at.dp * n.pp + at.pp) * n.tp + at.tp; }
+
+static const char *fmt_at(GridDims at, char *buf, size_t len) {
+    snprintf(buf, len, "(dp %d, pp %d, tp %d)", at.dp, at.pp, at.tp);
+    return buf;
+}
+
+// One group, against the coordinates: its size, this rank's place in it
+// (the coordinate along its axis), and its members, which must be the
+// ranks that agree on the two other coordinates, in order.
+static void check_group(Comm *group, const char *name, int axis, const Grid *g, const GridDims *all, int N) {
+    const int size = axis == 0 ? g->n.dp : axis == 1 ? g->n.pp : g->n.tp;
+    const int mine = axis == 0 ? g->at.dp : axis == 1 ? g->at.pp : g->at.tp;
+    CHECK(group, "grid_groups left g->%s NULL: every rank needs its three groups (fix grid_groups in grid.c)", name);
+    CHECK(comm_size(group) == size, "the %s of world rank %d has %d ranks; along its axis the grid has %d (fix "
+          "grid_groups in grid.c: the color must pair the ranks that agree on the two other coordinates)", name,
+          comm_rank(comm_world()), comm_size(group), size);
+    CHECK(comm_rank(group) == mine, "world rank %d is rank %d of its %s, and its coordinate along that axis is %d: "
+          "order the group by it (the key of comm_split; fix grid_groups in grid.c)", comm_rank(comm_world()),
+          comm_rank(group), name, mine);
+    int me = comm_rank(comm_world()), *members = malloc((size_t)size * sizeof *members);
+    CHECK(members, "out of memory");
+    comm_all_gather_host(group, &me, sizeof me, members);
+    for (int k = 0; k < size; k++) {
+        GridDims want = g->at;
+        *(axis == 0 ? &want.dp : axis == 1 ? &want.pp : &want.tp) = k;
+        int q = -1;
+        for (int i = 0; i < N; i++)
+            if (all[i].dp == want.dp && all[i].pp == want.pp && all[i].tp == want.tp) q = i;
+        char b[64];
+        CHECK(members[k] == q, "rank %d of world rank %d's %s is world rank %d; the rank at %s is %d (fix "
+              "grid_groups in grid.c)", k, me, name, members[k], fmt_at(want, b, sizeof b), q);
+    }
+    free(members);
+}
+
+// The student's coordinates and groups, checked on every rank: every place
+// of the grid taken once, in Megatron's order, and each group the ranks
+// along one axis through this rank.
+static void grid_check(const Grid *g, Comm *world, GridDims *all) {
+    const int N = comm_size(world);
+    comm_all_gather_host(world, &g->at, sizeof g->at, all);
+    char b1[64], b2[64];
+    for (int q = 0; q < N; q++) {
+        GridDims at = all[q];
+        CHECK(at.dp >= 0 && at.dp < g->n.dp && at.pp >= 0 && at.pp < g->n.pp && at.tp >= 0 && at.tp < g->n.tp,
+              "grid_coords puts world rank %d at %s, off the grid of %d x %d x %d (fix grid_coords in grid.c)", q,
+              fmt_at(at, b1, sizeof b1), g->n.dp, g->n.pp, g->n.tp);
+        for (int o = 0; o < q; o++)
+            CHECK(world_rank_at(g->n, all[o]) != world_rank_at(g->n, at),
+                  "grid_coords puts world ranks %d and %d both at %s: every place of the grid holds one rank (fix "
+                  "grid_coords in grid.c)", o, q, fmt_at(at, b1, sizeof b1));
+        GridDims want = megatron(g->n, q);
+        CHECK(at.dp == want.dp && at.pp == want.pp && at.tp == want.tp,
+              "grid_coords puts world rank %d at %s; Megatron's order puts it at %s: tensor-parallel innermost, so "
+              "that a TP group's ranks are consecutive, on one node's fastest links (fix grid_coords in grid.c)", q,
+              fmt_at(at, b1, sizeof b1), fmt_at(want, b2, sizeof b2));
+    }
+    check_group(g->tp_group, "tp_group", 2, g, all, N);
+    check_group(g->pp_group, "pp_group", 1, g, all, N);
+    check_group(g->dp_group, "dp_group", 0, g, all, N);
+}
+
+// "{0 2}": the world ranks of the group along `axis` through `at`.
+static const char *members(GridDims n, GridDims at, int axis, char *buf, size_t len) {
+    const int size = axis == 0 ? n.dp : axis == 1 ? n.pp : n.tp;
+    size_t o = (size_t)snprintf(buf, len, "{");
+    for (int k = 0; k < size && o < len; k++) {
+        *(axis == 0 ? &at.dp : axis == 1 ? &at.pp : &at.tp) = k;
+        o += (size_t)snprintf(buf + o, len - o, k ? " %d" : "%d", world_rank_at(n, at));
+    }
+    if (o < len) snprintf(buf + o, len - o, "}");
+    return buf;
+}
+
+// The grid drawn (a row per replica, a box per stage holding its TP
+// group), then each rank's coordinates and groups.
+static void grid_print(const Grid *g, const GridDims *all, int N) {
+    GridDims n = g->n;
+    print0("grid: %d ranks = %d data-parallel x %d pipeline x %d tensor-parallel (tensor innermost, then pipeline, "
+           "then data)\n", N, n.dp, n.pp, n.tp);
+    for (int d = 0; d < n.dp; d++) {
+        char line[1024];
+        size_t o = (size_t)snprintf(line, sizeof line, "  dp %-3d", d);
+        for (int s = 0; s < n.pp && o < sizeof line; s++) {
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s[", s ? "  ->  " : " ");
+            for (int k = 0; k < n.tp && o < sizeof line; k++)
+                o += (size_t)snprintf(line + o, sizeof line - o, " %d", world_rank_at(n, (GridDims){d, s, k}));
+            o += (size_t)snprintf(line + o, sizeof line - o, " ]");
+        }
+        print0("%s\n", line);
+    }
+    print0("  rank  dp  pp  tp   TP group      PP group      DP group\n");
+    for (int q = 0; q < N; q++) {
+        char t[64], p[64], d[64];
+        print0("  %4d %3d %3d %3d   %-13s %-13s %s\n", q, all[q].dp, all[q].pp, all[q].tp, members(n, all[q], 2, t, 64),
+               members(n, all[q], 1, p, 64), members(n, all[q], 0, d, 64));
+    }
+}
+
+// ---- the model gathered (bookkeeping, after training) -------------------------------
+
+// Unit u whole on world rank 0's host (NULL elsewhere): the TP group of the
+// first replica's stage that holds it gathers its parts, and its rank 0
+// hands the unit to world rank 0.
+static float *gather_unit(const Pp *pp, const Grid *g, Comm *world, int u, float *const *units) {
+    float *whole = stage_holds(pp, u) ? tp_layout_gather_unit(pp->run->L, u, units[u]) : NULL;
+    const bool give = whole && g->at.dp == 0;
+    size_t bytes = give ? pp->run->m->units[u].size * sizeof(float) : 0;
+    size_t *lens = comm_rank(world) == 0 ? malloc((size_t)comm_size(world) * sizeof *lens) : NULL;
+    float *out = comm_gather_host(world, whole, bytes, 0, lens);
+    free(lens);
+    free(whole);
+    return out;
+}
+
+static float **gather_model(const Pp *pp, const Grid *g, Comm *world, float *const *units) {
+    const int nunits = pp->run->m->nunits;
+    float **out = comm_rank(world) == 0 ? calloc((size_t)nunits, sizeof *out) : NULL;
+    for (int u = 0; u < nunits; u++) {
+        float *w = gather_unit(pp, g, world, u, units);
+        if (out) out[u] = w;
+        else free(w);
+    }
+    return out;
+}
+
+// ---- main ------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    // The hooks are fixed before any student code runs (harness.h).
+    harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
+    Args a = args_defaults();
+    a.dropout = 0.1;   // as lab06: the masks, keyed by the global row and token, are part of the check
+    int t = 1, p = 1, micro = 2;
+    const char *schedule = "1f1b";
+    bool no_ref = false;
+    ArgExtra extras[] = {
+        {"tp", ARG_INT, &t, "t: tensor-parallel ranks per stage (consecutive ranks), with sequence parallelism", 1,
+         1 << 16, NULL, NULL},
+        {"pp", ARG_INT, &p, "p: pipeline stages per replica; the ranks left over, N / (t p), are data-parallel", 1,
+         1 << 16, NULL, NULL},
+        {"micro", ARG_INT, &micro, "m: micro-batches per step (m divides a replica's rows of the batch)", 1,
+         PP_MAX_MICRO, NULL, NULL},
+        {"schedule", ARG_CHOICE, &schedule, "the pipeline schedule (lab05's)", 0, 0, "gpipe|1f1b", NULL},
+        {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
+        {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
+    };
+    args_takes(ARGS_ALL, NULL);
+    args_parse(&a, argc, argv,
+               "lab07: data, tensor (with sequence) and pipeline parallelism on one grid of ranks, checked against "
+               "single-device training.",
+               extras);
+    Comm *c = harness_start(&a, &argc, &argv);
+    const int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
+    if (N % (t * p))
+        core_usage_error("--tp %d x --pp %d = %d does not divide %d ranks: the grid is N = dp x p x t; use -np %d, "
+                         "or a t and a p whose product divides %d", t, p, t * p, N, t * p * (N / (t * p) + 1), N);
+    if (p > nunits)
+        core_usage_error("%d stages for %d units (the embeddings, %d blocks, the head): a stage needs a unit; use "
+                         "--pp %d or fewer", p, nunits, a.layers, nunits);
+    tp_check_shape(&a, t, N, true);
+    const int dp = N / (t * p);
+
+    // The grid: the student's coordinates and groups, checked on every rank.
+    Grid g = {.n = {.dp = dp, .pp = p, .tp = t}};
+    g.at = grid_coords(g.n, r);
+    grid_groups(&g, c);
+    if (harness_any_unfinished()) {
+        harness_print_unfinished();
+        print0("the ranks have no place on the grid yet, so nothing can train: write TODO 1 in grid.c\n");
+        comm_finalize();
+        harness_exit(1);
+    }
+    GridDims *all = malloc((size_t)N * sizeof *all);
+    CHECK(all, "out of memory");
+    grid_check(&g, c, all);
+
+    int row0, rows;   // this replica's rows of the batch
+    data_rank_rows(a.batch, dp, g.at.dp, &row0, &rows);
+    if (rows % micro)
+        core_usage_error("--micro %d does not divide a replica's %d rows of the batch (%d rows over %d replica%s); "
+                         "use --micro among the divisors of %d", micro, rows, a.batch, dp, dp == 1 ? "" : "s", rows);
+    harness_check_fits(&a, rows, !no_ref);
+    Reference ref = harness_reference(c, &a, !no_ref);
+
+    GptConfig cfg = {.B = rows / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
+                     .dropout = (float)a.dropout, .seed = a.seed, .precision = GPT_FP32};
+    Gpt *model = gpt_create(&cfg);
+    Sp sp = {.tp = {.group = g.tp_group, .t = t, .r = g.at.tp, .B = cfg.B, .T = a.seq, .C = a.dim, .NH = a.heads,
+                    .V = a.vocab},
+             .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed, .recompute = GPT_RECOMPUTE_NONE};
+    TpLayout L;
+    tp_layout_make(&L, model, g.tp_group, tpg_split, &sp.tp, false, "the given split of tp_given.c");
+    tpg_sizes(&sp.tp, &L);
+    Pp pp = {.group = g.pp_group, .p = p, .s = g.at.pp, .m = micro, .rows = rows, .micro_rows = cfg.B, .T = a.seq,
+             .C = a.dim};
+    pp_partition(nunits, p, pp.s, &pp.u0, &pp.u1);   // lab05's
+    int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
+    CHECK(x && y, "out of memory");
+    PpRun run;
+    mem_reset_peaks();
+    stage_create(&pp, &run, model, &sp, &L, row0, x, y);
+    float **mom_m = calloc((size_t)nunits, sizeof *mom_m), **mom_v = calloc((size_t)nunits, sizeof *mom_v);
+    CHECK(mom_m && mom_v, "out of memory");
+    for (int u = pp.u0; u < pp.u1; u++) {
+        mom_m[u] = mem_alloc_floats(L.size[u], MEM_OPTIM, "adam m");
+        mom_v[u] = mem_alloc_floats(L.size[u], MEM_OPTIM, "adam v");
+    }
+
+    const bool gpipe = strcmp(schedule, "gpipe") == 0;
+    char desc[96];
+    print0("[lab07] %d rank%s · %s · %s · %s · fp32 · %d data-parallel x %d pipeline (%s, %d micro-batch%s of %d "
+           "row%s) x %d tensor-parallel with sequence parallelism · dropout %g\n", N, N == 1 ? "" : "s",
+           mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc), dp, p,
+           gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", cfg.B, cfg.B == 1 ? "" : "s", t, a.dropout);
+    grid_print(&g, all, N);
+
+    OptimConfig optim = optim_from_args(&a);
+    Data data;
+    data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
+    DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
+    char extra[160];
+    snprintf(extra, sizeof extra, "tp %d\npp %d\ndp %d\nmicro %d\nschedule %s\n", t, p, dp, micro, schedule);
+    dump_run_meta(dw, c, "lab07", &a, extra);
+    // (The grader's checks of lab07 come with its spec: no verdict yet.)
+    HarnessRun hr = harness_run(c, &a, &ref, "lab07", NULL);
+    ops_release_scratch();
+    mem_reset_peaks();
+    comm_stats_reset();
+    harness_seal_measures();
+
+    for (int s = 0; s < a.steps; s++) {
+        harness_step_begin(&hr);
+        data_slice(&data, s, row0, rows, 0, a.seq, x, y);
+        stage_step_begin(&pp, s);
+        (gpipe ? pp_gpipe : pp_1f1b)(&pp);   // lab05's schedules, over the stage's micro-batch API
+        // Data parallelism across replicas, after the pipeline's last
+        // backward pass: each rank's parts of its stage's units, averaged
+        // with the same parts on the other replicas.
+        for (int u = pp.u0; dp > 1 && u < pp.u1; u++) comm_all_reduce_avg(g.dp_group, run.grads[u], L.size[u]);
+        trace_begin("optimizer", "compute");
+        for (int u = pp.u0; u < pp.u1; u++)
+            optim_step(&optim, s + 1, false, run.params[u], run.grads[u], NULL, mom_m[u], mom_v[u], L.size[u]);
+        trace_end();
+        // The loss is the last stage's (every rank of its TP group has it:
+        // one of them counts), the mean over the replicas.
+        bool counts = pp.s == p - 1 && g.at.tp == 0;
+        harness_step_end(&hr, s, counts ? run.loss : 0, dp);
+    }
+    MemReport mem = mem_report();
+    harness_print_mean_step(&hr, false);
+    harness_print_memory(c, &mem);
+
+    // Afterwards, not measured: the whole model gathered on rank 0.
+    float **whole = gather_model(&pp, &g, c, run.params), **whole_m = gather_model(&pp, &g, c, mom_m),
+          **whole_v = gather_model(&pp, &g, c, mom_v);
+    free(all);
+    harness_finish(&hr, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
+                                      .v = whole_v, .host = true, .groups = {g.tp_group, g.pp_group, g.dp_group}});
+}
