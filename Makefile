@@ -125,7 +125,7 @@ COMMON_CU := $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
 COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
 LIB := $(BUILD)/libcommon.a
 
-TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check
+TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check $(BUILD)/plan
 
 # Unit tests: plain programs (Check, fork mode) and MPI programs (run under
 # mpirun by tests/runner.py, Check in no-fork mode).
@@ -324,6 +324,10 @@ gpu-check:
 $(BUILD)/gpu_check: $(OBJ)/tools/gpu_check.o $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
 $(OBJ)/tools/gpu_check.o: CFLAGS += -Igrader
+# The planner: the labs' formulas (grader/plan.h, in the grader's library).
+$(BUILD)/plan: $(OBJ)/tools/plan.o $(VERDICT) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+$(OBJ)/tools/plan.o: CFLAGS += -Igrader
 
 # Does correct code pass on every machine, and is every bug still caught?
 yardstick: all
