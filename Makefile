@@ -152,12 +152,14 @@ GRADER := $(BUILD)/grade
 
 # The grader's own unit test: its arithmetic (grader/tests/test_grader.c).
 GRADER_TEST := $(BUILD)/tests/test_grader
+# The planner's (grader/tests/test_plan.c).
+PLAN_TEST := $(BUILD)/tests/test_plan
 
-PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST)
+PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST) $(PLAN_TEST)
 
 .PHONY: all deps check-deps demo test test-run test-unit test-labs test-grader test-release tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release yardstick
 all: $(PROGRAMS)
-tests: $(TESTS) $(TEST_HELPERS)
+tests: $(TESTS) $(TEST_HELPERS) $(PLAN_TEST)
 
 help:
 	@sed -n '/^#/!q; s/^# \{0,1\}//p' Makefile
@@ -213,6 +215,9 @@ $(GRADER): $(OBJ)/grader/grade.o $(VERDICT) $(LIB)
 
 $(OBJ)/grader/tests/%.o: CFLAGS += $(CHECK_CFLAGS) -Igrader -Icommon/tests
 $(GRADER_TEST): $(OBJ)/grader/tests/test_grader.o $(BUILD)/libtestutil.a $(VERDICT) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
+$(PLAN_TEST): $(OBJ)/grader/tests/test_plan.o $(BUILD)/libtestutil.a $(VERDICT) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
 
