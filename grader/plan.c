@@ -215,7 +215,7 @@ PlanResult plan_evaluate(const PlanModel *m, const PlanGpu *g, int gpus, int bat
     // for each micro-batch's forward and backward and reduce-scattering its
     // gradients (lab03's 1.5 x for one micro-batch).
     r.dp_net = (double)t * p * dp > g->node_gpus;
-    double psi = r.layers * P.block / t + fmax(P.embed, P.head) / t;
+    double psi = r.layers * P.block / t + (p == 1 ? P.embed + P.head : fmax(P.embed, P.head)) / t;
     double G = E;
     if (dp > 1) {
         double ring = (double)(dp - 1) / dp;

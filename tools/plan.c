@@ -19,6 +19,7 @@ static double gb(double x) { return x / 1e9; }
 
 int main(int argc, char **argv) {
     const char *model = NULL, *gpu = "H100", *layout = NULL, *arch = "gpt";
+    const char *config = NULL;
     int kv = 0, ffn = 0, gpus = 0, node = 8, top = 10;
     double eff = 0.75;
     ArgExtra extras[] = {
@@ -33,6 +34,8 @@ int main(int argc, char **argv) {
         {"top", ARG_INT, &top, "configurations to print", 1, 1 << 20, NULL, "K"},
         {"efficiency", ARG_DOUBLE, &eff, "the share of the bf16 peak the matrix products reach", 0.01, 1, NULL, "X"},
         {"layout", ARG_STRING, &layout, "T,P,DP: say where this layout ranks, and its best configuration", 1, 0, NULL, "T,P,DP"},
+        {"config", ARG_STRING, &config, "T,P,V,DP,SP,ZERO,RECOMPUTE,B: this configuration's figures alone, one "
+         "\"name value\" a line (RECOMPUTE 0 none, 1 selective, 2 full)", 1, 0, NULL, "LIST"},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
     args_takes(ARGS_BATCH | ARGS_SEQ | ARGS_DIM | ARGS_HEADS | ARGS_LAYERS | ARGS_VOCAB | ARGS_PRECISION,
@@ -76,6 +79,20 @@ int main(int argc, char **argv) {
     if (layout && lt * lp * ldp != gpus)
         core_usage_error("--layout %s makes %d GPUs, not --gpus %d", layout, lt * lp * ldp, gpus);
 
+    if (config) {
+        PlanConfig c = {0};
+        int sp, rc;
+        if (sscanf(config, "%d,%d,%d,%d,%d,%d,%d,%d", &c.t, &c.p, &c.v, &c.dp, &sp, &c.zero, &rc, &c.b) != 8 ||
+            rc < 0 || rc > 2 || c.zero < 0 || c.zero > 3)
+            core_usage_error("--config %s: give T,P,V,DP,SP,ZERO,RECOMPUTE,B (e.g. --config 1,1,1,2,0,2,0,8)", config);
+        c.sp = sp, c.rc = (GptRecompute)rc, c.bf16 = bf16;
+        PlanResult r = plan_evaluate(&M, &G, gpus, batch, eff, c);
+        if (!r.valid) core_usage_error("--config %s is not a configuration of this model: %s", config, r.invalid);
+        printf("params %.0f\ngrads %.0f\noptim %.0f\nacts %.0f\ntotal %.0f\ntp_bytes %.0f\npp_bytes %.0f\ndp_bytes "
+               "%.0f\nstep %.6g\nmfu %.4f\n", r.params, r.grads, r.optim, r.acts, r.total, r.tp_bytes, r.pp_bytes,
+               r.dp_bytes, r.step, r.mfu);
+        return 0;
+    }
     PlanParams P = plan_params(&M);
     printf("[plan] %s · %s · %dL %dC %dH (%d kv) f %d · s %d · V %d · %.4g B params (blocks %.4g B, embeddings %.4g B, "
            "head %.4g B) · %.4g GFLOPs a token (6 N_matmul + 12 L s h)\n",

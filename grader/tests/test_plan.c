@@ -80,7 +80,7 @@ END_TEST
 // 405B pre-training at 8K tokens, 16M tokens a batch (2048 sequences), on
 // 8,192 GPUs (TP 8, CP 1, PP 16, DP 64) and 16,384 (TP 8, CP 1, PP 16, DP
 // 128). Both must fit the planner's H100 and come within its K = 3 fastest
-// layouts: of the 20 to 30 layouts that fit, the planner leaves out what
+// layouts: of the layouts that fit, the planner leaves out what
 // separates the first few (overlap of communication with compute, the
 // paper's own pipeline tweaks), and a published layout below them would
 // say its model of the step is wrong, not just rough.
