@@ -13,6 +13,7 @@
 #   make yardstick  the grader on every legitimate rounding (OpenBLAS kernels, ARCH, ROUNDING=alt)
 #                   and on every planted bug: each check's separation (about an hour; build/yardstick/)
 #   make lab03-figure the ZeRO paper's memory table, measured, as build/lab03-memory.svg
+#   make lab05-schedules lab05's five schedules on one time axis, as docs/figures/lab05-schedules.svg
 #   make labNN      build a lab (build/labNN from your file, and the solution)
 #   make check-labNN  grade your file of one lab (the fast subset of runs)
 #   make grade      grade every lab (build/grade --help: --solutions, --json, ...)
@@ -126,6 +127,8 @@ COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
 LIB := $(BUILD)/libcommon.a
 
 TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check $(BUILD)/plan
+# build/ppfigure draws lab05's schedules: a release without lab05 has none.
+TOOLS += $(if $(wildcard lab05_pipeline/schedule_given.c),$(BUILD)/ppfigure)
 
 # Unit tests: plain programs (Check, fork mode) and MPI programs (run under
 # mpirun by tests/runner.py, Check in no-fork mode).
@@ -334,6 +337,12 @@ $(BUILD)/plan: $(OBJ)/tools/plan.o $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
 $(OBJ)/tools/plan.o: CFLAGS += -Igrader
 
+# build/ppfigure draws lab05's runs on one time axis from their dumps, with
+# the grader's replay (libverdict) and lab05's own drawing of a schedule.
+$(BUILD)/ppfigure: $(OBJ)/tools/ppfigure.o $(OBJ)/lab05_pipeline/schedule_given.o $(VERDICT) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+$(OBJ)/tools/ppfigure.o: CFLAGS += -Igrader -Ilab05_pipeline
+
 # Does correct code pass on every machine, and is every bug still caught?
 yardstick: all
 	@scripts/yardstick-matrix.sh $(BUILD)/yardstick
@@ -342,6 +351,32 @@ yardstick: all
 NP_FIGURE ?= 4
 lab03-figure: $(LAB03_BIN)
 	$(call LAB03_RUN,$(MPIRUN) -np $(NP_FIGURE) $(LAB03_BIN) --stage 3 --steps 3 --figure $(BUILD)/lab03-memory.svg)
+
+# lab05's five schedules at p = 4, m = 8 (--layers 6: interleaved's v = 2
+# chunks a stage over p v = 8 units), replayed with equal stages and drawn
+# on one time axis by build/ppfigure: docs/figures/lab05-schedules.svg. In a
+# student release it runs the student's build/lab05, into
+# build/lab05-schedules.svg (the tree's figure is the solution's).
+LAB05_SOLVED := $(wildcard lab05_pipeline/solution/*.c)
+LAB05_BIN := $(BUILD)/$(if $(LAB05_SOLVED),lab05_solution,lab05)
+LAB05_SCHEDULES := gpipe 1f1b interleaved zb-h1 zb-h2
+SCHEDULES_FIGURE := $(if $(LAB05_SOLVED),docs/figures,$(BUILD))/lab05-schedules.svg
+.PHONY: lab05-schedules
+ifneq ($(wildcard lab05_pipeline/main.c),)
+lab05-schedules: $(LAB05_BIN) $(BUILD)/ppfigure
+	@$(if $(LAB05_SOLVED),:,echo "(a student release: this runs your own build/lab05)")
+	@for s in $(LAB05_SCHEDULES); do \
+	  v=$$([ $$s = interleaved ] && echo "--virtual 2"); \
+	  echo "$(LAB05_BIN) --schedule $$s$${v:+ $$v}: $(BUILD)/lab05-$$s.dump"; \
+	  $(MPIRUN) -q -np 4 $(LAB05_BIN) --schedule $$s $$v --micro 8 --layers 6 --steps 2 --no-ref \
+	    --dump $(BUILD)/lab05-$$s.dump > $(BUILD)/lab05-$$s.log 2>&1 || { tail -n 20 $(BUILD)/lab05-$$s.log; \
+	    echo "$$s failed: $(BUILD)/lab05-$$s.log says why$(if $(LAB05_SOLVED),, (your lab05 does not pass yet))"; exit 1; }; \
+	done
+	$(BUILD)/ppfigure -o $(SCHEDULES_FIGURE) $(LAB05_SCHEDULES:%=$(BUILD)/lab05-%.dump)
+else
+lab05-schedules:
+	@echo "lab05 is not in this release: this target runs lab05"
+endif
 
 clean:
 	rm -rf $(BUILD)

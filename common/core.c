@@ -117,7 +117,16 @@ PL_NORETURN void core_usage_error(const char *fmt, ...) {
     if (!up || down) {
         // Before MPI every rank parses the same command line and finds the
         // same mistake: rank 0 alone says it.
-        if (core_rank() == 0) fprintf(stderr, "%s: %s\n", g_program, msg);
+        // The others wait a moment before they exit: mpirun ends the job
+        // at the first rank that exits with an error, and a rank 0 not yet
+        // scheduled (a loaded machine) was ended before its line got out.
+        if (core_rank() == 0) {
+            fprintf(stderr, "%s: %s\n", g_program, msg);
+            fflush(stderr);
+        } else {
+            struct timespec nap = {0, 500 * 1000 * 1000};
+            nanosleep(&nap, NULL);
+        }
         exit(EXIT_USAGE);
     }
     // MPI is up. Finalizing would wait for ranks that never found the

@@ -1089,6 +1089,10 @@ static int check_mutants(Options *o, const LabSpec *lab, const char *dir) {
     qsort(gl.gl_pathv, gl.gl_pathc, sizeof *gl.gl_pathv, by_name);
     int wrong = 0;
     double t0 = core_now();
+    // The wrong answers again at the end, where a log cut to its tail still
+    // shows them: the patch, what it got, its first failed check.
+    char recap[4096] = "";
+    size_t rn = 0;
     for (size_t i = 0; i < gl.gl_pathc; i++) {
         const char *path = gl.gl_pathv[i];
         char expect[512], what[512] = "";
@@ -1112,16 +1116,24 @@ static int check_mutants(Options *o, const LabSpec *lab, const char *dir) {
                      : (ok ? "caught with the diagnosis it should get" : failed ? "caught, but not saying its EXPECT" : "NOT caught"));
         if (!ok) {
             print0("  EXPECT: %s\n", expect);
+            const Result *first = NULL;
             for (int k = 0; k < g.n; k++)
-                if (!g.results[k].pass)
+                if (!g.results[k].pass) {
                     print0("  FAIL %s, %s: %s | %s\n", g.results[k].run, g.results[k].check, g.results[k].figure,
                            g.results[k].diagnosis);
+                    if (!first) first = &g.results[k];
+                }
+            if (rn < sizeof recap)
+                rn += (size_t)snprintf(recap + rn, sizeof recap - rn, "  %s: %s%s%s%s%.200s\n", path,
+                                       legal ? "a legal variant failed" : failed ? "not its EXPECT" : "NOT caught",
+                                       first ? "; first failed: " : "", first ? first->check : "", first ? ": " : "",
+                                       first ? first->diagnosis : "");
             wrong++;
         }
         grader_free(&g);
     }
-    print0("\n%s: %zu planted bugs, %zu answered as expected, %d not (%.0f s)\n", lab->id, gl.gl_pathc,
-           gl.gl_pathc - (size_t)wrong, wrong, core_now() - t0);
+    print0("\n%s: %zu planted bugs, %zu answered as expected, %d not (%.0f s)\n%s", lab->id, gl.gl_pathc,
+           gl.gl_pathc - (size_t)wrong, wrong, core_now() - t0, recap);
     globfree(&gl);
     return wrong;
 }

@@ -137,13 +137,21 @@ void check_master_kept(Grader *g, const Run *run) {
         }
     }
     if (nonzero == 0) return;
+    // In the first steps fp32 moments lie on bf16's grid more often: m is
+    // then (1 - beta1) times a few bf16 gradients, and 1 - 0.9 in fp32 has
+    // trailing zero bits. AdamW's m simulated in fp32 on random bf16
+    // gradients: 20% on the grid after one step, 2% after two, 0.2% after
+    // three, 0.05% from four on; moments stored in bf16: all of them.
+    const double bound = S >= 3 ? 0.01 : S == 2 ? 0.10 : 0.50;
+    char bound_text[120];
+    snprintf(bound_text, sizeof bound_text, "<= %.0f%% (fp32 moments: about %s)", 100 * bound,
+             S >= 4 ? "0.05%" : S == 3 ? "0.2%" : S == 2 ? "2%, after two steps" : "20%, after one step");
     snprintf(fig, sizeof fig, "%.2f%% of AdamW's moments on bf16's grid", 100 * on / nonzero);
-    snprintf(diag, sizeof diag, "%.0f%% of AdamW's moments are bf16 values (moments kept in fp32: about 0.05%%): "
+    snprintf(diag, sizeof diag, "%.0f%% of AdamW's moments are bf16 values (moments kept in fp32: about 0.05%% from the fourth step): "
              "they are stored in bf16, or rounded through it between steps; m and v stay fp32 in mixed precision "
              "(12 bytes a parameter with the master), since v's small squared gradients and each step's (1 - beta) "
              "of a new gradient round away at 2^-8", 100 * on / nonzero);
-    grade_check(g, run, "AdamW's moments kept in fp32", on <= 0.01 * nonzero, fig, "<= 1% (fp32 moments: about 0.05%)",
-                diag);
+    grade_check(g, run, "AdamW's moments kept in fp32", on <= bound * nonzero, fig, bound_text, diag);
 }
 
 void check_peak(Grader *g, const Run *run, int source, const char *what, double bound, const char *why,

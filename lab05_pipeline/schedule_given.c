@@ -50,18 +50,19 @@ static bool ends_backward(const PpEvent *row, int n, int k) {
     return row[k].kind == PP_PASS_W || (row[k].kind == PP_PASS_B && !pp_split_b(row, n, k));
 }
 
-// One panel: a row per stage, a box per event, its label inside.
-static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double y0, const char *title) {
+void pp_svg_panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double span, double y0,
+                  const char *title) {
     const double x0 = 70, w = 860, h = 28;
     int v = pp_events_chunks(ev, n, p);
     fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">%s</text>\n", x0, y0 - 8, title);
     for (int s = 0; s < p; s++) {
         double y = y0 + s * (h + 6);
         fprintf(f, "<text x=\"8\" y=\"%g\">stage %d</text>\n", y + h * 0.65, s);
-        fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"#eeeeee\"/>\n", x0, y, w, h);
+        fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"#eeeeee\"/>\n", x0, y,
+                w * (makespan / span), h);
         for (int k = 0; k < n[s]; k++) {
             const PpEvent *e = &ev[s][k];
-            double a = x0 + w * e->start / makespan, b = x0 + w * e->end / makespan;
+            double a = x0 + w * e->start / span, b = x0 + w * e->end / span;
             // Interleaved: a chunk's index after the micro-batch's (F3a, F3b),
             // and every other chunk's passes a lighter shade.
             char chunk[8] = "", title[32] = "";
@@ -80,14 +81,9 @@ static void panel(FILE *f, int p, PpEvent **ev, const int *n, double makespan, d
     }
 }
 
-// The micro-batches alive on each stage over the replayed time (equal
-// stages): from a micro-batch's forward pass to the end of its backward
-// pass (its W, where split), its activations wait. A strip per stage, its height the count: the
-// memory point of 1F1B against GPipe, whose bubbles are alike.
-static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double y0) {
-    const double x0 = 70, w = 860, h = 28;
+int pp_alive_most(int p, PpEvent *const *ev, const int *n) {
     int most = 1;
-    for (int s = 0; s < p; s++) {   // the largest count anywhere sets the scale
+    for (int s = 0; s < p; s++) {
         int alive = 0;
         for (int k = 0; k < n[s]; k++) {
             alive += ev[s][k].kind == PP_PASS_F;
@@ -95,21 +91,30 @@ static void alive_strip(FILE *f, int p, PpEvent **ev, const int *n, double makes
             alive -= ends_backward(ev[s], n[s], k);
         }
     }
-    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">micro-batches alive on each stage (what each keeps "
-               "for its backward, from the forward to the end of the backward), the same replay; the most: %d</text>\n",
-            x0, y0 - 8, most);
+    return most;
+}
+
+// The micro-batches alive on each stage over the replayed time (equal
+// stages): from a micro-batch's forward pass to the end of its backward
+// pass (its W, where split), its activations wait. A strip per stage, its height the count: the
+// memory point of 1F1B against GPipe, whose bubbles are alike.
+void pp_svg_alive(FILE *f, int p, PpEvent **ev, const int *n, double makespan, double span, double most, double y0,
+                  const char *title) {
+    const double x0 = 70, w = 860, h = 28;
+    fprintf(f, "<text x=\"%g\" y=\"%g\" font-size=\"13\">%s</text>\n", x0, y0 - 8, title);
     for (int s = 0; s < p; s++) {
         double y = y0 + s * (h + 6);
         fprintf(f, "<text x=\"8\" y=\"%g\">stage %d</text>\n", y + h * 0.65, s);
-        fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"#eeeeee\"/>\n", x0, y, w, h);
+        fprintf(f, "<rect x=\"%g\" y=\"%g\" width=\"%g\" height=\"%g\" fill=\"#eeeeee\"/>\n", x0, y,
+                w * (makespan / span), h);
         // Between consecutive events of the stage the count is constant: it
         // rises at a forward's start and falls at a backward's end.
         int alive = 0, peak = 0;
         for (int k = 0; k < n[s]; k++) {
             const PpEvent *e = &ev[s][k];
             if (e->kind == PP_PASS_F) alive++;
-            double a = x0 + w * e->start / makespan;
-            double b = x0 + w * (k + 1 < n[s] ? ev[s][k + 1].start : e->end) / makespan;
+            double a = x0 + w * e->start / span;
+            double b = x0 + w * (k + 1 < n[s] ? ev[s][k + 1].start : e->end) / span;
             double hh = h * alive / most;
             if (b > a && alive > 0)
                 fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#59a14f\">"
@@ -128,10 +133,14 @@ void pp_draw_svg(const char *path, int p, PpEvent **ideal, PpEvent **measured, c
     double H = 3 * (p * 34 + 60) + 40;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"950\" height=\"%g\" font-family=\"sans-serif\" "
                "font-size=\"12\">\n<text x=\"8\" y=\"20\" font-size=\"14\">%s</text>\n", H, caption);
-    panel(f, p, ideal, n, ideal_span, 60, "replayed with equal stages (F 1, B 2, R 1 a recompute; split, B 1 and W 1; "
-          "a chunk's 1/v of them): the schedule's own bubble");
-    alive_strip(f, p, ideal, n, ideal_span, 60 + p * 34 + 70);
-    panel(f, p, measured, n, measured_span, 60 + 2 * (p * 34 + 70), measured_label);
+    pp_svg_panel(f, p, ideal, n, ideal_span, ideal_span, 60, "replayed with equal stages (F 1, B 2, R 1 a recompute; "
+                 "split, B 1 and W 1; a chunk's 1/v of them): the schedule's own bubble");
+    int most = pp_alive_most(p, ideal, n);
+    char alive[256];
+    snprintf(alive, sizeof alive, "micro-batches alive on each stage (what each keeps for its backward, from the "
+             "forward to the end of the backward), the same replay; the most: %d", most);
+    pp_svg_alive(f, p, ideal, n, ideal_span, ideal_span, most, 60 + p * 34 + 70, alive);
+    pp_svg_panel(f, p, measured, n, measured_span, measured_span, 60 + 2 * (p * 34 + 70), measured_label);
     fprintf(f, "</svg>\n");
     CHECK(fclose(f) == 0, "writing %s failed", path);
 }

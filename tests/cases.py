@@ -312,6 +312,9 @@ def labs():
                 mpi(2, "build/lab05", "--schedule", "zb-h1", "--virtual", 2), l5),
         refused("lab05 --virtual with zb-h2 np=3", "--virtual 2 is the interleaved schedule's",
                 mpi(3, "build/lab05", "--schedule", "zb-h2", "--micro", 5, "--batch", 10, "--virtual", 2), l5),
+        refused("ppfigure of a dump not lab05's (build/ref's)", "is not a dump of lab05 (its program: ref)",
+                "build/ref --steps 1 --layers 1 --dump build/ppfigure-ref.dump > /dev/null"
+                " && build/ppfigure -o build/ppfigure-ref.svg build/ppfigure-ref.dump", [have("ppfigure")]),
         refused("lab06 np=3 with 64 tokens a row", "3 ranks cannot split 64 tokens",
                 mpi(3, "build/lab06", "--heads", 6, "--dim", 96, "--vocab", 192), l6),
         refused("lab06 --tp 3 np=4", "--tp 3 does not divide 4 ranks", mpi(4, "build/lab06", "--tp", 3), l6),
@@ -382,6 +385,30 @@ def labs():
                           "build/lab05-zb-h2.svg"))
              + f" && {svg} build/lab05-zb-h2.svg --rects-at-least 192"
              + " && test $(grep -o '<title>weight gradient' build/lab05-zb-h2.svg | wc -l) -eq 64", 300, needs=s),
+        # build/ppfigure: the five schedules at p = 3, m = 6 on one time axis,
+        # a panel and a strip of micro-batches alive each (3 rows of grey
+        # apiece), titled with their bubbles; the longest step (GPipe's and
+        # 1F1B's, 24) spans the axis, interleaved's 21 and the zero-bubble
+        # ones' 20 end before it (860 pixels times 21/24 and 20/24).
+        Case("labs", "ppfigure: lab05's five schedules np=3 on one time axis",
+             "for s in gpipe 1f1b 'interleaved --virtual 2' zb-h1 zb-h2; do n=${s%% *}; "
+             + " ".join(mpi(3, "build/lab05_solution", "--schedule", "$s", "--micro", 6, "--batch", 6, "--steps", 1,
+                            "--no-ref", "--dump", "build/ppfigure-$n.dump"))
+             + " > build/ppfigure-$n.log 2>&1 || { tail -n 20 build/ppfigure-$n.log; exit 1; }; done"
+             " && build/ppfigure -o build/ppfigure.svg build/ppfigure-{gpipe,1f1b,interleaved,zb-h1,zb-h2}.dump"
+             f" && {svg} build/ppfigure.svg --rects-at-least 282"
+             " && test $(grep -c 'font-size=\"13\"' build/ppfigure.svg) -eq 10"
+             " && for t in 'GPipe, p = 3, m = 6, v = 1: bubble 25.0% replayed, formula (p - 1)/(m + p - 1) = 25.0%'"
+             " '1F1B, p = 3, m = 6, v = 1: bubble 25.0% replayed, formula (p - 1)/(m + p - 1) = 25.0%'"
+             " 'interleaved 1F1B, p = 3, m = 6, v = 2: bubble 14.3% replayed, formula (p - 1)/(v m + p - 1) = 14.3%'"
+             " 'ZB-H1, p = 3, m = 6, v = 1: bubble 10.0% replayed, formula (p - 1)/(3m + p - 1) = 10.0%'"
+             " 'ZB-H2, p = 3, m = 6, v = 1: bubble 10.0% replayed, formula (p - 1)/(3m + p - 1) = 10.0%'"
+             " 'ZB-H2: micro-batches alive on each stage, the most 5'; do"
+             " grep -q -F \">$t<\" build/ppfigure.svg || { echo \"no panel titled: $t\"; exit 1; }; done"
+             " && for w in '860 12' '752.5 6' '716.667 12'; do set -- $w;"
+             " test $(grep -c \"width=\\\"$1\\\" height=\\\"28\\\" fill=\\\"#eeeeee\\\"\" build/ppfigure.svg) -eq $2"
+             " || { echo \"not $2 rows of grey $1 wide\"; exit 1; }; done", 120,
+             needs=s + [have("ppfigure")]),
         Case("labs", "lab05 student np=4 1f1b", mpi(4, "build/lab05", "--steps", 2, "--schedule", "1f1b", "--no-ref"), 300,
              Fail("not written yet"), needs=s),
         # lab06 at t = 4, dropout on (the grader's runs cover t = 1 to 4, the
