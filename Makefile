@@ -126,7 +126,7 @@ COMMON_CU := $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
 COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
 LIB := $(BUILD)/libcommon.a
 
-TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check
+TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check $(BUILD)/plan
 # build/ppfigure draws lab05's schedules: a release without lab05 has none.
 TOOLS += $(if $(wildcard lab05_pipeline/schedule_given.c),$(BUILD)/ppfigure)
 
@@ -155,12 +155,14 @@ GRADER := $(BUILD)/grade
 
 # The grader's own unit test: its arithmetic (grader/tests/test_grader.c).
 GRADER_TEST := $(BUILD)/tests/test_grader
+# The planner's (grader/tests/test_plan.c).
+PLAN_TEST := $(BUILD)/tests/test_plan
 
-PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST)
+PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST) $(PLAN_TEST)
 
 .PHONY: all deps check-deps demo test test-run test-unit test-labs test-grader test-release tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release yardstick
 all: $(PROGRAMS)
-tests: $(TESTS) $(TEST_HELPERS)
+tests: $(TESTS) $(TEST_HELPERS) $(PLAN_TEST)
 
 help:
 	@sed -n '/^#/!q; s/^# \{0,1\}//p' Makefile
@@ -216,6 +218,9 @@ $(GRADER): $(OBJ)/grader/grade.o $(VERDICT) $(LIB)
 
 $(OBJ)/grader/tests/%.o: CFLAGS += $(CHECK_CFLAGS) -Igrader -Icommon/tests
 $(GRADER_TEST): $(OBJ)/grader/tests/test_grader.o $(BUILD)/libtestutil.a $(VERDICT) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
+$(PLAN_TEST): $(OBJ)/grader/tests/test_plan.o $(BUILD)/libtestutil.a $(VERDICT) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
 
@@ -355,6 +360,10 @@ gpu-check:
 $(BUILD)/gpu_check: $(OBJ)/tools/gpu_check.o $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
 $(OBJ)/tools/gpu_check.o: CFLAGS += -Igrader
+# The planner: the labs' formulas (grader/plan.h, in the grader's library).
+$(BUILD)/plan: $(OBJ)/tools/plan.o $(VERDICT) $(LIB)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+$(OBJ)/tools/plan.o: CFLAGS += -Igrader
 
 # build/ppfigure draws lab05's runs on one time axis from their dumps, with
 # the grader's replay (libverdict) and lab05's own drawing of a schedule.
