@@ -28,6 +28,10 @@
 #pragma once
 
 #include "comm.h"
+#include "pipeline.h"
+#include "sp.h"
+
+enum { GRID_MAX_REPLICATED = 512 };
 
 typedef struct {
     int dp, pp, tp;   // the grid's sizes (N = dp pp tp), or a rank's coordinates on it
@@ -42,6 +46,23 @@ typedef struct {
     Comm *tp_group, *pp_group, *dp_group;
 } Grid;
 
+// A step's gradients and parameters on this rank, as the harness lays them
+// out for the student's functions: every unit of the stage, this rank's TP
+// parts of it, one after another in one flat buffer of n floats, padded with
+// zeros to `padded` (dp equal shards: n.dp x shard_len, or n with --zero 0).
+typedef struct {
+    float *params, *grads;   // (padded) each
+    size_t n, padded;
+    int zero;                // 0: every replica keeps all of the optimizer's state; 1: ZeRO-1 over the DP group
+    size_t shard_off, shard_len;   // ZeRO-1: this rank's shard of both buffers (grid_shard's)
+    int m;                   // micro-batches a step
+    // The replicated tensors of the stage's units (LayerNorms, attn.bo,
+    // mlp.b2, embed.wpe, the head's LayerNorm): under sequence parallelism
+    // each TP rank's gradient of one covers its own T/t tokens. Within grads.
+    int nrep;
+    struct { float *grad; size_t n; const char *name; } rep[GRID_MAX_REPLICATED];
+} GridStep;
+
 // ---- the student's functions (grid.c), in the order of the TODOs ------------
 
 // 1a. The coordinates of world rank `rank` on a grid of sizes n: tensor
@@ -52,6 +73,29 @@ GridDims grid_coords(GridDims n, int rank);
 // 1b. This rank's three groups, from the world (collective over it): g->n
 //     and g->at are filled in; set g->tp_group, g->pp_group, g->dp_group.
 void grid_groups(Grid *g, Comm *world);
+
+// 2. The given code's groups: the stage's layers (lab06's sp.c: the
+//    all-gathers and reduce-scatters of every block) run on sp->tp.group,
+//    the pipeline's sends and receives (lab05's pipeline.c) on pp->group.
+void grid_wire(const Grid *g, Pp *pp, Sp *sp);
+
+// 3. ZeRO-1's shard: this rank's part of a buffer of n floats shared out
+//    over the data-parallel group, *len floats at *off (the harness pads the
+//    buffers to n.dp x *len; *len >= ceil(n / n.dp)).
+void grid_shard(const Grid *g, size_t n, size_t *off, size_t *len);
+
+// 4. Called after every micro-batch's backward pass on this stage, `done`
+//    of the step's st->m finished: once the last is done, make the stage's
+//    gradients the step's, (a) each replicated tensor's summed over the
+//    ranks that saw the other tokens, (b) averaged over the replicas:
+//    --zero 0 all of them, --zero 1 this rank's shard (reduce-scattered in
+//    place: st->grads + st->shard_off). The harness's optimizer then
+//    updates all of the parameters, or this rank's shard.
+void grid_after_backward(const Grid *g, GridStep *st, int done);
+
+// 5. Called after the optimizer's step: --zero 1, every replica's updated
+//    shard gathered back into the whole parameters (--zero 0: nothing to do).
+void grid_after_step(const Grid *g, GridStep *st);
 
 // A function the student has not written yet says so by calling this first.
 void lab_todo(const char *function);

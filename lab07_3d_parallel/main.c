@@ -26,11 +26,13 @@
 #include "dump.h"
 #include "gpt.h"
 #include "grid.h"
+#include "grid_budget.h"
 #include "harness.h"
 #include "mem.h"
 #include "ops.h"
 #include "optim.h"
 #include "pipeline.h"
+#include "report_given.h"
 #include "sp.h"
 #include "stage_given.h"
 #include "tp_given.h"
@@ -39,7 +41,8 @@
 
 // ---- the student's unfinished functions ------------------------------------
 
-static const char *const HOOKS[] = {"grid_coords", "grid_groups"};
+static const char *const HOOKS[] = {"grid_coords",  "grid_groups",         "grid_wire",
+                                    "grid_shard",   "grid_after_backward", "grid_after_step"};
 
 void lab_todo(const char *function) { harness_todo(function); }
 
@@ -177,6 +180,8 @@ static float **gather_model(const Pp *pp, const Grid *g, Comm *world, float *con
     return out;
 }
 
+static void dump_more(DumpWriter *dw, void *ctx) { grid_report_dump(dw, comm_world(), ctx); }
+
 // ---- main ------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -184,7 +189,7 @@ int main(int argc, char **argv) {
     harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
     Args a = args_defaults();
     a.dropout = 0.1;   // as lab06: the masks, keyed by the global row and token, are part of the check
-    int t = 1, p = 1, micro = 2;
+    int t = 1, p = 1, micro = 2, zero = 0;
     const char *schedule = "1f1b";
     bool no_ref = false;
     ArgExtra extras[] = {
@@ -195,6 +200,8 @@ int main(int argc, char **argv) {
         {"micro", ARG_INT, &micro, "m: micro-batches per step (m divides a replica's rows of the batch)", 1,
          PP_MAX_MICRO, NULL, NULL},
         {"schedule", ARG_CHOICE, &schedule, "the pipeline schedule (lab05's)", 0, 0, "gpipe|1f1b", NULL},
+        {"zero", ARG_INT, &zero, "1: ZeRO-1 over the data-parallel group (the optimizer's state sharded over the "
+         "replicas), 0: none", 0, 1, NULL, NULL},
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
@@ -218,7 +225,7 @@ int main(int argc, char **argv) {
     Grid g = {.n = {.dp = dp, .pp = p, .tp = t}};
     g.at = grid_coords(g.n, r);
     grid_groups(&g, c);
-    if (harness_any_unfinished()) {
+    if (harness_unfinished("grid_coords") || harness_unfinished("grid_groups")) {
         harness_print_unfinished();
         print0("the ranks have no place on the grid yet, so nothing can train: write TODO 1 in grid.c\n");
         comm_finalize();
@@ -239,33 +246,42 @@ int main(int argc, char **argv) {
     GptConfig cfg = {.B = rows / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
                      .dropout = (float)a.dropout, .seed = a.seed, .precision = GPT_FP32};
     Gpt *model = gpt_create(&cfg);
-    Sp sp = {.tp = {.group = g.tp_group, .t = t, .r = g.at.tp, .B = cfg.B, .T = a.seq, .C = a.dim, .NH = a.heads,
-                    .V = a.vocab},
+    Sp sp = {.tp = {.t = t, .r = g.at.tp, .B = cfg.B, .T = a.seq, .C = a.dim, .NH = a.heads, .V = a.vocab},
              .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed, .recompute = GPT_RECOMPUTE_NONE};
+    Pp pp = {.p = p, .s = g.at.pp, .m = micro, .rows = rows, .micro_rows = cfg.B, .T = a.seq, .C = a.dim};
+    // The student's wiring of the given code (TODO 2).
+    grid_wire(&g, &pp, &sp);
+    if (harness_unfinished("grid_wire")) {
+        harness_print_unfinished();
+        print0("the stage's layers and the pipeline have no groups yet, so nothing can train: write TODO 2 in "
+               "grid.c\n");
+        comm_finalize();
+        harness_exit(1);
+    }
+    CHECK(sp.tp.group && pp.group, "grid_wire left %s NULL: the stage's layers talk on the TP group, the pipeline "
+          "on the PP group (fix grid_wire in grid.c)", sp.tp.group ? "pp->group" : "sp->tp.group");
     TpLayout L;
     tp_layout_make(&L, model, g.tp_group, tpg_split, &sp.tp, false, "the given split of tp_given.c");
     tpg_sizes(&sp.tp, &L);
-    Pp pp = {.group = g.pp_group, .p = p, .s = g.at.pp, .m = micro, .rows = rows, .micro_rows = cfg.B, .T = a.seq,
-             .C = a.dim};
     pp_partition(nunits, p, pp.s, &pp.u0, &pp.u1);   // lab05's
     int *x = malloc((size_t)rows * a.seq * sizeof *x), *y = malloc((size_t)rows * a.seq * sizeof *y);
     CHECK(x && y, "out of memory");
     PpRun run;
+    GridStep st;
     mem_reset_peaks();
-    stage_create(&pp, &run, model, &sp, &L, row0, x, y);
-    float **mom_m = calloc((size_t)nunits, sizeof *mom_m), **mom_v = calloc((size_t)nunits, sizeof *mom_v);
-    CHECK(mom_m && mom_v, "out of memory");
-    for (int u = pp.u0; u < pp.u1; u++) {
-        mom_m[u] = mem_alloc_floats(L.size[u], MEM_OPTIM, "adam m");
-        mom_v[u] = mem_alloc_floats(L.size[u], MEM_OPTIM, "adam v");
-    }
+    stage_create(&pp, &run, model, &sp, &L, row0, x, y, &g, &st, zero);
+    float *mom_m = mem_alloc_floats(st.shard_len, MEM_OPTIM, "adam m (this rank's shard)");
+    float *mom_v = mem_alloc_floats(st.shard_len, MEM_OPTIM, "adam v (this rank's shard)");
+    GridLinks links;
+    links_make(&links, &g);
 
     const bool gpipe = strcmp(schedule, "gpipe") == 0;
     char desc[96];
-    print0("[lab07] %d rank%s · %s · %s · %s · fp32 · %d data-parallel x %d pipeline (%s, %d micro-batch%s of %d "
+    print0("[lab07] %d rank%s · %s · %s · %s · fp32 · %d data-parallel%s x %d pipeline (%s, %d micro-batch%s of %d "
            "row%s) x %d tensor-parallel with sequence parallelism · dropout %g\n", N, N == 1 ? "" : "s",
-           mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc), dp, p,
-           gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", cfg.B, cfg.B == 1 ? "" : "s", t, a.dropout);
+           mem_device_name(), comm_backend_name(), gpt_describe(model, desc, sizeof desc), dp,
+           zero ? " with ZeRO-1" : "", p, gpipe ? "GPipe" : "1F1B", micro, micro == 1 ? "" : "es", cfg.B,
+           cfg.B == 1 ? "" : "s", t, a.dropout);
     grid_print(&g, all, N);
 
     OptimConfig optim = optim_from_args(&a);
@@ -273,7 +289,8 @@ int main(int argc, char **argv) {
     data_open(&data, a.data, a.vocab, a.seq, a.batch, a.seed);
     DumpWriter *dw = dump_create(r == 0 ? ref.own_dump : NULL);
     char extra[160];
-    snprintf(extra, sizeof extra, "tp %d\npp %d\ndp %d\nmicro %d\nschedule %s\n", t, p, dp, micro, schedule);
+    snprintf(extra, sizeof extra, "tp %d\npp %d\ndp %d\nmicro %d\nschedule %s\nzero %d\n", t, p, dp, micro,
+             schedule, zero);
     dump_run_meta(dw, c, "lab07", &a, extra);
     // (The grader's checks of lab07 come with its spec: no verdict yet.)
     HarnessRun hr = harness_run(c, &a, &ref, "lab07", NULL);
@@ -287,13 +304,18 @@ int main(int argc, char **argv) {
         data_slice(&data, s, row0, rows, 0, a.seq, x, y);
         stage_step_begin(&pp, s);
         (gpipe ? pp_gpipe : pp_1f1b)(&pp);   // lab05's schedules, over the stage's micro-batch API
-        // Data parallelism across replicas, after the pipeline's last
-        // backward pass: each rank's parts of its stage's units, averaged
-        // with the same parts on the other replicas.
-        for (int u = pp.u0; dp > 1 && u < pp.u1; u++) comm_all_reduce_avg(g.dp_group, run.grads[u], L.size[u]);
+        // The student's grid_after_backward made the gradients the step's
+        // after the last micro-batch; the optimizer updates this rank's
+        // shard (--zero 1) or all of the stage's parts, and the student's
+        // grid_after_step gathers the shards back.
+        CHECK(run.done == micro, "the schedule ran %d backward passes on stage %d, of %d micro-batches", run.done,
+              pp.s, micro);
         trace_begin("optimizer", "compute");
-        for (int u = pp.u0; u < pp.u1; u++)
-            optim_step(&optim, s + 1, false, run.params[u], run.grads[u], NULL, mom_m[u], mom_v[u], L.size[u]);
+        optim_step(&optim, s + 1, false, st.params + st.shard_off, st.grads + st.shard_off, NULL, mom_m, mom_v,
+                   st.shard_len);
+        trace_end();
+        trace_begin("grid_after_step", "comm");
+        grid_after_step(&g, &st);
         trace_end();
         // The loss is the last stage's (every rank of its TP group has it:
         // one of them counts), the mean over the replicas.
@@ -303,11 +325,37 @@ int main(int argc, char **argv) {
     MemReport mem = mem_report();
     harness_print_mean_step(&hr, false);
     harness_print_memory(c, &mem);
+    GridReport rep = {.g = &g, .pp = &pp, .run = &run, .st = &st, .links = &links, .mem = &mem, .gpipe = gpipe,
+                      .steps = a.steps};
+    grid_report(c, &rep);
 
-    // Afterwards, not measured: the whole model gathered on rank 0.
-    float **whole = gather_model(&pp, &g, c, run.params), **whole_m = gather_model(&pp, &g, c, mom_m),
-          **whole_v = gather_model(&pp, &g, c, mom_v);
+    // Afterwards, not measured: the moments' shards gathered over the DP
+    // group (--zero 1), and the whole model gathered on rank 0.
+    // (On the host, outside the ledger of the step's calls.)
+    float *fm = mom_m, *fv = mom_v;
+    if (zero) {
+        float *sm = malloc(st.shard_len * sizeof *sm), *sv = malloc(st.shard_len * sizeof *sv);
+        fm = malloc(st.padded * sizeof *fm), fv = malloc(st.padded * sizeof *fv);
+        CHECK(sm && sv && fm && fv, "out of memory");
+        mem_to_host(sm, mom_m, st.shard_len * sizeof *sm);
+        mem_to_host(sv, mom_v, st.shard_len * sizeof *sv);
+        comm_all_gather_host(g.dp_group, sm, st.shard_len * sizeof *sm, fm);
+        comm_all_gather_host(g.dp_group, sv, st.shard_len * sizeof *sv, fv);
+        free(sm), free(sv);
+        float *dm = mem_alloc_floats(st.padded, MEM_OTHER, "adam m gathered"),
+              *dv = mem_alloc_floats(st.padded, MEM_OTHER, "adam v gathered");
+        mem_from_host(dm, fm, st.padded * sizeof *fm);
+        mem_from_host(dv, fv, st.padded * sizeof *fv);
+        free(fm), free(fv);
+        fm = dm, fv = dv;
+    }
+    float **um = calloc((size_t)nunits, sizeof *um), **uv = calloc((size_t)nunits, sizeof *uv);
+    CHECK(um && uv, "out of memory");
+    for (int u = pp.u0; u < pp.u1; u++) um[u] = fm + (run.params[u] - st.params), uv[u] = fv + (run.params[u] - st.params);
+    float **whole = gather_model(&pp, &g, c, run.params), **whole_m = gather_model(&pp, &g, c, um),
+          **whole_v = gather_model(&pp, &g, c, uv);
     free(all);
     harness_finish(&hr, &(HarnessEnd){.dw = dw, .mem = &mem, .model = model, .params = whole, .m = whole_m,
-                                      .v = whole_v, .host = true, .groups = {g.tp_group, g.pp_group, g.dp_group}});
+                                      .v = whole_v, .host = true, .dump_more = dump_more, .ctx = &rep,
+                                      .groups = {g.tp_group, g.pp_group, g.dp_group}});
 }

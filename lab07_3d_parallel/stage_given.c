@@ -11,6 +11,7 @@
 #include "ops.h"
 #include "prec.h"
 #include "tp_net.h"
+#include "trace.h"
 
 // ---- allocation (as lab06's model_given.c lays a block's activations out) -----------
 
@@ -62,31 +63,71 @@ static void alloc_scratch(Sp *sp) {
 
 bool stage_holds(const Pp *pp, int u) { return u >= pp->u0 && u < pp->u1; }
 
-void stage_create(Pp *pp, PpRun *run, const Gpt *m, Sp *sp, TpLayout *L, int row0, const int *x, const int *y) {
+void stage_create(Pp *pp, PpRun *run, const Gpt *m, Sp *sp, TpLayout *L, int row0, const int *x, const int *y,
+                  const Grid *g, GridStep *st, int zero) {
     memset(run, 0, sizeof *run);
-    run->m = m, run->sp = sp, run->L = L, run->row0 = row0, run->x = x, run->y = y;
+    run->m = m, run->sp = sp, run->L = L, run->row0 = row0, run->x = x, run->y = y, run->grid = g, run->st = st;
     prec_init(&run->prec, false, 0, 0);
     sp->tp.prec = &run->prec;
+    sp->sums_deferred = true;   // the student's grid_after_backward sums them, once a step
     pp->run = run;
     pp->type = COMM_F32, pp->elem = sizeof(float), pp->v = 1;
     pp->vs[0] = pp->s, pp->cu0[0] = pp->u0, pp->cu1[0] = pp->u1;
+    size_t before = mem_live(MEM_ACTS);
     alloc_scratch(sp);
+    run->acts_scratch = (double)(mem_live(MEM_ACTS) - before);
     run->params = calloc((size_t)m->nunits, sizeof *run->params);
     run->grads = calloc((size_t)m->nunits, sizeof *run->grads);
     CHECK(run->params && run->grads, "out of memory");
-    size_t most = 0;
-    for (int u = pp->u0; u < pp->u1; u++) most = L->size[u] > most ? L->size[u] : most;
-    run->gmicro = mem_alloc_floats(most, MEM_GRADS, "a micro-batch's gradient of the unit running");
-    for (int u = pp->u0; u < pp->u1; u++) {
-        run->params[u] = mem_alloc_floats(L->size[u], MEM_PARAMS, "params");
-        run->grads[u] = mem_alloc_floats(L->size[u], MEM_GRADS, "grads");
-        tp_layout_init_unit(L, u, run->params[u]);
+
+    // One flat buffer each, the units one after another, padded to the
+    // replicas' equal shards under --zero 1 (the student's grid_shard).
+    memset(st, 0, sizeof *st);
+    st->zero = zero, st->m = pp->m;
+    for (int u = pp->u0; u < pp->u1; u++) st->n += L->size[u];
+    st->shard_off = 0, st->shard_len = st->n, st->padded = st->n;
+    if (zero) {
+        grid_shard(g, st->n, &st->shard_off, &st->shard_len);
+        const size_t len = st->shard_len, least = (st->n + (size_t)g->n.dp - 1) / (size_t)g->n.dp;
+        CHECK(len >= least && len <= least + 64,
+              "grid_shard gives this rank %zu of the stage's %zu floats: the %d replicas of its stage and TP part "
+              "(its DP group) share them out, ceil(%zu / %d) = %zu each (up to 64 more: padding); %s (fix "
+              "grid_shard in grid.c)", len, st->n, g->n.dp, st->n, g->n.dp, least,
+              len < least ? "a shard taken over more ranks than the DP group's leaves part of the stage to no rank"
+                          : "a shard that long holds more than a replica's share");
+        CHECK(st->shard_off % len == 0 && st->shard_off / len < (size_t)g->n.dp,
+              "grid_shard puts this rank's shard at float %zu, shards of %zu: the DP group's %d shards start at 0, "
+              "%zu, ...: rank k of the DP group holds the k-th, where comm_reduce_scatter leaves it (fix grid_shard "
+              "in grid.c)", st->shard_off, len, g->n.dp, len);
+        st->padded = (size_t)g->n.dp * len;
     }
+    st->params = mem_alloc_floats(st->padded, MEM_PARAMS, "params (the stage's units, flat)");
+    st->grads = mem_alloc_floats(st->padded, MEM_GRADS, "grads (the stage's units, flat)");
+    size_t at = 0;
+    for (int u = pp->u0; u < pp->u1; u++) {
+        run->params[u] = st->params + at, run->grads[u] = st->grads + at;
+        tp_layout_init_unit(L, u, run->params[u]);
+        for (int k = 0; k < m->units[u].ntensors; k++) {
+            if (L->part[u][k].split.kind != TP_REPLICATED) continue;
+            CHECK(st->nrep < GRID_MAX_REPLICATED, "more than %d replicated tensors on a stage", GRID_MAX_REPLICATED);
+            st->rep[st->nrep].grad = run->grads[u] + L->part[u][k].offset;
+            st->rep[st->nrep].n = L->part[u][k].count;
+            st->rep[st->nrep].name = m->units[u].tensors[k].name;
+            st->nrep++;
+        }
+        at += L->size[u];
+    }
+    // One micro-batch's set, measured (pp_budget's acts_set).
+    before = mem_live(MEM_ACTS);
+    pp_begin_micro(pp, 0, 1);
+    run->acts_set = (double)(mem_live(MEM_ACTS) - before);
+    pp_end_micro(pp, 0);
 }
 
 void stage_step_begin(Pp *pp, int step) {
     pp->run->step = step;
     pp->run->loss = 0;
+    pp->run->done = 0;
 }
 
 // ---- lab05's micro-batch API (pipeline.h) ---------------------------------------------
@@ -99,7 +140,7 @@ static void check_mb(const Pp *pp, int mb, const char *fn, bool alive) {
 }
 
 void pp_zero_grads(Pp *pp) {
-    for (int u = pp->u0; u < pp->u1; u++) mem_zero(pp->run->grads[u], pp->run->L->size[u] * sizeof(float));
+    mem_zero(pp->run->st->grads, pp->run->st->padded * sizeof(float));   // the padding too
 }
 
 size_t pp_message_count(const Pp *pp) { return (size_t)pp->micro_rows * pp->run->sp->Tt * pp->C; }
@@ -191,14 +232,11 @@ void pp_backward_compute(Pp *pp, int mb) {
     StageActs *a = run->acts[mb];
     Sp *sp = run->sp;
     bind(pp, a);
+    // The gradients add up over the micro-batches (ops.h's backward passes
+    // add); the replicated tensors' sums over the TP group wait for the
+    // student's grid_after_backward (sp->sums_deferred).
     for (int u = pp->u1 - 1; u >= pp->u0; u--) {
-        // The unit's gradient of this micro-batch alone, added into the
-        // step's after: sp.c sums a replicated tensor's gradient over the
-        // TP group inside the backward pass (each rank saw its own tokens),
-        // and that sum must be of this micro-batch's part, not of what the
-        // earlier micro-batches left summed already.
-        float *p = run->params[u], *g = run->gmicro;
-        mem_zero(g, run->L->size[u] * sizeof(float));
+        float *p = run->params[u], *g = run->grads[u];
         switch (run->m->units[u].kind) {
         case UNIT_EMBED: {
             GptEmbedView gv = tp_layout_embed_view(run->L, g);
@@ -217,8 +255,10 @@ void pp_backward_compute(Pp *pp, int mb) {
             break;
         }
         }
-        ops_accumulate(run->grads[u], g, run->L->size[u]);
     }
+    trace_begin("grid_after_backward", "comm");
+    grid_after_backward(run->grid, run->st, ++run->done);
+    trace_end();
 }
 
 void pp_end_micro(Pp *pp, int mb) {

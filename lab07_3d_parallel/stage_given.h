@@ -18,6 +18,7 @@
 
 #include "comm.h"
 #include "gpt.h"
+#include "grid.h"
 #include "pipeline.h"
 #include "sp.h"
 #include "tp_layout.h"
@@ -40,8 +41,11 @@ typedef struct PpRun {
     Sp *sp;                  // the TP group's shard of the layers, its scratch
     TpLayout *L;             // the layout of every unit's parts on this rank's TP place
     Prec prec;               // fp32
-    float **params, **grads; // (nunits) this stage's units' parts (NULL elsewhere)
-    float *gmicro;           // (the stage's largest unit part) one micro-batch's gradient of the unit running
+    float **params, **grads; // (nunits) this stage's units' parts (NULL elsewhere), within st's flat buffers
+    const Grid *grid;        // the student's grid
+    GridStep *st;            // the flat buffers, ZeRO-1's shard, the replicated tensors (grid.h)
+    int done;                // micro-batches whose backward pass is done this step
+    double acts_scratch, acts_set;   // bytes: the scratch every micro-batch shares, one micro-batch's set (measured)
     StageActs *acts[PP_MAX_MICRO];
     const int *x, *y;        // the pipeline's rows of the step (rows, T) on the host
     int step, row0;          // the step, and the pipeline's first row of the batch
@@ -49,9 +53,12 @@ typedef struct PpRun {
 } PpRun;
 
 // The stage: sp's scratch for micro_rows rows, this stage's parameters
-// (initialised as the single-device model's slices), gradients. pp->u0,
+// (initialised as the single-device model's slices) and gradients, in
+// st's flat buffers, padded to the shards of --zero 1 (grid_shard, the
+// student's: checked), and the list of the replicated tensors. pp->u0,
 // u1, group, p, s, m, micro_rows, T, C set; sp->tp.group set.
-void stage_create(Pp *pp, PpRun *run, const Gpt *m, Sp *sp, TpLayout *L, int row0, const int *x, const int *y);
+void stage_create(Pp *pp, PpRun *run, const Gpt *m, Sp *sp, TpLayout *L, int row0, const int *x, const int *y,
+                  const Grid *g, GridStep *st, int zero);
 // Each step, before the schedule.
 void stage_step_begin(Pp *pp, int step);
 // Whether this stage holds unit u.

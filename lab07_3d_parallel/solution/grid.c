@@ -24,3 +24,39 @@ void grid_groups(Grid *g, Comm *world) {
     g->pp_group = comm_split(world, at.dp * n.tp + at.tp, at.pp);
     g->dp_group = comm_split(world, at.pp * n.tp + at.tp, at.dp);
 }
+
+// ---- 2. the given code's groups --------------------------------------------------------
+
+// The layers split by width talk among the stage's TP group; the stages of
+// one replica, holding the same TP part, among the PP group.
+void grid_wire(const Grid *g, Pp *pp, Sp *sp) {
+    sp->tp.group = g->tp_group;
+    pp->group = g->pp_group;
+}
+
+// ---- 3. ZeRO-1's shard -----------------------------------------------------------------
+
+// Over the DP group: the dp replicas of this stage and TP part hold the
+// same n floats (the world's other ranks hold other parts, of other sizes).
+void grid_shard(const Grid *g, size_t n, size_t *off, size_t *len) {
+    *len = (n + (size_t)g->n.dp - 1) / (size_t)g->n.dp;
+    *off = (size_t)g->at.dp * *len;
+}
+
+// ---- 4. the step's gradients -----------------------------------------------------------
+
+// After the last micro-batch: the replicated tensors' sums over the TP
+// group (each rank saw T/t of the tokens), then the average over the DP
+// group, whole or (ZeRO-1) each rank's shard, in place.
+void grid_after_backward(const Grid *g, GridStep *st, int done) {
+    if (done < st->m) return;
+    for (int i = 0; i < st->nrep; i++) comm_all_reduce_sum(g->tp_group, st->rep[i].grad, st->rep[i].n);
+    if (st->zero == 0) comm_all_reduce_avg(g->dp_group, st->grads, st->padded);
+    else comm_reduce_scatter_avg(g->dp_group, st->grads, st->grads + st->shard_off, st->padded);
+}
+
+// ---- 5. ZeRO-1's parameters gathered ---------------------------------------------------
+
+void grid_after_step(const Grid *g, GridStep *st) {
+    if (st->zero == 1) comm_all_gather(g->dp_group, st->params + st->shard_off, st->params, st->padded);
+}

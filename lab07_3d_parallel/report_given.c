@@ -1,0 +1,191 @@
+// report_given.c: lab07's figures beside their formulas (report_given.h).
+#include "report_given.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "grid_budget.h"
+#include "ops.h"
+#include "pp_budget.h"
+#include "zero_budget.h"
+
+// ---- the groups' ranks ---------------------------------------------------------------
+
+static uint64_t mask_of(Comm *group, bool *fits) {
+    const int n = comm_size(group), me = comm_rank(comm_world());
+    int *members = malloc((size_t)n * sizeof *members);
+    CHECK(members, "out of memory");
+    comm_all_gather_host(group, &me, sizeof me, members);
+    uint64_t mask = 0;
+    for (int k = 0; k < n; k++) {
+        if (members[k] >= 64) *fits = false;
+        else mask |= (uint64_t)1 << members[k];
+    }
+    free(members);
+    return mask;
+}
+
+void links_make(GridLinks *k, const Grid *g) {
+    k->fits = comm_size(comm_world()) <= 64;
+    k->tp = mask_of(g->tp_group, &k->fits);
+    k->pp = mask_of(g->pp_group, &k->fits);
+    k->dp = mask_of(g->dp_group, &k->fits);
+}
+
+// ---- this rank's facts and figures ---------------------------------------------------
+
+enum {
+    F_STAGE, F_BLOCKS, F_EMBED, F_HEAD, F_REP_FLOATS, F_NREP, F_N, F_PADDED, F_SHARD, F_SCRATCH, F_SET,
+    F_TP, F_PP, F_DP, F_OTHER, F_PARAMS, F_GRADS, F_OPTIM, F_ACTS, F_COUNT
+};
+
+// Payload bytes a step on each group, from this rank's ledger: a
+// collective's group by its ranks, a send or a receive by its peer's.
+static void measured_bytes(const GridLinks *k, int steps, double *tp, double *pp, double *dp, double *other) {
+    CommLedgerLine lines[COMM_LEDGER_LINES];
+    comm_ledger(lines);
+    const uint64_t me = (uint64_t)1 << comm_rank(comm_world());
+    *tp = *pp = *dp = *other = 0;
+    for (int i = 0; i < COMM_LEDGER_LINES && lines[i].op >= 0; i++) {
+        const CommLedgerLine *l = &lines[i];
+        if (l->group_size <= 1) continue;   // a group of one moves nothing
+        double bytes = (double)l->bytes * (double)l->calls / steps;
+        bool p2p = l->op == COMM_OP_SEND || l->op == COMM_OP_RECV;
+        uint64_t peer = l->group & ~me;
+        if (!p2p && l->group == k->tp) *tp += bytes;
+        else if ((!p2p && l->group == k->pp) || (p2p && (peer & k->pp) == peer)) *pp += bytes;
+        else if (!p2p && l->group == k->dp) *dp += bytes;
+        else *other += bytes;
+    }
+}
+
+static void facts(const GridReport *r, double *f) {
+    const Pp *pp = r->pp;
+    const PpRun *run = r->run;
+    const int nunits = run->m->nunits;
+    memset(f, 0, F_COUNT * sizeof *f);
+    f[F_STAGE] = pp->s;
+    f[F_EMBED] = pp->u0 == 0;
+    f[F_HEAD] = pp->u1 == nunits;
+    f[F_BLOCKS] = (pp->u1 - pp->u0) - f[F_EMBED] - f[F_HEAD];
+    for (int i = 0; i < r->st->nrep; i++) f[F_REP_FLOATS] += (double)r->st->rep[i].n;
+    f[F_NREP] = r->st->nrep;
+    f[F_N] = (double)r->st->n, f[F_PADDED] = (double)r->st->padded, f[F_SHARD] = (double)r->st->shard_len;
+    f[F_SCRATCH] = run->acts_scratch, f[F_SET] = run->acts_set;
+    if (r->links->fits) measured_bytes(r->links, r->steps, &f[F_TP], &f[F_PP], &f[F_DP], &f[F_OTHER]);
+    f[F_PARAMS] = r->mem->peak[MEM_PARAMS], f[F_GRADS] = r->mem->peak[MEM_GRADS];
+    f[F_OPTIM] = r->mem->peak[MEM_OPTIM], f[F_ACTS] = r->mem->peak[MEM_ACTS];
+}
+
+// The formulas at a rank's facts.
+typedef struct {
+    GridBytes bytes;
+    ZeroBudget state;
+    PpBudget acts;
+} GridFormula;
+
+static GridFormula formula_at(const GridReport *r, const double *f) {
+    const Grid *g = r->g;
+    const Pp *pp = r->pp;
+    GridFormula o;
+    o.bytes = grid_bytes(g->n.tp, g->n.pp, (int)f[F_STAGE], g->n.dp, r->st->zero, pp->m, pp->micro_rows, pp->T,
+                         pp->C, (int)f[F_BLOCKS], f[F_EMBED] != 0, f[F_HEAD] != 0, f[F_REP_FLOATS], (int)f[F_NREP],
+                         f[F_PADDED]);
+    o.state = zero_budget(r->st->zero, false, f[F_PADDED], g->n.dp, 0, 0, false);
+    o.acts = pp_budget(r->gpipe, false, g->n.pp, pp->m, (int)f[F_STAGE], f[F_N], f[F_SCRATCH], 0, f[F_SET], false);
+    return o;
+}
+
+static const char *pair(double measured, double formula, char *buf, size_t len) {
+    char a[32], b[32];
+    core_fmt_bytes(measured, a, sizeof a);
+    core_fmt_bytes(formula, b, sizeof b);
+    // Equal to the byte, or the figure the formula bounds.
+    snprintf(buf, len, "%s%s%s", a, measured == formula ? "" : " / ", measured == formula ? "" : b);
+    return buf;
+}
+
+void grid_report(Comm *c, const GridReport *r) {
+    const int N = comm_size(c);
+    double mine[F_COUNT], *all = malloc((size_t)N * F_COUNT * sizeof *all);
+    CHECK(all, "out of memory");
+    facts(r, mine);
+    comm_all_gather_host(c, mine, sizeof mine, all);
+    if (comm_rank(c) == 0 && r->links->fits) {
+        printf("bytes a step on each group (a figure alone: the formula's exactly; measured / formula where they "
+               "differ; grid_budget.h):\n");
+        printf("  rank  stage  TP (gathers, scatters, all-reduces)  PP (sends and receives)  DP (%s)\n",
+               r->st->zero ? "reduce-scatter + all-gather" : "all-reduce");
+        for (int q = 0; q < N; q++) {
+            const double *f = all + (size_t)q * F_COUNT;
+            GridFormula o = formula_at(r, f);
+            char t[80], p[80], d[80];
+            printf("  %4d  %5.0f  %-35s  %-23s  %s%s\n", q, f[F_STAGE], pair(f[F_TP], o.bytes.tp, t, sizeof t),
+                   pair(f[F_PP], o.bytes.pp, p, sizeof p), pair(f[F_DP], o.bytes.dp, d, sizeof d),
+                   f[F_OTHER] > 0 ? "  (and bytes on no group of the grid's)" : "");
+        }
+        printf("memory per rank, peak (measured / formula: zero_budget over the DP group, pp_budget's activations "
+               "at most):\n");
+        printf("  rank  PARAMS               GRADS                OPTIM                ACTS\n");
+        for (int q = 0; q < N; q++) {
+            const double *f = all + (size_t)q * F_COUNT;
+            GridFormula o = formula_at(r, f);
+            char a[80], b[80], d[80], e[80];
+            printf("  %4d  %-20s %-20s %-20s %s\n", q, pair(f[F_PARAMS], o.state.params, a, sizeof a),
+                   pair(f[F_GRADS], o.state.grads, b, sizeof b), pair(f[F_OPTIM], o.state.optim, d, sizeof d),
+                   pair(f[F_ACTS], o.acts.acts, e, sizeof e));
+        }
+    }
+    free(all);
+}
+
+// The first of the stage's replicated tensors whose parameters differ
+// between the ranks of the TP group ("" when none): their gradients, each
+// rank's from its own tokens, were not summed over the group. Collective
+// over the world (each TP group compares its own; rank 0 hears of any).
+static void replicated_differs(Comm *c, const GridReport *r, char *name, size_t len) {
+    const GridStep *st = r->st;
+    const int t = comm_size(r->g->tp_group);
+    double *mine = malloc((size_t)(st->nrep + 1) * sizeof *mine), *all = malloc((size_t)t * (st->nrep + 1) * sizeof *all);
+    CHECK(mine && all, "out of memory");
+    for (int i = 0; i < st->nrep; i++) {
+        const float *w = st->params + (st->rep[i].grad - st->grads);
+        mine[i] = ops_sumsq(w, st->rep[i].n);
+    }
+    comm_all_gather_host(r->g->tp_group, mine, (size_t)st->nrep * sizeof *mine, all);
+    int first = -1;
+    for (int i = 0; i < st->nrep && first < 0; i++)
+        for (int q = 1; q < t; q++)
+            if (all[(size_t)q * st->nrep + i] != all[i]) first = i;
+    char here[96] = "";
+    if (first >= 0) snprintf(here, sizeof here, "%s of stage %d", st->rep[first].name, r->pp->s);
+    // Rank 0 names the first rank's finding.
+    const int N = comm_size(c);
+    char *names = malloc((size_t)N * sizeof here);
+    CHECK(names, "out of memory");
+    comm_all_gather_host(c, here, sizeof here, names);
+    name[0] = 0;
+    for (int q = 0; q < N && !name[0]; q++) snprintf(name, len, "%s", names + (size_t)q * sizeof here);
+    free(names), free(mine), free(all);
+}
+
+void grid_report_dump(DumpWriter *dw, Comm *c, const GridReport *r) {
+    char differs[96];
+    replicated_differs(c, r, differs, sizeof differs);
+    dump_text(dw, "lab07/replicated_differs_name", differs[0] ? differs : "-");
+    const int N = comm_size(c);
+    double mine[F_COUNT], *all = malloc((size_t)N * F_COUNT * sizeof *all);
+    CHECK(all, "out of memory");
+    facts(r, mine);
+    comm_all_gather_host(c, mine, sizeof mine, all);
+    uint64_t shape[2] = {(uint64_t)N, F_COUNT};
+    dump_f64(dw, "lab07/rank", all, 2, shape);
+    dump_scalar_f64(dw, "lab07/t", r->g->n.tp);
+    dump_scalar_f64(dw, "lab07/p", r->g->n.pp);
+    dump_scalar_f64(dw, "lab07/dp", r->g->n.dp);
+    dump_scalar_f64(dw, "lab07/zero", r->st->zero);
+    dump_scalar_f64(dw, "lab07/micro_rows", r->pp->micro_rows);
+    free(all);
+}
