@@ -28,6 +28,7 @@
 static const RunSpec LAB07_RUNS[] = {
     {"np8-t2-p2-dp2", 8, SMALL "--tp 2 --pp 2", true, false},
     {"np6-t2-p3", 6, SMALL "--tp 2 --pp 3 --micro 4", true, false},
+    {"np4-t2-dp2", 4, SMALL "--tp 2", true, false},
     {"np4-t2-dp2-zero1", 4, SMALL "--tp 2 --zero 1", true, false},
     {"np4-p2-dp2-zero1-gpipe", 4, SMALL "--pp 2 --zero 1 --schedule gpipe --micro 4", true, false},
     {"np2-dp2", 2, SMALL, false, false},
@@ -153,6 +154,19 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     const DumpFile *d = run->dump;
     check_hooks_written(g, run);
     const int N = (int)dump_scalar(d, "meta/world_size", 0);
+    // Nothing moved before the step's last micro-batch is done.
+    {
+        const int early = (int)dump_scalar(d, "lab07/early_sync", 0), m = (int)config_value(d, "micro", 1);
+        char fig[96], diag[700];
+        snprintf(fig, sizeof fig, early ? "after micro-batch %d of %d" : "after the last", early, m);
+        snprintf(diag, sizeof diag, "grid_after_backward communicated (%.0f bus bytes) after micro-batch %d of the "
+                 "step's %d: the gradients are whole only once every micro-batch's backward pass has added its part, "
+                 "so a sum over the TP group or an average over the replicas made earlier leaves the later "
+                 "micro-batches' parts out of it (the data-parallel sync before the last micro-batch); wait for "
+                 "done == st->m", dump_scalar(d, "lab07/early_bytes", 0), early, m);
+        grade_check(g, run, "the step's gradients synced after its last micro-batch", early == 0, fig,
+                    "no communication in grid_after_backward before done == m", diag);
+    }
     check_equivalence(g, run, N);
     check_resident(g, run);
     check_live_growth(g, run);
@@ -229,8 +243,13 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_ledger_grid(g, run, k.t, k.p, names, lab07_wants, &k);
 }
 
+// What the Makefile's LAB_USES_lab07_3d_parallel links: labs 05 and 06's answers.
+static const char *const LAB07_GIVEN[] = {"lab05_pipeline/solution/pipeline.c",
+                                          "lab06_sequence_parallel/solution/sp.c", NULL};
+
 const LabSpec LAB07 = {
     .id = "lab07", .dir = "lab07_3d_parallel", .student_file = "grid.c", .program = "lab07",
     .solution = "lab07_solution", .runs = LAB07_RUNS, .nruns = sizeof LAB07_RUNS / sizeof LAB07_RUNS[0],
     .ref_flags = lab07_ref_flags, .check = lab07_check, .words = WORDS_DATA_PARALLEL | WORDS_SHARDS,
+    .given = LAB07_GIVEN,
 };

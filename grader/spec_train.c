@@ -386,6 +386,16 @@ static const char *group_words(LedgerGroup k, const char *const *names) {
     return k <= LEDGER_OUTER ? names[k] : k == LEDGER_MIDDLE ? names[2] : words[k];
 }
 
+// The group whose `op` calls are short of exactly `excess` bytes (what group
+// k has too many of), or -1: a collective moved from there to k.
+static int moved_from(const LedgerWant *w, int nw, double (*bytes)[COMM_NOPS], int op, int k, double steps,
+                      double excess) {
+    for (int j = 0; j < nw && excess > 0.5; j++)
+        if (w[j].op == op && (int)w[j].group != k && fabs(w[j].bytes * steps - bytes[w[j].group][op] - excess) <= 0.5)
+            return (int)w[j].group;
+    return -1;
+}
+
 void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want,
                   const void *ctx) {
     check_ledger_grid(g, run, inner, 1, names, want, ctx);
@@ -473,7 +483,15 @@ void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const c
                         snprintf(ops_diag, sizeof ops_diag, "rank %d made no %s over %s, where %d steps need %s (%s): "
                                  "they ran on another communicator, or not at all", r, opname, grp, (int)steps, b2,
                                  wanted->what);
-                    else
+                    else if (moved_from(w, nw, bytes, op, k, steps, bytes[k][op] - want_bytes) >= 0) {
+                        const LedgerGroup from = (LedgerGroup)moved_from(w, nw, bytes, op, k, steps,
+                                                                         bytes[k][op] - want_bytes);
+                        snprintf(ops_diag, sizeof ops_diag, "rank %d's %s calls over %s moved %s where %d steps need "
+                                 "%s (%s), and its %s calls over %s are short of exactly the %.0f bytes more: a "
+                                 "collective that belongs on %s was given the wrong communicator", r, opname, grp, b1,
+                                 (int)steps, b2, wanted->what, opname, group_words(from, names),
+                                 bytes[k][op] - want_bytes, group_words(from, names));
+                    } else
                         snprintf(ops_diag, sizeof ops_diag, "rank %d's %s calls over %s moved %s where %d steps need "
                                  "%s (%s), %+.0f bytes: %s", r, opname, grp, b1, (int)steps, b2, wanted->what,
                                  bytes[k][op] - want_bytes, bytes[k][op] > want_bytes

@@ -260,6 +260,7 @@ int main(int argc, char **argv) {
     }
     CHECK(sp.tp.group && pp.group, "grid_wire left %s NULL: the stage's layers talk on the TP group, the pipeline "
           "on the PP group (fix grid_wire in grid.c)", sp.tp.group ? "pp->group" : "sp->tp.group");
+    grid_check_wiring(&g, &pp, &sp);
     TpLayout L;
     tp_layout_make(&L, model, g.tp_group, tpg_split, &sp.tp, false, "the given split of tp_given.c");
     tpg_sizes(&sp.tp, &L);

@@ -27,6 +27,35 @@ static uint64_t mask_of(Comm *group, bool *fits) {
     return mask;
 }
 
+// "{0 4}": the world ranks of a group (collective over it).
+static const char *members_of(Comm *group, char *buf, size_t len) {
+    const int n = comm_size(group), me = comm_rank(comm_world());
+    int *m = malloc((size_t)n * sizeof *m);
+    CHECK(m, "out of memory");
+    comm_all_gather_host(group, &me, sizeof me, m);
+    size_t o = (size_t)snprintf(buf, len, "{");
+    for (int k = 0; k < n && o < len; k++) o += (size_t)snprintf(buf + o, len - o, k ? " %d" : "%d", m[k]);
+    if (o < len) snprintf(buf + o, len - o, "}");
+    free(m);
+    return buf;
+}
+
+void grid_check_wiring(const Grid *g, const Pp *pp, const Sp *sp) {
+    static const char *const what[] = {"the stage's layers (sp->tp.group: every block's all-gathers and "
+                                       "reduce-scatters)", "the pipeline (pp->group: its sends and receives)"};
+    static const char *const belongs[] = {"the TP group, the t ranks that split the stage's layers",
+                                          "the PP group, the p stages of this replica that hold the same TP part"};
+    Comm *given[] = {sp->tp.group, pp->group}, *want[] = {g->tp_group, g->pp_group};
+    for (int i = 0; i < 2; i++) {
+        char a[512], b[512];
+        members_of(given[i], a, sizeof a);
+        members_of(want[i], b, sizeof b);
+        CHECK(strcmp(a, b) == 0, "grid_wire gives %s the world ranks %s on world rank %d; they belong on %s, %s: the "
+              "collective was given the wrong communicator (fix grid_wire in grid.c)", what[i], a,
+              comm_rank(comm_world()), belongs[i], b);
+    }
+}
+
 void links_make(GridLinks *k, const Grid *g) {
     k->fits = comm_size(comm_world()) <= 64;
     k->tp = mask_of(g->tp_group, &k->fits);
@@ -182,6 +211,8 @@ void grid_report_dump(DumpWriter *dw, Comm *c, const GridReport *r) {
     comm_all_gather_host(c, mine, sizeof mine, all);
     uint64_t shape[2] = {(uint64_t)N, F_COUNT};
     dump_f64(dw, "lab07/rank", all, 2, shape);
+    dump_scalar_f64(dw, "lab07/early_sync", comm_max_double(c, r->run->early_sync));
+    dump_scalar_f64(dw, "lab07/early_bytes", comm_max_double(c, r->run->early_bytes));
     dump_scalar_f64(dw, "lab07/t", r->g->n.tp);
     dump_scalar_f64(dw, "lab07/p", r->g->n.pp);
     dump_scalar_f64(dw, "lab07/dp", r->g->n.dp);

@@ -10,6 +10,8 @@
 #include "dump.h"
 #include "grid.h"
 #include "mem.h"
+#include "pipeline.h"
+#include "sp.h"
 #include "stage_given.h"
 
 // The world ranks of this rank's three groups, a bit each (a world of up to
@@ -19,6 +21,11 @@ typedef struct {
     bool fits;
 } GridLinks;
 void links_make(GridLinks *k, const Grid *g);
+
+// The student's wiring (grid_wire) against the grid's groups: the stage's
+// layers on the TP group, the pipeline on the PP group, or the run stops
+// naming the group given and the one it belongs on. Collective.
+void grid_check_wiring(const Grid *g, const Pp *pp, const Sp *sp);
 
 // What the printout and the dump need of the run.
 typedef struct {

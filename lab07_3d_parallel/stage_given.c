@@ -256,9 +256,17 @@ void pp_backward_compute(Pp *pp, int mb) {
         }
         }
     }
+    // What the student's function moves before the step's last micro-batch
+    // is done is early: the step's gradients are not whole yet.
+    CommStats before = comm_stats();
     trace_begin("grid_after_backward", "comm");
     grid_after_backward(run->grid, run->st, ++run->done);
     trace_end();
+    CommStats after = comm_stats();
+    if (run->done < pp->m && !run->early_sync &&
+        comm_stats_total_bus_bytes(&after) > comm_stats_total_bus_bytes(&before))
+        run->early_sync = run->done, run->early_bytes = (double)(comm_stats_total_bus_bytes(&after) -
+                                                                 comm_stats_total_bus_bytes(&before));
 }
 
 void pp_end_micro(Pp *pp, int mb) {

@@ -45,6 +45,8 @@ typedef struct PpRun {
     const Grid *grid;        // the student's grid
     GridStep *st;            // the flat buffers, ZeRO-1's shard, the replicated tensors (grid.h)
     int done;                // micro-batches whose backward pass is done this step
+    int early_sync;          // the first `done` < m after which grid_after_backward communicated (0: none)
+    double early_bytes;      // the bus bytes it moved then
     double acts_scratch, acts_set;   // bytes: the scratch every micro-batch shares, one micro-batch's set (measured)
     StageActs *acts[PP_MAX_MICRO];
     const int *x, *y;        // the pipeline's rows of the step (rows, T) on the host
