@@ -35,3 +35,20 @@ typedef struct {
 
 GridBytes grid_bytes(int t, int p, int s, int dp, int zero, int m, double b, double T, double C, int blocks,
                      bool embed, bool head, double rep_floats, int nrep, double padded);
+
+// The activations a rank of lab07 allocates (stage_given.c), in bytes, fp32:
+// the scratch every micro-batch shares (the split layers' and sp.c's), and
+// one micro-batch's set on a stage of `blocks` blocks (and the embeddings,
+// the head): per block lab06's layer (sp_layer_bytes, less its input),
+// the residual stream and its gradient at each of the stage's blocks + 1
+// places, the tokens on the first stage, the head's LayerNorm, logits
+// (V/t columns), cross-entropy statistics, targets and losses on the last.
+typedef struct {
+    double scratch, set;
+} GridActs;
+GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int blocks, bool embed, bool head);
+
+// The parameters a rank holds: its TP parts of its stage's units (a block
+// 12 C^2/t + 7 C/t split and 6 C replicated; the embeddings V C/t + T C; the
+// head C V/t + 2 C).
+double grid_stage_params(int t, double T, double C, double V, int blocks, bool embed, bool head);

@@ -32,12 +32,15 @@ static const RunSpec LAB07_RUNS[] = {
     {"np4-t2-dp2-zero1", 4, SMALL "--tp 2 --zero 1", true, false},
     {"np4-p2-dp2-zero1-gpipe", 4, SMALL "--pp 2 --zero 1 --schedule gpipe --micro 4", true, false},
     {"np2-dp2", 2, SMALL, false, false},
+    // The student's choice of a grid within a budget (4 layers: enough to
+    // tell the grids apart), then run.
+    {"np4-budget-8mb", 4, "--steps 2 --budget-mb 8", true, false},
 };
 #undef SMALL
 
 static const char *lab07_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
     (void)lab;
-    static const char *const drop[] = {"tp", "pp", "micro", "schedule", "zero", NULL};
+    static const char *const drop[] = {"tp", "pp", "micro", "schedule", "zero", "budget-mb", "gpus", NULL};
     without_flags(run, drop, buf, len);
     // lab07's dropout default is not build/ref's.
     if (!strstr(run->spec->flags, "--dropout ")) {
@@ -73,6 +76,30 @@ GridBytes grid_bytes(int t, int p, int s, int dp, int zero, int m, double b, dou
     o.pp = o.pp_send + o.pp_recv;
     o.dp = o.dp_reduce + o.dp_scatter + o.dp_gather;
     return o;
+}
+
+GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int blocks, bool embed, bool head) {
+    const double M = b * T, Tt = T / t, Mt = b * Tt, Ct = C / t, Ht = 4 * C / t, NHt = NH / t, nlm = V / t;
+    const double att = b * NHt * T * T;
+    GridActs o;
+    // alloc_scratch: four (M, C/t), the probabilities, two (M, 4C/t), the
+    // logits' gradient, the ids, two whole (M, C), two local, the blocks.
+    o.scratch = 4 * (4 * M * Ct + att + 2 * M * Ht + M * nlm + M + 2 * M * C + 2 * Mt * C + M * C);
+    // alloc_block: the LayerNorms' statistics (four of Mt), the two gathered
+    // inputs, mid, q k v and the attention's output, the probabilities, the
+    // MLP's two.
+    const double block = 4 * (4 * Mt + 2 * M * C + Mt * C + 4 * M * Ct + att + 2 * M * Ht);
+    o.set = blocks * block + (blocks + 1) * 2 * 4 * Mt * C;
+    if (embed) o.set += 4 * M;   // the tokens
+    // The targets, the losses, lnf's statistics and gathered input, the
+    // logits, three statistics of M, the target ids.
+    if (head) o.set += 4 * (M + M + 2 * Mt + M * C + M * nlm + 3 * M + M);
+    return o;
+}
+
+double grid_stage_params(int t, double T, double C, double V, int blocks, bool embed, bool head) {
+    return blocks * (12 * C * C / t + 7 * C / t + 6 * C) + (embed ? V * C / t + T * C : 0) +
+           (head ? C * V / t + 2 * C : 0);
 }
 
 // ---- the checks --------------------------------------------------------------------------
@@ -183,6 +210,37 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
              name);
     grade_check(g, run, "replicated tensors equal on every rank of a TP group", same,
                 same ? "equal on every rank" : name, "equal to the bit", diag);
+
+    // --budget-mb: the student's choice is the fastest that fits, and its
+    // run's memory is what the formulas said, within the budget.
+    if (dump_find(d, "lab07/choice/ok")) {
+        const bool ok = dump_scalar(d, "lab07/choice/ok", 0) != 0;
+        const double budget = dump_scalar(d, "lab07/choice/budget", 0);
+        char fig[160], want[160], diag[700];
+        snprintf(fig, sizeof fig, "t %d, p %d, m %d", (int)dump_scalar(d, "lab07/t", 0), (int)dump_scalar(d, "lab07/p", 0),
+                 (int)config_value(d, "micro", 0));
+        snprintf(want, sizeof want, "t %d, p %d, m %d: the fastest within %.2f MB",
+                 (int)dump_scalar(d, "lab07/choice/best_t", 0), (int)dump_scalar(d, "lab07/choice/best_p", 0),
+                 (int)dump_scalar(d, "lab07/choice/best_m", 0), budget / 1e6);
+        snprintf(diag, sizeof diag, "grid_choose did not choose the planner's fastest configuration whose memory fits "
+                 "the budget: every t dividing the GPUs, p dividing the rest, dp what is left and m from 1 to a "
+                 "replica's rows must be tried, those plan() calls invalid or over the budget left out, and of the "
+                 "rest the least seconds kept (not the least memory)");
+        grade_check(g, run, "the configuration chosen within the budget", ok, fig, want, diag);
+        const DumpArray *facts = dump_find(d, "lab07/rank");
+        double most = 0;
+        for (uint64_t r = 0; facts && facts->ndim == 2 && r < facts->shape[0]; r++) {
+            double tot = 0;
+            for (int c = F_PARAMS; c <= F_ACTS; c++) tot += dump_get(facts, r * F_COUNT + (uint64_t)c);
+            most = fmax(most, tot);
+        }
+        char b1[32], b2[32];
+        snprintf(fig, sizeof fig, "%s", core_fmt_bytes(most, b1, sizeof b1));
+        snprintf(want, sizeof want, "<= the budget, %s", core_fmt_bytes(budget, b2, sizeof b2));
+        snprintf(diag, sizeof diag, "the run of the chosen configuration held %s on its fullest rank, over the "
+                 "budget of %s: grid_choose kept a configuration whose predicted memory is over the budget", b1, b2);
+        grade_check(g, run, "the chosen configuration's memory", most <= budget && most > 0, fig, want, diag);
+    }
 
     Lab07Grid k = {.facts = dump_find(d, "lab07/rank"), .t = (int)dump_scalar(d, "lab07/t", 1),
                    .p = (int)dump_scalar(d, "lab07/p", 1), .dp = (int)dump_scalar(d, "lab07/dp", 1),

@@ -103,3 +103,16 @@ void grid_after_step(const Grid *g, GridStep *st) {
     // step's forward pass. --zero 0: nothing to do. As given: nothing.
     (void)g, (void)st;
 }
+
+// ---- 6. choosing a configuration -------------------------------------------------------
+
+bool grid_choose(int gpus, int rows, double budget, GridPlanFn plan, const void *ctx, GridChoice *out) {
+    lab_todo(__func__);
+    // TODO(lab07): try every candidate: t among the divisors of gpus, p
+    // among the divisors of gpus / t, dp = gpus / (t p), m from 1 to a
+    // replica's rows (rows / dp). plan(ctx, c) says whether the lab can run
+    // it (valid), the memory a rank holds and a step's seconds: keep the
+    // fastest of the valid ones that fit the budget. As given: none chosen.
+    (void)gpus, (void)rows, (void)budget, (void)plan, (void)ctx, (void)out;
+    return false;
+}

@@ -97,5 +97,27 @@ void grid_after_backward(const Grid *g, GridStep *st, int done);
 //    shard gathered back into the whole parameters (--zero 0: nothing to do).
 void grid_after_step(const Grid *g, GridStep *st);
 
+// 6. Choosing a configuration. One candidate: t, p and dp with t p dp =
+//    the GPUs, and m micro-batches a step.
+typedef struct {
+    int t, p, dp, m;
+} GridChoice;
+// What is predicted for one candidate on this lab's model: whether the lab
+// can run it at all (t divides the heads, the tokens and the vocabulary; p
+// the units; dp the batch; m a replica's rows), the most memory a rank
+// holds (this lab's formulas, grid_budget.h, which its runs measure to the
+// byte) and a step's seconds (the planner's, grader/plan.h).
+typedef struct {
+    bool valid;
+    double bytes, seconds;
+    double planner_bytes;   // the planner's own count of the memory (a layer's kept tensors), for comparison
+} GridPlan;
+typedef GridPlan (*GridPlanFn)(const void *ctx, GridChoice c);
+// Among every candidate for `gpus` GPUs and a batch of `rows` rows, the one
+// the planner predicts fastest among those whose memory fits `budget`
+// bytes, in *out. false when none fits. (--budget-mb X: the harness then
+// runs the choice and prints its measured memory beside the budget.)
+bool grid_choose(int gpus, int rows, double budget, GridPlanFn plan, const void *ctx, GridChoice *out);
+
 // A function the student has not written yet says so by calling this first.
 void lab_todo(const char *function);

@@ -32,6 +32,8 @@
 #include "ops.h"
 #include "optim.h"
 #include "pipeline.h"
+#include "plan.h"
+#include "pp_budget.h"
 #include "report_given.h"
 #include "sp.h"
 #include "stage_given.h"
@@ -41,8 +43,8 @@
 
 // ---- the student's unfinished functions ------------------------------------
 
-static const char *const HOOKS[] = {"grid_coords",  "grid_groups",         "grid_wire",
-                                    "grid_shard",   "grid_after_backward", "grid_after_step"};
+static const char *const HOOKS[] = {"grid_coords", "grid_groups",         "grid_wire",       "grid_shard",
+                                    "grid_after_backward", "grid_after_step", "grid_choose"};
 
 void lab_todo(const char *function) { harness_todo(function); }
 
@@ -180,6 +182,140 @@ static float **gather_model(const Pp *pp, const Grid *g, Comm *world, float *con
     return out;
 }
 
+// ---- choosing a configuration (--budget-mb) -----------------------------------------
+
+static GridChoiceReport g_choice;
+
+// The planner (grader/plan.h) on this lab's model, with this lab's own
+// limits: t divides the heads, the tokens, the channels and the vocabulary
+// (tp_check_shape's), p the units, dp the batch, m a replica's rows. The
+// figures of the "GPUs" are a laptop's, stated in README.md: the choice is
+// the planner's on them, not a measurement.
+typedef struct {
+    PlanModel model;
+    PlanGpu gpu;
+    int gpus, batch, nunits;
+} ChoiceCtx;
+
+static const double CPU_PEAK = 100e9, CPU_ALPHA = 2e-6, CPU_BW = 7.7e9;
+
+static GridPlan plan_one(const void *ctx, GridChoice c) {
+    const ChoiceCtx *k = ctx;
+    const PlanModel *m = &k->model;
+    GridPlan out = {false, 0, 0, 0};
+    if (c.t < 1 || c.p < 1 || c.dp < 1 || c.m < 1 || c.t * c.p * c.dp != k->gpus) return out;
+    if (m->a % c.t || m->s % c.t || m->h % c.t || m->V % c.t || c.p > k->nunits || k->batch % c.dp ||
+        (k->batch / c.dp) % c.m)
+        return out;
+    // The step's time: the planner's (compute at the peak, each group's
+    // collectives by the alpha-beta model, the bubble). It counts stages of
+    // whole layers; this lab's p stages share the units (the embeddings and
+    // the head among them), and for p beyond the layers the planner's
+    // figure at p = L stands.
+    PlanConfig pc = {.t = c.t, .p = c.p < m->L ? c.p : m->L, .v = 1, .dp = c.dp, .sp = c.t > 1, .zero = 0,
+                     .rc = GPT_RECOMPUTE_NONE, .b = k->batch / c.dp / c.m, .bf16 = false};
+    PlanResult r = plan_evaluate(m, &k->gpu, c.t * pc.p * c.dp, k->batch, 1.0, pc);
+    if (!r.valid) return out;
+    // The memory: this lab's own formulas (grid_budget.h), which its runs
+    // measure to the byte: every stage's parameters, gradients and moments,
+    // and its scratch and 1F1B's micro-batches alive; the fullest stage.
+    const double b = (double)k->batch / c.dp / c.m;
+    for (int s = 0; s < c.p; s++) {
+        int u0, u1;
+        pp_partition(k->nunits, c.p, s, &u0, &u1);
+        const bool embed = u0 == 0, head = u1 == k->nunits;
+        const int blocks = u1 - u0 - embed - head;
+        GridActs ga = grid_acts(c.t, b, m->s, m->h, m->a, m->V, blocks, embed, head);
+        const double psi = grid_stage_params(c.t, m->s, m->h, m->V, blocks, embed, head);
+        PpBudget pb = pp_budget(false, false, c.p, c.m, s, psi, ga.scratch, 0, ga.set, false);
+        const double bytes = pb.params + pb.grads + pb.optim + pb.acts;
+        if (bytes > out.bytes) out.bytes = bytes;
+    }
+    out.valid = true, out.seconds = r.step, out.planner_bytes = r.total;
+    return out;
+}
+
+// Every candidate the planner can judge, fastest first, for the printout.
+typedef struct {
+    GridChoice c;
+    GridPlan f;
+} Candidate;
+static int by_seconds(const void *a, const void *b) {
+    double x = ((const Candidate *)a)->f.seconds, y = ((const Candidate *)b)->f.seconds;
+    return (x > y) - (x < y);
+}
+
+// --budget-mb: the student's choice, the planner's list beside it, and
+// whether a faster candidate fits (the grader's check). Returns false when
+// the run is only a plan (--gpus other than the ranks).
+static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int *p, int *micro, int *dp_out) {
+    ChoiceCtx k = {.model = {.name = "lab07", .arch = PLAN_GPT, .L = a->layers, .h = a->dim, .a = a->heads,
+                             .kv = a->heads, .f = 4 * a->dim, .s = a->seq, .V = a->vocab},
+                   .gpu = {.name = "a laptop's cores (README.md)", .peak = CPU_PEAK, .hbm = 1e12, .nvlink_bw = CPU_BW,
+                           .nvlink_alpha = CPU_ALPHA, .net_bw = CPU_BW, .net_alpha = CPU_ALPHA, .node_gpus = gpus},
+                   .gpus = gpus, .batch = a->batch, .nunits = a->layers + 2};
+    const double budget = budget_mb * 1e6;
+    GridChoice c = {0, 0, 0, 0};
+    bool found = grid_choose(gpus, a->batch, budget, plan_one, &k, &c);
+    if (harness_unfinished("grid_choose")) {
+        harness_print_unfinished();
+        print0("--budget-mb needs TODO 6 in grid.c (the choice); without it, give the grid yourself: --tp, --pp, "
+               "--micro\n");
+        comm_finalize();
+        harness_exit(1);
+    }
+    // The planner's list: every candidate, fastest first.
+    Candidate *all = calloc(4096, sizeof *all);
+    CHECK(all, "out of memory");
+    int n = 0;
+    for (int tt = 1; tt <= gpus; tt++)
+        for (int pp = 1; pp <= gpus; pp++)
+            for (int mm = 1; gpus % (tt * pp) == 0 && mm <= a->batch && n < 4096; mm++) {
+                GridChoice x = {tt, pp, gpus / (tt * pp), mm};
+                GridPlan f = plan_one(&k, x);
+                if (f.valid) all[n].c = x, all[n].f = f, n++;
+            }
+    qsort(all, (size_t)n, sizeof *all, by_seconds);
+    int best = -1;
+    for (int i = 0; i < n && best < 0; i++)
+        if (all[i].f.bytes <= budget) best = i;
+    print0("choosing a configuration for %d GPUs within %.2f MB a rank (the planner on %s: %.0f GFLOP/s, %.1f us, "
+           "%.2f GB/s), fastest first:\n", gpus, budget_mb, k.gpu.name, CPU_PEAK / 1e9, CPU_ALPHA * 1e6, CPU_BW / 1e9);
+    print0("     t   p  dp   m   memory a rank (the planner's count)   a step (planned)\n");
+    for (int i = 0; i < n && i < 10; i++)
+        print0("   %3d %3d %3d %3d   %8.2f MB %s (%8.2f MB)        %9.3f ms%s\n", all[i].c.t, all[i].c.p, all[i].c.dp,
+               all[i].c.m, all[i].f.bytes / 1e6, all[i].f.bytes <= budget ? "  " : "> ", all[i].f.planner_bytes / 1e6,
+               all[i].f.seconds * 1e3, i == best ? "   <- the fastest that fits" : "");
+    GridPlan mine = found ? plan_one(&k, c) : (GridPlan){false, 0, 0, 0};
+    const bool ok = best < 0 ? !found : found && mine.valid && mine.bytes <= budget &&
+                                            mine.seconds <= all[best].f.seconds * (1 + 1e-12);
+    CHECK(found || best < 0, "grid_choose found no configuration within %.2f MB, where the list has t %d, p %d, dp "
+          "%d, m %d at %.2f MB: every t dividing the GPUs, p dividing the rest and m from 1 to a replica's rows must "
+          "be tried (fix grid_choose in grid.c)", budget_mb, all[best].c.t, all[best].c.p, all[best].c.dp,
+          all[best].c.m, all[best].f.bytes / 1e6);
+    if (!found)
+        print0("no configuration fits within %.2f MB: try a larger --budget-mb, or more GPUs\n", budget_mb);
+    else
+        print0("grid_choose: t %d, p %d, dp %d, m %d (%.2f MB a rank, %.3f ms a step planned)%s\n", c.t, c.p, c.dp,
+               c.m, mine.bytes / 1e6, mine.seconds * 1e3, ok ? "" : ": not the planner's fastest that fits");
+    g_choice.on = true, g_choice.ok = ok, g_choice.budget = budget, g_choice.planned = mine.bytes;
+    g_choice.planner = mine.planner_bytes;
+    g_choice.best_t = best >= 0 ? all[best].c.t : 0, g_choice.best_p = best >= 0 ? all[best].c.p : 0;
+    g_choice.best_m = best >= 0 ? all[best].c.m : 0;
+    free(all);
+    if (!found) {
+        comm_finalize();
+        harness_exit(ok ? 0 : 1);
+    }
+    if (gpus != N) {
+        print0("to run it: mpirun --oversubscribe -np %d build/lab07 --tp %d --pp %d --micro %d\n", gpus, c.t, c.p,
+               c.m);
+        return false;
+    }
+    *t = c.t, *p = c.p, *micro = c.m, *dp_out = c.dp;
+    return true;
+}
+
 static void dump_more(DumpWriter *dw, void *ctx) { grid_report_dump(dw, comm_world(), ctx); }
 
 // ---- main ------------------------------------------------------------------
@@ -189,7 +325,8 @@ int main(int argc, char **argv) {
     harness_hooks(HOOKS, (int)(sizeof HOOKS / sizeof HOOKS[0]));
     Args a = args_defaults();
     a.dropout = 0.1;   // as lab06: the masks, keyed by the global row and token, are part of the check
-    int t = 1, p = 1, micro = 2, zero = 0;
+    int t = 1, p = 1, micro = 2, zero = 0, gpus = 0;
+    double budget_mb = 0;
     const char *schedule = "1f1b";
     bool no_ref = false;
     ArgExtra extras[] = {
@@ -202,6 +339,10 @@ int main(int argc, char **argv) {
         {"schedule", ARG_CHOICE, &schedule, "the pipeline schedule (lab05's)", 0, 0, "gpipe|1f1b", NULL},
         {"zero", ARG_INT, &zero, "1: ZeRO-1 over the data-parallel group (the optimizer's state sharded over the "
          "replicas), 0: none", 0, 1, NULL, NULL},
+        {"budget-mb", ARG_DOUBLE, &budget_mb, "choose t, p and m (grid_choose, TODO 6): the planner's fastest whose "
+         "memory a rank fits this many MB, then run it (0: give them yourself)", 0, 1e9, NULL, NULL},
+        {"gpus", ARG_INT, &gpus, "with --budget-mb: choose for this many GPUs and print the choice, without "
+         "training (default: the ranks)", 0, 1 << 16, NULL, NULL},
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
@@ -212,6 +353,11 @@ int main(int argc, char **argv) {
                extras);
     Comm *c = harness_start(&a, &argc, &argv);
     const int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
+    int dp_chosen = 0;
+    if (budget_mb > 0 && !choose(&a, N, gpus ? gpus : N, budget_mb, &t, &p, &micro, &dp_chosen)) {
+        comm_finalize();
+        harness_exit(0);
+    }
     if (N % (t * p))
         core_usage_error("--tp %d x --pp %d = %d does not divide %d ranks: the grid is N = dp x p x t; use -np %d, "
                          "or a t and a p whose product divides %d", t, p, t * p, N, t * p * (N / (t * p) + 1), N);
@@ -327,7 +473,7 @@ int main(int argc, char **argv) {
     harness_print_mean_step(&hr, false);
     harness_print_memory(c, &mem);
     GridReport rep = {.g = &g, .pp = &pp, .run = &run, .st = &st, .links = &links, .mem = &mem, .gpipe = gpipe,
-                      .steps = a.steps};
+                      .steps = a.steps, .choice = &g_choice};
     grid_report(c, &rep);
 
     // Afterwards, not measured: the moments' shards gathered over the DP

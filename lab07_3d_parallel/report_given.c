@@ -155,6 +155,20 @@ void grid_report(Comm *c, const GridReport *r) {
                    pair(f[F_PP], o.bytes.pp, p, sizeof p), pair(f[F_DP], o.bytes.dp, d, sizeof d),
                    f[F_OTHER] > 0 ? "  (and bytes on no group of the grid's)" : "");
         }
+        printf("activations a rank allocates (measured / formula where they differ; grid_acts):\n");
+        printf("  rank  the scratch          a micro-batch's set  parameters (floats)\n");
+        for (int q = 0; q < N; q++) {
+            const double *f = all + (size_t)q * F_COUNT;
+            GridActs ga = grid_acts(r->g->n.tp, r->pp->micro_rows, r->pp->T, r->pp->C, r->run->m->cfg.NH,
+                                    r->run->m->cfg.V, (int)f[F_BLOCKS], f[F_EMBED] != 0, f[F_HEAD] != 0);
+            double psi = grid_stage_params(r->g->n.tp, r->pp->T, r->pp->C, r->run->m->cfg.V, (int)f[F_BLOCKS],
+                                           f[F_EMBED] != 0, f[F_HEAD] != 0);
+            char a[80], b[80], n[64];
+            if (f[F_N] == psi) snprintf(n, sizeof n, "%.0f", psi);
+            else snprintf(n, sizeof n, "%.0f / %.0f", f[F_N], psi);
+            printf("  %4d  %-20s %-20s %s\n", q, pair(f[F_SCRATCH], ga.scratch, a, sizeof a),
+                   pair(f[F_SET], ga.set, b, sizeof b), n);
+        }
         printf("memory per rank, peak (measured / formula: zero_budget over the DP group, pp_budget's activations "
                "at most):\n");
         printf("  rank  PARAMS               GRADS                OPTIM                ACTS\n");
@@ -166,6 +180,20 @@ void grid_report(Comm *c, const GridReport *r) {
                    pair(f[F_GRADS], o.state.grads, b, sizeof b), pair(f[F_OPTIM], o.state.optim, d, sizeof d),
                    pair(f[F_ACTS], o.acts.acts, e, sizeof e));
         }
+    }
+    if (comm_rank(c) == 0 && r->choice && r->choice->on) {
+        double most = 0;
+        int at = 0;
+        for (int q = 0; q < N; q++) {
+            const double *f = all + (size_t)q * F_COUNT;
+            double total = f[F_PARAMS] + f[F_GRADS] + f[F_OPTIM] + f[F_ACTS];
+            if (total > most) most = total, at = q;
+        }
+        printf("the choice, measured: rank %d held the most, %.2f MB (PARAMS + GRADS + OPTIM + ACTS), %s the "
+               "budget's %.2f MB; the lab's formulas said %.2f MB, the planner's count %.2f MB (a layer's kept "
+               "tensors, without the scratch and the head's buffers: x%.2f of the measured)\n", at, most / 1e6,
+               most <= r->choice->budget ? "within" : "OVER", r->choice->budget / 1e6, r->choice->planned / 1e6,
+               r->choice->planner / 1e6, r->choice->planner / most);
     }
     free(all);
 }
@@ -213,6 +241,14 @@ void grid_report_dump(DumpWriter *dw, Comm *c, const GridReport *r) {
     dump_f64(dw, "lab07/rank", all, 2, shape);
     dump_scalar_f64(dw, "lab07/early_sync", comm_max_double(c, r->run->early_sync));
     dump_scalar_f64(dw, "lab07/early_bytes", comm_max_double(c, r->run->early_bytes));
+    if (r->choice && r->choice->on) {
+        dump_scalar_f64(dw, "lab07/choice/ok", r->choice->ok);
+        dump_scalar_f64(dw, "lab07/choice/budget", r->choice->budget);
+        dump_scalar_f64(dw, "lab07/choice/planned", r->choice->planned);
+        dump_scalar_f64(dw, "lab07/choice/best_t", r->choice->best_t);
+        dump_scalar_f64(dw, "lab07/choice/best_p", r->choice->best_p);
+        dump_scalar_f64(dw, "lab07/choice/best_m", r->choice->best_m);
+    }
     dump_scalar_f64(dw, "lab07/t", r->g->n.tp);
     dump_scalar_f64(dw, "lab07/p", r->g->n.pp);
     dump_scalar_f64(dw, "lab07/dp", r->g->n.dp);

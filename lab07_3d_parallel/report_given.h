@@ -27,6 +27,14 @@ void links_make(GridLinks *k, const Grid *g);
 // naming the group given and the one it belongs on. Collective.
 void grid_check_wiring(const Grid *g, const Pp *pp, const Sp *sp);
 
+// --budget-mb: the student's choice against the planner's list (main.c).
+typedef struct {
+    bool on, ok;              // a choice was made; it is the planner's fastest that fits
+    double budget, planned;   // bytes a rank: the budget, the lab's formula for the choice (grid_budget.h)
+    double planner;           // and the planner's own count
+    int best_t, best_p, best_m;
+} GridChoiceReport;
+
 // What the printout and the dump need of the run.
 typedef struct {
     const Grid *g;
@@ -38,6 +46,7 @@ typedef struct {
     bool gpipe;
     int steps;
     const char *figure;   // --figure's SVG, or NULL
+    const GridChoiceReport *choice;
 } GridReport;
 
 // Rank 0 prints every rank's bytes a step on each group and memory beside

@@ -60,3 +60,24 @@ void grid_after_backward(const Grid *g, GridStep *st, int done) {
 void grid_after_step(const Grid *g, GridStep *st) {
     if (st->zero == 1) comm_all_gather(g->dp_group, st->params + st->shard_off, st->params, st->padded);
 }
+
+// ---- 6. choosing a configuration -------------------------------------------------------
+
+// Every (t, p, dp, m): the planner's fastest that the lab can run and that
+// fits the budget.
+bool grid_choose(int gpus, int rows, double budget, GridPlanFn plan, const void *ctx, GridChoice *out) {
+    bool found = false;
+    double best = 0;
+    for (int t = 1; t <= gpus; t++)
+        for (int p = 1; gpus % t == 0 && p <= gpus / t; p++) {
+            if ((gpus / t) % p) continue;
+            const int dp = gpus / (t * p);
+            for (int m = 1; m <= rows / dp; m++) {
+                GridChoice c = {t, p, dp, m};
+                GridPlan f = plan(ctx, c);
+                if (!f.valid || f.bytes > budget || (found && f.seconds >= best)) continue;
+                *out = c, best = f.seconds, found = true;
+            }
+        }
+    return found;
+}
