@@ -329,6 +329,7 @@ int main(int argc, char **argv) {
     double budget_mb = 0;
     const char *schedule = "1f1b";
     bool no_ref = false;
+    const char *figure = NULL;
     ArgExtra extras[] = {
         {"tp", ARG_INT, &t, "t: tensor-parallel ranks per stage (consecutive ranks), with sequence parallelism", 1,
          1 << 16, NULL, NULL},
@@ -343,6 +344,8 @@ int main(int argc, char **argv) {
          "memory a rank fits this many MB, then run it (0: give them yourself)", 0, 1e9, NULL, NULL},
         {"gpus", ARG_INT, &gpus, "with --budget-mb: choose for this many GPUs and print the choice, without "
          "training (default: the ranks)", 0, 1 << 16, NULL, NULL},
+        {"figure", ARG_OUTPUT, &figure, "draw the grid and each rank's bytes a step on its TP, PP and DP links (SVG)",
+         0, 0, NULL, NULL},
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
@@ -473,7 +476,7 @@ int main(int argc, char **argv) {
     harness_print_mean_step(&hr, false);
     harness_print_memory(c, &mem);
     GridReport rep = {.g = &g, .pp = &pp, .run = &run, .st = &st, .links = &links, .mem = &mem, .gpipe = gpipe,
-                      .steps = a.steps, .choice = &g_choice};
+                      .steps = a.steps, .figure = figure, .choice = &g_choice};
     grid_report(c, &rep);
 
     // Afterwards, not measured: the moments' shards gathered over the DP

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "figure.h"
 #include "grid_budget.h"
 #include "ops.h"
 #include "pp_budget.h"
@@ -136,6 +137,70 @@ static const char *pair(double measured, double formula, char *buf, size_t len) 
     return buf;
 }
 
+// The grid drawn: a row per replica, a box per stage holding its TP group's
+// ranks, each rank with its bytes a step on its TP group; an arrow between
+// stages with the PP bytes a rank sends and receives; the DP groups' links
+// between the replicas with their bytes. One colour per kind of link.
+static void grid_figure(const char *path, const GridReport *r, const double *all) {
+    const GridDims n = r->g->n;
+    const double cell = 120, gap = 70, pad = 14, rowh = 150, top = 70, left = 30;
+    const double boxw = n.tp * cell + 2 * pad;
+    const int W = (int)(left * 2 + n.pp * boxw + (n.pp - 1) * gap), H = (int)(top + n.dp * rowh + 70);
+    char title[160];
+    snprintf(title, sizeof title, "lab07: %d ranks = %d data-parallel x %d pipeline x %d tensor-parallel%s, bytes a "
+             "step and rank", n.dp * n.pp * n.tp, n.dp, n.pp, n.tp, r->st->zero ? " (ZeRO-1)" : "");
+    FILE *f = fig_open(path, W < 560 ? 560 : W, H, title);
+    static const char *const tp_c = "#1f77b4", *const pp_c = "#d62728", *const dp_c = "#2ca02c";
+    char b[32];
+    for (int d = 0; d < n.dp; d++)
+        for (int s = 0; s < n.pp; s++) {
+            const double x = left + s * (boxw + gap), y = top + d * rowh;
+            fprintf(f, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='none' stroke='%s' "
+                       "stroke-width='2' rx='8'/>\n", x, y, boxw, rowh - 50, tp_c);
+            fprintf(f, "<text x='%.0f' y='%.0f' font-size='12' text-anchor='end'>dp %d · stage %d</text>\n", x + boxw,
+                    y - 4, d, s);
+            for (int k = 0; k < n.tp; k++) {
+                const int q = (d * n.pp + s) * n.tp + k;
+                const double *fq = all + (size_t)q * F_COUNT, cx = x + pad + k * cell;
+                fprintf(f, "<rect x='%.0f' y='%.0f' width='%.0f' height='%.0f' fill='#f4f4f4' stroke='#444'/>\n",
+                        cx, y + pad, cell - 10, rowh - 50 - 2 * pad);
+                fprintf(f, "<text x='%.0f' y='%.0f' font-size='13' font-weight='bold'>rank %d</text>\n", cx + 6,
+                        y + pad + 18, q);
+                fprintf(f, "<text x='%.0f' y='%.0f' font-size='11' fill='%s'>TP %s</text>\n", cx + 6, y + pad + 36,
+                        tp_c, core_fmt_bytes(fq[F_TP], b, sizeof b));
+                fprintf(f, "<text x='%.0f' y='%.0f' font-size='11' fill='%s'>DP %s</text>\n", cx + 6, y + pad + 52,
+                        dp_c, core_fmt_bytes(fq[F_DP], b, sizeof b));
+                if (d + 1 < n.dp)   // the DP group's link to the next replica
+                    fprintf(f, "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='%s' stroke-width='2' "
+                               "stroke-dasharray='4 3'/>\n", cx + 30, y + rowh - 50 - pad, cx + 30, y + rowh + pad,
+                            dp_c);
+            }
+            if (s + 1 < n.pp) {   // the PP link to the next stage
+                const int q = (d * n.pp + s) * n.tp;
+                const double ay = y + (rowh - 50) / 2;
+                fprintf(f, "<line x1='%.0f' y1='%.0f' x2='%.0f' y2='%.0f' stroke='%s' stroke-width='3'/>\n",
+                        x + boxw, ay, x + boxw + gap - 6, ay, pp_c);
+                fprintf(f, "<polygon points='%.0f,%.0f %.0f,%.0f %.0f,%.0f' fill='%s'/>\n", x + boxw + gap, ay,
+                        x + boxw + gap - 8, ay - 5, x + boxw + gap - 8, ay + 5, pp_c);
+                // The link's bytes: stage s's PP bytes, less (past stage 0)
+                // its link back, which moves as many.
+                const double link = all[(size_t)q * F_COUNT + F_PP] / (s > 0 ? 2 : 1);
+                fprintf(f, "<text x='%.0f' y='%.0f' font-size='11' fill='%s'>PP %s</text>\n", x + boxw + 4, ay - 8,
+                        pp_c, core_fmt_bytes(link, b, sizeof b));
+            }
+        }
+    static const char *const legend[] = {"a blue box: a TP group; TP: its gathers and scatters around every layer, "
+                                         "each micro-batch", "red: the PP link to the next stage, each TP rank to "
+                                         "its own; the residual stream, each micro-batch",
+                                         "green, dashed: the DP group's link between replicas; the gradients, once a "
+                                         "step"};
+    const char *const colour[] = {tp_c, pp_c, dp_c};
+    for (int i = 0; i < 3; i++)
+        fprintf(f, "<text x='%.0f' y='%.0f' font-size='11' fill='%s'>%s</text>\n", left, (double)H - 50 + 15 * i,
+                colour[i], legend[i]);
+    fig_close(f, path);
+}
+
 void grid_report(Comm *c, const GridReport *r) {
     const int N = comm_size(c);
     double mine[F_COUNT], *all = malloc((size_t)N * F_COUNT * sizeof *all);
@@ -181,6 +246,7 @@ void grid_report(Comm *c, const GridReport *r) {
                    pair(f[F_ACTS], o.acts.acts, e, sizeof e));
         }
     }
+    if (comm_rank(c) == 0 && r->figure && r->links->fits) grid_figure(r->figure, r, all);
     if (comm_rank(c) == 0 && r->choice && r->choice->on) {
         double most = 0;
         int at = 0;

@@ -430,6 +430,10 @@ def labs():
         Case("labs", "lab07 student np=4 --tp 2 --pp 2", mpi(4, "build/lab07", "--tp", 2, "--pp", 2, "--no-ref"), 300,
              Fail("not written yet"), needs=[have("lab07")]),
         refused("lab07 --tp 3 np=4", "does not divide 4 ranks", mpi(4, "build/lab07", "--tp", 3), [have("lab07")]),
+        Case("labs", "lab07_solution np=6 --tp 2 --pp 3 --figure (the grid and its links)",
+             " ".join(mpi(6, "build/lab07_solution", "--tp", 2, "--pp", 3, "--micro", 4, "--steps", 2, "--no-ref",
+                          "--figure", "build/lab07-grid.svg"))
+             + f" && {svg} build/lab07-grid.svg --rects-at-least 9", 300, needs=[have("lab07_solution")]),
         Case("labs", "lab06_solution np=2 --recompute full --recompute-figure",
              " ".join(mpi(2, "build/lab06_solution", "--steps", 2, "--layers", 2, "--no-ref", "--recompute", "full",
                           "--recompute-figure", "build/lab06-recompute.svg"))
