@@ -180,6 +180,9 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     if (!check_ran(g, run, false)) return;
     const DumpFile *d = run->dump;
     check_hooks_written(g, run);
+    // A grid or wiring not written yet stops the run before training: the
+    // unfinished TODOs are the whole answer.
+    if (!dump_find(d, "loss")) return;
     const int N = (int)dump_scalar(d, "meta/world_size", 0);
     // Nothing moved before the step's last micro-batch is done.
     {

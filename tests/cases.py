@@ -594,6 +594,8 @@ def release():
              ["tests/scripts/student-release.sh"], 900, needs=s),
         Case("release", "a release of lab01 and lab02 alone: only they are in it, and graded",
              ["tests/scripts/release-lab01-lab02.sh"], 600, needs=s),
+        Case("release", "a release of lab07 comes with labs 05 and 06 and the two answers it links, and is graded",
+             ["tests/scripts/release-lab07.sh"], 600, needs=s),
         Case("release", "gpu-check --dry-run: pre-flight, bundle, budget, table", ["tests/scripts/gpu-check-dry-run.sh"],
              240, needs=s),
     ]
