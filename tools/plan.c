@@ -91,6 +91,18 @@ int main(int argc, char **argv) {
         printf("params %.0f\ngrads %.0f\noptim %.0f\nacts %.0f\ntotal %.0f\ntp_bytes %.0f\npp_bytes %.0f\ndp_bytes "
                "%.0f\nstep %.6g\nmfu %.4f\n", r.params, r.grads, r.optim, r.acts, r.total, r.tp_bytes, r.pp_bytes,
                r.dp_bytes, r.step, r.mfu);
+        printf("m %d\nlayers %d\nk %d\nt_compute %.6g\nt_bubble %.6g\nt_tp %.6g\nt_pp %.6g\nt_dp %.6g\n", r.m, r.layers,
+               r.k, r.t_compute, r.t_bubble, r.t_tp, r.t_pp, r.t_dp);
+        // Each stage as a lab measures a rank of it (plan_stage: lab05's
+        // partition; bytes sent and received, per group).
+        for (int s = 0; s < c.p; s++) {
+            PlanStage S = plan_stage(&M, gpus, batch, c, s);
+            printf("stage%d.blocks %d\nstage%d.embed %d\nstage%d.head %d\nstage%d.k %d\nstage%d.params %.0f\n"
+                   "stage%d.grads %.0f\nstage%d.optim %.0f\nstage%d.acts %.0f\nstage%d.layer_acts %.0f\n"
+                   "stage%d.tp_bytes %.0f\nstage%d.pp_bytes %.0f\nstage%d.dp_bytes %.0f\n",
+                   s, S.blocks, s, S.embed, s, S.head, s, S.k, s, S.params, s, S.grads, s, S.optim, s, S.acts, s,
+                   S.layer_acts, s, S.tp_bytes, s, S.pp_bytes, s, S.dp_bytes);
+        }
         return 0;
     }
     PlanParams P = plan_params(&M);
