@@ -172,9 +172,8 @@ static PlanStage stage_eval(const PlanModel *m, const PlanConfig *c, int mbs, in
     // stage the fp32 logits of a micro-batch, split over the vocabulary.
     S.layer_acts = plan_layer_acts(m, c->sp, c->rc, b, t, E);
     double whole = plan_layer_acts(m, c->sp, GPT_RECOMPUTE_NONE, b, t, E);
-    double rc_shared = full ? whole
-                       : c->rc == GPT_RECOMPUTE_SELECTIVE ? whole - plan_layer_acts(m, c->sp, GPT_RECOMPUTE_SELECTIVE, b, t, E)
-                                                          : 0;
+    double kept = plan_layer_acts(m, c->sp, GPT_RECOMPUTE_SELECTIVE, b, t, E);
+    double rc_shared = full ? whole : c->rc == GPT_RECOMPUTE_SELECTIVE ? whole - kept : 0;
     double scratch = rc_shared + (head ? 4 * M * m->V / t : 0);
     PpBudget pb = c->v > 1 ? pp_budget_interleaved(c->p, c->v, mbs, s, psi, scratch, cb * S.layer_acts, c->bf16)
                            : pp_budget(false, false, c->p, mbs, s, psi, scratch, 0, cb * S.layer_acts, c->bf16);
@@ -186,7 +185,8 @@ static PlanStage stage_eval(const PlanModel *m, const PlanConfig *c, int mbs, in
     // (fp32), a micro-batch; with SP, lab06's sum of the replicated
     // tensors' fp32 gradients over the group, once a step.
     TpBytes all = tp_bytes_per_step_recompute(false, c->t, 1, M, h, nb, 0, E, full);
-    TpBytes ce = tp_bytes_per_step_recompute(false, c->t, 1, M, 0, 0, 0, E, false);   // C = 0: the cross-entropy's alone
+    // C = 0: the cross-entropy's three of M alone.
+    TpBytes ce = tp_bytes_per_step_recompute(false, c->t, 1, M, 0, 0, 0, E, false);
     double end = (all.embed_head - ce.embed_head) / 2;
     double mb = all.block + (embed ? end : 0) + (head ? end + ce.embed_head : 0);
     double rep_params = nb * P.block_rep + (embed ? P.embed_rep : 0) + (head ? P.head_rep : 0);
@@ -268,7 +268,8 @@ PlanResult plan_evaluate(const PlanModel *m, const PlanGpu *g, int gpus, int bat
     double tp_alpha = r.tp_net ? g->net_alpha : g->nvlink_alpha, tp_beta = r.tp_net ? g->net_bw : g->nvlink_bw;
     double t_rep = 0;
     if (t > 1) {
-        double calls = r.layers * (c.rc == GPT_RECOMPUTE_FULL ? 6 : 4) + 4 + (p == 1);   // the head's 1 + 3, the embedding's
+        // A block's 4 (6 with its forward again), the head's 1 + 3, the embedding's.
+        double calls = r.layers * (c.rc == GPT_RECOMPUTE_FULL ? 6 : 4) + 4 + (p == 1);
         t_mb += ab(tp_last, calls, 2.0 * (t - 1), tp_alpha, tp_beta);
         if (c.sp) t_rep = ab(fmax(rep_first, rep_last), 1, 2.0 * (t - 1), tp_alpha, tp_beta);
     }
