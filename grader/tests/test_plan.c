@@ -78,7 +78,8 @@ START_TEST(memory_worked_by_hand) {
 }
 END_TEST
 
-// The Llama 3 paper (Grattafiori et al. 2024, arXiv 2407.21783), table 4:
+// The Llama 3 paper (Llama Team, AI @ Meta 2024, arXiv 2407.21783 v3),
+// section 3.3.2, table 4 (page 10):
 // 405B pre-training at 8K tokens, 16M tokens a batch (2048 sequences), on
 // 8,192 GPUs (TP 8, CP 1, PP 16, DP 64) and 16,384 (TP 8, CP 1, PP 16, DP
 // 128). Both must fit the planner's H100 and come within its K = 3 fastest
