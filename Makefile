@@ -9,6 +9,8 @@
 #   make bench-ref  tokens/s of build/ref against PyTorch and the sgemm ceiling
 #   make bench-lab02  data-parallel step times against PyTorch DDP
 #   make bench-gpu  tokens/s and MFU of build/ref on one GPU (GPT-2 small), fp32 and TF32
+#   make plan-bench  build/plan's step time against lab05's and lab06's measured, with this
+#                   machine's alpha-beta (lab01's fit) and sgemm rate
 #   make gpu-check  the GPU path checked in one go, one table (needs a GPU)
 #   make yardstick  the grader on every legitimate rounding (OpenBLAS kernels, ARCH, ROUNDING=alt)
 #                   and on every planted bug: each check's separation (about an hour; build/yardstick/)
@@ -160,7 +162,7 @@ PLAN_TEST := $(BUILD)/tests/test_plan
 
 PROGRAMS := $(TOOLS) $(TESTS) $(TEST_HELPERS) $(LAB_BINS) $(GRADER) $(GRADER_TEST) $(PLAN_TEST)
 
-.PHONY: all deps check-deps demo test test-run test-unit test-labs test-grader test-release tests clean help bench bench-ref bench-lab02 bench-gpu gpu-check print-opt lab03-figure grade student-release yardstick
+.PHONY: all deps check-deps demo test test-run test-unit test-labs test-grader test-release tests clean help bench bench-ref bench-lab02 bench-gpu plan-bench gpu-check print-opt lab03-figure grade student-release yardstick
 all: $(PROGRAMS)
 tests: $(TESTS) $(TEST_HELPERS) $(PLAN_TEST)
 
@@ -333,6 +335,10 @@ bench-ref: all
 
 bench-lab02: all
 	@bench/bench_lab02.sh
+
+# The planner's predicted step time against the labs' measured (docs/plan.md).
+plan-bench: all
+	@/usr/bin/python3 bench/plan_step.py
 
 # The GPU: tokens/s and model FLOP utilisation of build/ref on a GPT-2-small
 # shape (fp32 and TF32) against the card's peak; and the GPU path checked in

@@ -65,6 +65,9 @@ PlanParams plan_params(const PlanModel *m) {
         P.embed = V * h + (double)m->s * h;
         P.head = 2 * h + h * V;
         P.matmul = m->L * (attn + mlp) + h * V;
+        // Whole on every TP rank (lab04's replicated): ln1, ln2 (w, b),
+        // attn.bo and mlp.b2 (added once, after g); embed.wpe; lnf (w, b).
+        P.block_rep = 6 * h, P.embed_rep = (double)m->s * h, P.head_rep = 2 * h;
     } else {
         // SwiGLU's gate, up (h, f) and down (f, h); two RMSNorm weights.
         double mlp = 3 * h * f;
@@ -72,6 +75,7 @@ PlanParams plan_params(const PlanModel *m) {
         P.embed = V * h;
         P.head = h + h * V;
         P.matmul = m->L * (attn + mlp) + h * V;
+        P.block_rep = 2 * h, P.embed_rep = 0, P.head_rep = h;   // the RMSNorms' weights
     }
     P.total = m->L * P.block + P.embed + P.head;
     return P;
@@ -117,63 +121,136 @@ const char *plan_dominant(const PlanResult *r) {
     return names[best];
 }
 
+// Why c is not a configuration of this model on `gpus` GPUs for a global
+// batch of `batch` sequences (NULL: it is one); its micro-batches a step in *mbs.
+static const char *plan_invalid(const PlanModel *m, int gpus, int batch, const PlanConfig *c, int *mbs) {
+    int t = c->t, p = c->p, v = c->v, dp = c->dp;
+    if (t < 1 || p < 1 || v < 1 || dp < 1 || c->b < 1) return "every size is 1 or more";
+    if (t * p * dp != gpus) return "t p dp is not the GPUs";
+    if (m->a % t || m->kv % t) return "t does not divide the heads (and the key/value heads)";
+    if (batch % dp) return "dp does not divide the batch";
+    if ((batch / dp) % c->b) return "the micro-batch does not divide a data-parallel rank's batch";
+    if (p * v > m->L) return "more pipeline chunks than layers";
+    if (v > 1 && p < 2) return "interleaving needs 2 stages or more";
+    if (c->sp && t < 2) return "sequence parallelism needs t >= 2";
+    if (c->sp && m->s % t) return "t does not divide the tokens (sequence parallelism)";
+    *mbs = batch / dp / c->b;
+    if (v > 1 && *mbs % p) return "the interleaved schedule needs m a multiple of p";
+    return NULL;
+}
+
+// A stage's figures on one GPU: stage s of p, nb blocks in all and at most
+// cb in one chunk, with the embeddings and the head or not, mbs
+// micro-batches a step. Also, for the step's time, its TP bus bytes a
+// micro-batch (*tp_mb) and, with SP, the replicated gradients' once a step
+// (*rep).
+static PlanStage stage_eval(const PlanModel *m, const PlanConfig *c, int mbs, int s, int nb, int cb, bool embed,
+                            bool head, double *tp_mb, double *rep) {
+    PlanParams P = plan_params(m);
+    PlanStage S = {.blocks = nb, .chunk_blocks = cb, .embed = embed, .head = head};
+    const double E = c->bf16 ? 2 : 4, b = c->b, t = c->t, M = (double)m->s * b, h = m->h;
+    const bool full = c->rc == GPT_RECOMPUTE_FULL;
+
+    // The state: each unit's replicated tensors whole and the rest 1/t
+    // (lab04's psi_replicated + psi_split / t); under ZeRO each unit padded
+    // to dp equal shards (lab03's); ZeRO-3 gathers the two largest.
+    int shards = c->zero ? c->dp : 1;
+    double unit = pad(P.block_rep + (P.block - P.block_rep) / t, shards);
+    double em = embed ? pad(P.embed_rep + (P.embed - P.embed_rep) / t, shards) : 0;
+    double hd = head ? pad(P.head_rep + (P.head - P.head_rep) / t, shards) : 0;
+    double psi = nb * unit + em + hd;
+    double u[4] = {nb > 0 ? unit : 0, nb > 1 ? unit : 0, em, hd}, u1 = 0, u2 = 0;
+    for (int i = 0; i < 4; i++)
+        if (u[i] > u1) u2 = u1, u1 = u[i];
+        else if (u[i] > u2) u2 = u[i];
+    ZeroBudget z = zero_budget(c->zero, true, psi, c->dp, u1, u2, c->bf16);
+
+    // The activations: k micro-batches' sets of the largest chunk's blocks
+    // (pp_budget's k), and a scratch every micro-batch shares:
+    // recomputation's set, a block's activations made again (full) or its
+    // probabilities (selective), once for all the blocks; on the head's
+    // stage the fp32 logits of a micro-batch, split over the vocabulary.
+    S.layer_acts = plan_layer_acts(m, c->sp, c->rc, b, t, E);
+    double whole = plan_layer_acts(m, c->sp, GPT_RECOMPUTE_NONE, b, t, E);
+    double kept = plan_layer_acts(m, c->sp, GPT_RECOMPUTE_SELECTIVE, b, t, E);
+    double rc_shared = full ? whole : c->rc == GPT_RECOMPUTE_SELECTIVE ? whole - kept : 0;
+    double scratch = rc_shared + (head ? 4 * M * m->V / t : 0);
+    PpBudget pb = c->v > 1 ? pp_budget_interleaved(c->p, c->v, mbs, s, psi, scratch, cb * S.layer_acts, c->bf16)
+                           : pp_budget(false, false, c->p, mbs, s, psi, scratch, 0, cb * S.layer_acts, c->bf16);
+    S.params = z.params, S.grads = z.grads, S.optim = z.optim, S.acts = pb.acts, S.k = pb.k;
+
+    // TP: lab04's count for the stage's blocks (under full recomputation
+    // the blocks' forward collectives again) and its ends, the embedding's
+    // all-reduce of M h and the head's with the cross-entropy's three of M
+    // (fp32), a micro-batch; with SP, lab06's sum of the replicated
+    // tensors' fp32 gradients over the group, once a step.
+    TpBytes all = tp_bytes_per_step_recompute(false, c->t, 1, M, h, nb, 0, E, full);
+    // C = 0: the cross-entropy's three of M alone.
+    TpBytes ce = tp_bytes_per_step_recompute(false, c->t, 1, M, 0, 0, 0, E, false);
+    double end = (all.embed_head - ce.embed_head) / 2;
+    double mb = all.block + (embed ? end : 0) + (head ? end + ce.embed_head : 0);
+    double rep_params = nb * P.block_rep + (embed ? P.embed_rep : 0) + (head ? P.head_rep : 0);
+    double reps = c->sp ? 2.0 * (t - 1) / t * 4 * rep_params : 0;
+    S.tp_bytes = mbs * mb + reps;
+    if (tp_mb) *tp_mb = mb;
+    if (rep) *rep = reps;
+
+    // PP: each micro-batch's activations, E s b h / t a TP rank, and their
+    // gradient across each of the stage's chunk boundaries, sent on one side
+    // and received on the other (lab05's count): 2 v - [s = 0] - [s = p - 1]
+    // boundaries interleaved, (s > 0) + (s < p - 1) otherwise.
+    int p = c->p, links = c->v > 1 ? 2 * c->v - (s == 0) - (s == p - 1) : (s > 0) + (s < p - 1);
+    S.pp_bytes = 2.0 * links * mbs * E * M * h / t;
+
+    // DP: the stage's gradients reduced over dp, an all-reduce's bus bytes
+    // (ZeRO 0 to 2 alike, as lab03 counts them), ZeRO-3 gathering the
+    // parameters for each micro-batch's forward and backward and
+    // reduce-scattering its gradients (lab03's 1.5 x for one micro-batch).
+    double ring = (double)(c->dp - 1) / c->dp;
+    S.dp_bytes = c->zero == 3 ? mbs * 3 * ring * E * psi : 2 * ring * E * psi;
+    return S;
+}
+
+PlanStage plan_stage(const PlanModel *m, int gpus, int batch, PlanConfig c, int s) {
+    int mbs;
+    if (plan_invalid(m, gpus, batch, &c, &mbs) || s < 0 || s >= c.p) return (PlanStage){0};
+    // lab05's partition (pp_partition over the p v virtual stages; virtual
+    // stage j = c p + s is chunk c of stage s).
+    int V = c.p * c.v, nb = 0, cb = 0;
+    bool embed = false, head = false;
+    for (int ch = 0; ch < c.v; ch++) {
+        int j = ch * c.p + s, n = (j + 1) * m->L / V - j * m->L / V;
+        nb += n, cb = n > cb ? n : cb;
+        embed |= j == 0, head |= j == V - 1;
+    }
+    return stage_eval(m, &c, mbs, s, nb, cb, embed, head, NULL, NULL);
+}
+
 PlanResult plan_evaluate(const PlanModel *m, const PlanGpu *g, int gpus, int batch, double eff, PlanConfig c) {
     PlanResult r;
     memset(&r, 0, sizeof r);
-    int t = c.t, p = c.p, v = c.v, dp = c.dp;
-#define INVALID(why) do { r.invalid = why; return r; } while (0)
-    if (t * p * dp != gpus) INVALID("t p dp is not the GPUs");
-    if (m->a % t || m->kv % t) INVALID("t does not divide the heads (and the key/value heads)");
-    if (batch % dp) INVALID("dp does not divide the batch");
-    if ((batch / dp) % c.b) INVALID("the micro-batch does not divide a data-parallel rank's batch");
-    if (p * v > m->L) INVALID("more pipeline chunks than layers");
-    if (v > 1 && p < 2) INVALID("interleaving needs 2 stages or more");
-    if (c.sp && t < 2) INVALID("sequence parallelism needs t >= 2");
-    if (c.sp && m->s % t) INVALID("t does not divide the tokens (sequence parallelism)");
-    r.m = batch / dp / c.b;
-    if (v > 1 && r.m % p) INVALID("the interleaved schedule needs m a multiple of p");
+    r.invalid = plan_invalid(m, gpus, batch, &c, &r.m);
+    if (r.invalid) return r;
     r.valid = true;
-
+    int t = c.t, p = c.p, v = c.v, dp = c.dp;
     PlanParams P = plan_params(m);
     const double E = c.bf16 ? 2 : 4, b = c.b, s = m->s, h = m->h;
     int chunk_layers = (m->L + p * v - 1) / (p * v);
     r.layers = chunk_layers * v;
 
     // ---- memory: the first stage (embeddings, the most micro-batches
-    // alive) and the last (the head, the logits); the fuller of the two.
-    double layer = plan_layer_acts(m, c.sp, c.rc, b, t, E);
-    double chunk_set = chunk_layers * layer;
-    // Recomputation's shared set: a block's activations made again (full),
-    // or its probabilities (selective), once for all the blocks.
-    double rc_shared = c.rc == GPT_RECOMPUTE_FULL ? plan_layer_acts(m, c.sp, GPT_RECOMPUTE_NONE, b, t, E)
-                       : c.rc == GPT_RECOMPUTE_SELECTIVE
-                           ? plan_layer_acts(m, c.sp, GPT_RECOMPUTE_NONE, b, t, E) -
-                                 plan_layer_acts(m, c.sp, GPT_RECOMPUTE_SELECTIVE, b, t, E)
-                           : 0;
-    double unit = pad(P.block / t, dp);
-    for (int end = 0; end < 2; end++) {   // 0: the first stage, 1: the last
-        double embed = pad(P.embed / t, dp), head = pad(P.head / t, dp);
-        double ends = p == 1 ? embed + head : end ? head : embed;
-        double psi = r.layers * unit + ends;
-        // The two largest units of the stage (ZeRO-3 gathers them): its blocks and its ends.
-        double u[4] = {unit, r.layers > 1 ? unit : 0, p == 1 || !end ? embed : 0, p == 1 || end ? head : 0};
-        double u1 = 0, u2 = 0;
-        for (int i = 0; i < 4; i++)
-            if (u[i] > u1) u2 = u1, u1 = u[i];
-            else if (u[i] > u2) u2 = u[i];
-        ZeroBudget z = zero_budget(c.zero, true, psi, dp, u1, u2, c.bf16);
-        // The head's logits, fp32, for one micro-batch at a time (split over the vocabulary).
-        double scratch = rc_shared + ((end || p == 1) ? 4 * s * b * m->V / t : 0);
-        int stage = end ? p - 1 : 0;
-        PpBudget pb = v > 1 ? pp_budget_interleaved(p, v, r.m, stage, psi, scratch, chunk_set, c.bf16)
-                            : pp_budget(false, false, p, r.m, stage, psi, scratch, 0, chunk_set, c.bf16);
-        double total = z.params + z.grads + z.optim + pb.acts;
-        if (total > r.total) {
-            r.params = z.params, r.grads = z.grads, r.optim = z.optim, r.acts = pb.acts, r.total = total;
-            if (!end) r.k = pb.k;
-        }
-        if (!end) r.k = pb.k;
-    }
+    // alive) and the last (the head, the logits), each with the most blocks
+    // a stage holds; the fuller of the two.
+    double tp_first, tp_last, rep_first, rep_last;
+    PlanStage first = stage_eval(m, &c, r.m, 0, r.layers, chunk_layers, true, p == 1, &tp_first, &rep_first);
+    PlanStage last = stage_eval(m, &c, r.m, p - 1, r.layers, chunk_layers, p == 1, true, &tp_last, &rep_last);
+    const PlanStage *full = last.params + last.grads + last.optim + last.acts >
+                                    first.params + first.grads + first.optim + first.acts
+                                ? &last
+                                : &first;
+    r.params = full->params, r.grads = full->grads, r.optim = full->optim, r.acts = full->acts;
+    r.total = r.params + r.grads + r.optim + r.acts;
+    r.k = first.k;
 
     // ---- time: one micro-batch's forward and backward on a stage, m of
     // them through the pipeline and its bubble, then the gradients' reduction.
@@ -186,20 +263,21 @@ PlanResult plan_evaluate(const PlanModel *m, const PlanGpu *g, int gpus, int bat
     double t_mb = (model_flops + extra) / (eff * g->peak);
 
     // TP (and SP: the same bus bytes as all-gathers and reduce-scatters):
-    // lab04's count, a stage's blocks for one micro-batch.
+    // the last stage's (the head's end, the larger), a call per all-reduce.
     r.tp_net = t > g->node_gpus;
-    double tp_mb = 0;
+    double tp_alpha = r.tp_net ? g->net_alpha : g->nvlink_alpha, tp_beta = r.tp_net ? g->net_bw : g->nvlink_bw;
+    double t_rep = 0;
     if (t > 1) {
-        TpBytes tb = tp_bytes_per_step_recompute(false, t, 1, tokens_mb, h, r.layers, 0, E, c.rc == GPT_RECOMPUTE_FULL);
-        tp_mb = tb.block + tb.embed_head / 2;   // one end's all-reduce a stage
-        double calls = r.layers * (c.rc == GPT_RECOMPUTE_FULL ? 6 : 4) + 1;
-        t_mb += ab(tp_mb, calls, 2.0 * (t - 1), r.tp_net ? g->net_alpha : g->nvlink_alpha,
-                   r.tp_net ? g->net_bw : g->nvlink_bw);
+        // A block's 4 (6 with its forward again), the head's 1 + 3, the embedding's.
+        double calls = r.layers * (c.rc == GPT_RECOMPUTE_FULL ? 6 : 4) + 4 + (p == 1);
+        t_mb += ab(tp_last, calls, 2.0 * (t - 1), tp_alpha, tp_beta);
+        if (c.sp) t_rep = ab(fmax(rep_first, rep_last), 1, 2.0 * (t - 1), tp_alpha, tp_beta);
     }
-    r.tp_bytes = tp_mb * r.m;
+    r.tp_bytes = tp_last * r.m + fmax(rep_first, rep_last);
     // PP: each micro-batch's activations forward and their gradient back
     // across each of the stage's v chunk boundaries, sbh/t a TP rank
-    // (Megatron's scatter of the message over the TP group).
+    // (Megatron's scatter of the message over the TP group): what a middle
+    // stage sends.
     r.pp_net = (double)t * p > g->node_gpus;
     double pp_mb = p > 1 ? 2.0 * v * E * tokens_mb * h / t : 0;
     double t_pp_mb = p > 1 ? ab(pp_mb, 2.0 * v, 1, r.pp_net ? g->net_alpha : g->nvlink_alpha,
@@ -210,30 +288,23 @@ PlanResult plan_evaluate(const PlanModel *m, const PlanGpu *g, int gpus, int bat
     double bubble = v > 1 ? pp_bubble_formula_interleaved(p, v, r.m) : pp_bubble_formula(p, r.m);
     double pipe = r.m * slot / (1 - bubble);
 
-    // DP: the stage's gradients reduced over dp (an all-reduce's bus bytes:
-    // ZeRO 0 to 2 alike, as lab03 counts), ZeRO-3 gathering the parameters
-    // for each micro-batch's forward and backward and reduce-scattering its
-    // gradients (lab03's 1.5 x for one micro-batch).
+    // DP: the fuller stage's gradients (stage_eval's count).
     r.dp_net = (double)t * p * dp > g->node_gpus;
-    double psi = r.layers * P.block / t + (p == 1 ? P.embed + P.head : fmax(P.embed, P.head)) / t;
-    double G = E;
     if (dp > 1) {
-        double ring = (double)(dp - 1) / dp;
-        r.dp_bytes = c.zero == 3 ? r.m * 3 * ring * G * psi : 2 * ring * G * psi;
+        r.dp_bytes = fmax(first.dp_bytes, last.dp_bytes);
         double calls = c.zero == 3 ? r.m * 3.0 * r.layers : 2.0;   // ZeRO-3: a call a unit
         r.t_dp = ab(r.dp_bytes, calls, dp - 1, r.dp_net ? g->net_alpha : g->nvlink_alpha,
                     r.dp_net ? g->net_bw : g->nvlink_bw);
     }
 
-    r.step = pipe + r.t_dp;
+    r.step = pipe + t_rep + r.t_dp;
     r.t_bubble = pipe * bubble;
     r.t_compute = r.m * (model_flops + extra) / (eff * g->peak);
-    r.t_tp = r.m * (t_mb - (model_flops + extra) / (eff * g->peak));
+    r.t_tp = r.m * (t_mb - (model_flops + extra) / (eff * g->peak)) + t_rep;
     r.t_pp = r.m * t_pp_mb;
     r.tokens_per_s = batch * s / r.step;
     r.mfu = plan_flops_per_token(m) * r.tokens_per_s / (gpus * g->peak);
     return r;
-#undef INVALID
 }
 
 // ---- the search -------------------------------------------------------------------

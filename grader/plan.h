@@ -33,6 +33,11 @@ typedef struct {
 typedef struct {
     double block, embed, head, total;
     double matmul;   // of total, the weights of matrix products (blocks' and the LM head's): 6 x this a token
+    // Of block, embed and head, what tensor parallelism keeps whole on every
+    // rank of its group (lab04's psi_replicated): the norms' weights (and
+    // biases), the biases added after g (GPT's attn.bo, mlp.b2), the learned
+    // positions. The rest is split t ways.
+    double block_rep, embed_rep, head_rep;
 } PlanParams;
 PlanParams plan_params(const PlanModel *m);
 
@@ -81,7 +86,7 @@ typedef struct {
     int layers;            // the most layers a stage holds
     int k;                 // micro-batches (interleaved: chunk-sets) alive on stage 0 (pp_budget's k)
     double params, grads, optim, acts, total;   // bytes per GPU, the fuller of the first and the last stage
-    double tp_bytes, pp_bytes, dp_bytes;        // bus bytes a GPU sends a step, per group
+    double tp_bytes, pp_bytes, dp_bytes;        // bus bytes a GPU sends a step, per group (PP: a middle stage's sends)
     double t_compute, t_tp, t_pp, t_dp, t_bubble, step;   // seconds a step (t_bubble: of step, the pipeline's idle)
     double tokens_per_s, mfu;
     bool tp_net, pp_net, dp_net;   // whether the group's collectives cross the network
@@ -90,6 +95,28 @@ typedef struct {
 // Evaluate one configuration on `gpus` GPUs for a global batch of `batch`
 // sequences, at `eff` of the peak for the compute.
 PlanResult plan_evaluate(const PlanModel *m, const PlanGpu *g, int gpus, int batch, double eff, PlanConfig c);
+
+// One pipeline stage's figures as a lab measures them on a rank of it: the
+// stage holds the blocks of lab05's partition (over its p v virtual stages,
+// virtual stage j = c p + s holding blocks [j L / (p v), (j + 1) L / (p v)),
+// the embeddings with the first, the head with the last), its state by
+// ZeRO's stage, its activations by the schedule, and the bus bytes of each
+// group as comm.h counts a rank's: an all-reduce's 2(k - 1)/k of its
+// payload, and a send and a receive each their payload (so a pipeline
+// boundary counts both of its messages, the activations and their
+// gradient, on either side). plan_evaluate's figures are the fuller of the
+// first and the last stage with the most blocks any stage holds.
+typedef struct {
+    int blocks;            // the blocks it holds, all its chunks'
+    int chunk_blocks;      // the most blocks of one of its chunks
+    bool embed, head;      // whether it holds the embeddings, the head
+    int k;                 // micro-batches (interleaved: chunk-sets) alive at most (pp_budget's k)
+    double params, grads, optim, acts;   // bytes per GPU
+    double layer_acts;     // of acts, one layer's for one micro-batch (plan_layer_acts)
+    double tp_bytes, pp_bytes, dp_bytes; // bus bytes a step, per group, sent and received
+} PlanStage;
+// Stage s (0 <= s < p) of a valid configuration (plan_evaluate's r.valid).
+PlanStage plan_stage(const PlanModel *m, int gpus, int batch, PlanConfig c, int s);
 
 // The term of a step that dominates ("compute", "the bubble", "TP's all-reduces", ...).
 const char *plan_dominant(const PlanResult *r);

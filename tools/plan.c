@@ -5,6 +5,7 @@
 // tokens/s and MFU, from the labs' formulas (grader/plan.h; docs/plan.md).
 //   build/plan --model llama3-405b --gpus 8192 --batch 2048 --gpu H100
 //   build/plan --layers 4 --dim 128 --heads 4 --seq 64 --vocab 256 --batch 8 --gpus 4 --gpu H100
+//   build/plan ... --peak 149e9 --efficiency 1 --alpha 2.4e-6 --beta 6.46e9   (this machine's rates)
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ int main(int argc, char **argv) {
     const char *model = NULL, *gpu = "H100", *layout = NULL, *arch = "gpt";
     const char *config = NULL;
     int kv = 0, ffn = 0, gpus = 0, node = 8, top = 10;
-    double eff = 0.75;
+    double eff = 0.75, alpha = 0, beta = 0, peak = 0;
     ArgExtra extras[] = {
         {"model", ARG_CHOICE, &model, "a preset: its shape (the shape flags are then refused)", 1, 0,
          "gpt3-175b|llama3-8b|llama3-70b|llama3-405b", "NAME"},
@@ -33,6 +34,12 @@ int main(int argc, char **argv) {
         {"node-gpus", ARG_INT, &node, "GPUs a node (NVLink inside, the network between)", 1, 1024, NULL, NULL},
         {"top", ARG_INT, &top, "configurations to print", 1, 1 << 20, NULL, "K"},
         {"efficiency", ARG_DOUBLE, &eff, "the share of the bf16 peak the matrix products reach", 0.01, 1, NULL, "X"},
+        {"peak", ARG_DOUBLE, &peak, "the peak in FLOP/s (0: --gpu's; a measured rate with --efficiency 1, "
+         "e.g. build/sgemm_rate's on a CPU)", 1, 1e20, NULL, "FLOP/S"},
+        {"alpha", ARG_DOUBLE, &alpha, "a message's latency in seconds, inside a node and between nodes alike (0: "
+         "--gpu's; e.g. lab01's fitted alpha, 2.4e-6)", 0, 1, NULL, "S"},
+        {"beta", ARG_DOUBLE, &beta, "a GPU's bandwidth one way in bytes/s, inside a node and between nodes alike (0: "
+         "--gpu's; e.g. lab01's fitted B, 6.46e9)", 1, 1e15, NULL, "BYTES/S"},
         {"layout", ARG_STRING, &layout, "T,P,DP: say where this layout ranks, and its best configuration", 1, 0, NULL, "T,P,DP"},
         {"config", ARG_STRING, &config, "T,P,V,DP,SP,ZERO,RECOMPUTE,B: this configuration's figures alone, one "
          "\"name value\" a line (RECOMPUTE 0 none, 1 selective, 2 full)", 1, 0, NULL, "LIST"},
@@ -72,6 +79,9 @@ int main(int argc, char **argv) {
                                  "2048 of 8192 tokens, 16M tokens)");
     PlanGpu G = *plan_gpu(gpu);
     G.node_gpus = node;
+    if (peak > 0) G.peak = peak;
+    if (alpha > 0) G.nvlink_alpha = G.net_alpha = alpha;
+    if (beta > 0) G.nvlink_bw = G.net_bw = beta;
     bool bf16 = strcmp(a.precision, "fp32") != 0;
     int lt = 0, lp = 0, ldp = 0;
     if (layout && (sscanf(layout, "%d,%d,%d", &lt, &lp, &ldp) != 3 || lt < 1 || lp < 1 || ldp < 1))
@@ -91,6 +101,18 @@ int main(int argc, char **argv) {
         printf("params %.0f\ngrads %.0f\noptim %.0f\nacts %.0f\ntotal %.0f\ntp_bytes %.0f\npp_bytes %.0f\ndp_bytes "
                "%.0f\nstep %.6g\nmfu %.4f\n", r.params, r.grads, r.optim, r.acts, r.total, r.tp_bytes, r.pp_bytes,
                r.dp_bytes, r.step, r.mfu);
+        printf("m %d\nlayers %d\nk %d\nt_compute %.6g\nt_bubble %.6g\nt_tp %.6g\nt_pp %.6g\nt_dp %.6g\n", r.m, r.layers,
+               r.k, r.t_compute, r.t_bubble, r.t_tp, r.t_pp, r.t_dp);
+        // Each stage as a lab measures a rank of it (plan_stage: lab05's
+        // partition; bytes sent and received, per group).
+        for (int s = 0; s < c.p; s++) {
+            PlanStage S = plan_stage(&M, gpus, batch, c, s);
+            printf("stage%d.blocks %d\nstage%d.embed %d\nstage%d.head %d\nstage%d.k %d\nstage%d.params %.0f\n"
+                   "stage%d.grads %.0f\nstage%d.optim %.0f\nstage%d.acts %.0f\nstage%d.layer_acts %.0f\n"
+                   "stage%d.tp_bytes %.0f\nstage%d.pp_bytes %.0f\nstage%d.dp_bytes %.0f\n",
+                   s, S.blocks, s, S.embed, s, S.head, s, S.k, s, S.params, s, S.grads, s, S.optim, s, S.acts, s,
+                   S.layer_acts, s, S.tp_bytes, s, S.pp_bytes, s, S.dp_bytes);
+        }
         return 0;
     }
     PlanParams P = plan_params(&M);

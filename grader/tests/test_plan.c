@@ -7,7 +7,9 @@
 #include <stdlib.h>
 
 #include "plan.h"
+#include "sp_budget.h"
 #include "testutil.h"
+#include "tp_layout.h"
 
 // A published count given to d decimals (in billions) holds ours to within
 // half its last digit: the published figure is ours rounded.
@@ -76,7 +78,8 @@ START_TEST(memory_worked_by_hand) {
 }
 END_TEST
 
-// The Llama 3 paper (Grattafiori et al. 2024, arXiv 2407.21783), table 4:
+// The Llama 3 paper (Llama Team, AI @ Meta 2024, arXiv 2407.21783 v3),
+// section 3.3.2, table 4 (page 10):
 // 405B pre-training at 8K tokens, 16M tokens a batch (2048 sequences), on
 // 8,192 GPUs (TP 8, CP 1, PP 16, DP 64) and 16,384 (TP 8, CP 1, PP 16, DP
 // 128). Both must fit the planner's H100 and come within its K = 3 fastest
@@ -101,6 +104,46 @@ START_TEST(llama3_405b_published_layouts_rank_near_the_top) {
 }
 END_TEST
 
+// A stage's figures (plan_stage) are the labs' formulas at the labs' shapes:
+// lab04's and lab06's bytes of a step (tp_bytes_per_step_typed, with SP
+// sp_replicated_bytes) and psi_local (the replicated tensors whole, the
+// rest 1/t), and lab05's partition (the embeddings with the first stage's
+// blocks, the head with the last's, the blocks as even as they go).
+START_TEST(stages_are_the_labs_formulas) {
+    // lab06's graded shape: 2 blocks, 128 channels, 4 heads, 64 tokens, 8
+    // rows, vocabulary 256; t = 2, fp32.
+    PlanModel gpt = {"lab06", PLAN_GPT, 2, 128, 4, 4, 512, 64, 256};
+    double h = 128, s = 64, V = 256, L = 2, M = 8 * s;
+    double rep = L * 6 * h + s * h + 2 * h, all = L * (12 * h * h + 13 * h) + V * h + s * h + 2 * h + h * V;
+    double psi_local = rep + (all - rep) / 2;
+    for (int sp = 0; sp < 2; sp++) {
+        PlanConfig c = {2, 1, 1, 1, sp, 0, GPT_RECOMPUTE_NONE, 8, false};
+        PlanStage st = plan_stage(&gpt, 2, 8, c, 0);
+        ck_assert_double_eq_tol(st.params, 4 * psi_local, 0.5);
+        ck_assert_double_eq_tol(st.optim, 8 * psi_local, 0.5);
+        double want = tp_bytes_per_step_typed(false, 2, 1, M, h, 2, psi_local, 4).total +
+                      (sp ? sp_replicated_bytes(2, L, s, h) : 0);
+        ck_assert_msg(fabs(st.tp_bytes - want) <= 0.5, "sp %d: %.0f bytes, lab06's %.0f", sp, st.tp_bytes, want);
+        ck_assert_double_eq_tol(st.layer_acts, sp_layer_bytes(sp, s, 8, h, 4, 2, 4), 0.5);
+    }
+    // A negative control: lab04's bytes without SP are not lab06's with it.
+    PlanConfig on = {2, 1, 1, 1, true, 0, GPT_RECOMPUTE_NONE, 8, false}, off = on;
+    off.sp = false;
+    ck_assert(plan_stage(&gpt, 2, 8, on, 0).tp_bytes > plan_stage(&gpt, 2, 8, off, 0).tp_bytes);
+    // lab05 at p = 3 on 4 blocks: [embed, b0], [b1], [b2, b3, head].
+    PlanModel l5 = {"lab05", PLAN_GPT, 4, 128, 4, 4, 512, 64, 256};
+    PlanConfig c = {1, 3, 1, 1, false, 0, GPT_RECOMPUTE_NONE, 2, false};
+    int blocks[3] = {1, 1, 2};
+    for (int q = 0; q < 3; q++) {
+        PlanStage st = plan_stage(&l5, 3, 8, c, q);
+        ck_assert_int_eq(st.blocks, blocks[q]);
+        ck_assert(st.embed == (q == 0) && st.head == (q == 2));
+        // Each boundary's messages both ways, M h floats each, m = 4 micro-batches.
+        ck_assert_double_eq_tol(st.pp_bytes, 4 * 2.0 * (q == 1 ? 2 : 1) * 4 * 2 * 64 * 128, 0.5);
+    }
+}
+END_TEST
+
 int main(void) {
     Suite *s = suite_create("plan");
     TCase *tc = tcase_create("core");
@@ -109,6 +152,7 @@ int main(void) {
     tcase_add_test(tc, flops_are_six_n_and_the_attention);
     tcase_add_test(tc, memory_worked_by_hand);
     tcase_add_test(tc, llama3_405b_published_layouts_rank_near_the_top);
+    tcase_add_test(tc, stages_are_the_labs_formulas);
     suite_add_tcase(s, tc);
     return test_run_suite(s);
 }
