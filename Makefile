@@ -226,12 +226,24 @@ $(PLAN_TEST): $(OBJ)/grader/tests/test_plan.o $(BUILD)/libtestutil.a $(VERDICT) 
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(WRAP) $(filter-out $(LIB),$^) $(CHECK_LIBS) $(LIB) -o $@ $(LDLIBS)
 
+# A lab whose given code is other labs' answers names their sources in
+# LAB_USES_<dir> (compiled as those labs compile them, linked into both of
+# its programs), the labs in LAB_BUILT_ON_<dir>, and their headers' folders
+# in LAB_INCLUDES_<dir>. lab07, the capstone: each pipeline stage runs
+# lab06's sequence parallelism on lab06's split layers, and lab05's
+# schedules drive the micro-batches. It is released only with those labs
+# (student-release, below).
+LAB_USES_lab07_3d_parallel := lab05_pipeline/solution/pipeline.c lab06_sequence_parallel/solution/sp.c \
+                              lab06_sequence_parallel/tp_given.c
+LAB_BUILT_ON_lab07_3d_parallel := lab05 lab06
+LAB_INCLUDES_lab07_3d_parallel := -Ilab05_pipeline -Ilab06_sequence_parallel
+
 define LAB_RULES
 $(1)_ID := $(word 1,$(subst _, ,$(1)))
-$(1)_HARNESS := $(1)/main.c $(wildcard $(1)/*_given.c)
+$(1)_HARNESS := $(1)/main.c $(wildcard $(1)/*_given.c) $(LAB_USES_$(1))
 $(1)_STUDENT := $$(filter-out $$($(1)_HARNESS),$$(wildcard $(1)/*.c))
 $(1)_SOLUTION := $$(patsubst $(1)/%,$(1)/solution/%,$$($(1)_STUDENT))
-$(OBJ)/$(1)/%.o: CFLAGS += -I$(1) -Igrader
+$(OBJ)/$(1)/%.o: CFLAGS += -I$(1) -Igrader $(LAB_INCLUDES_$(1))
 $(BUILD)/$$($(1)_ID): $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_STUDENT:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
 $(BUILD)/$$($(1)_ID)_solution: $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
@@ -290,16 +302,32 @@ grade: all
 # cheat in it). LABS="lab01 lab02" packs only those labs (an instructor
 # releasing them one at a time: lab06 gives lab04's answer away); the
 # default is every lab. The release's grader grades the labs it holds.
+#
+# A lab built on other labs' answers (LAB_USES_<dir>: lab07, the capstone,
+# on labs 05 and 06's) is released only with them: by default it is left
+# out; named in LABS (with the labs it is built on), it comes with the
+# answers it uses, which then give those labs away: release it once they
+# are done (LABS="lab01 ... lab07").
 RELEASE ?= dist/parallelism-labs-student.tar.gz
 LABS ?=
+BUILT_ON := $(foreach d,$(LAB_DIRS),$(if $(LAB_USES_$(d)),$(d)))
+RELEASE_DROP := $(if $(LABS),,$(foreach d,$(BUILT_ON),$(call lab_id,$(d))))
+RELEASE_BUILT := $(foreach d,$(BUILT_ON),$(if $(filter $(call lab_id,$(d)),$(LABS)),$(call lab_id,$(d))))
+RELEASE_NEEDS := $(sort $(foreach d,$(BUILT_ON),$(if $(filter $(call lab_id,$(d)),$(LABS)),$(LAB_BUILT_ON_$(d)))))
+RELEASE_MISSING := $(filter-out $(LABS),$(RELEASE_NEEDS))
+RELEASE_GIVEN := $(foreach f,$(foreach d,$(BUILT_ON),$(if $(filter $(call lab_id,$(d)),$(LABS)),$(LAB_USES_$(d)))),$(if \
+                   $(findstring /solution/,$(f)),$(f)))
 student-release:
 	@for l in $(LABS); do ls -d $${l}_*/ > /dev/null 2>&1 || { echo "LABS: there is no $$l (the labs: $(foreach d,$(LAB_DIRS),$(call lab_id,$(d))))"; exit 2; }; done
+	@$(if $(RELEASE_MISSING),echo "LABS: $(RELEASE_BUILT) is built on $(RELEASE_NEEDS): name $(RELEASE_MISSING) too"; exit 2)
 	@mkdir -p $(dir $(RELEASE))
-	git ls-files | grep -v -E '^(lab[0-9][0-9]_[^/]*/solution/|grader/mutants/|grader/tests/adversarial/)' | \
-	  awk -v labs="$(LABS)" 'BEGIN { n = split(labs, l, " "); for (i = 1; i <= n; i++) keep[l[i]] = 1 } \
-	    n && /^lab[0-9][0-9]_/ && !(substr($$0, 1, 5) in keep) { next } { print }' | \
+	{ git ls-files | grep -v -E '^(lab[0-9][0-9]_[^/]*/solution/|grader/mutants/|grader/tests/adversarial/)'; \
+	  for f in $(RELEASE_GIVEN); do echo $$f; done; } | \
+	  awk -v labs="$(LABS)" -v drop="$(RELEASE_DROP)" 'BEGIN { n = split(labs, l, " "); for (i = 1; i <= n; i++) keep[l[i]] = 1; \
+	    split(drop, d, " "); for (i in d) out[d[i]] = 1 } \
+	    /^lab[0-9][0-9]_/ && ((n && !(substr($$0, 1, 5) in keep)) || (substr($$0, 1, 5) in out)) { next } { print }' | \
 	  tar --transform 's,^,parallelism-labs/,' -czf $(RELEASE) -T -
-	@echo "wrote $(RELEASE): $$(tar -tzf $(RELEASE) | wc -l) files, no solutions$(if $(LABS),; labs: $(LABS))"
+	@echo "wrote $(RELEASE): $$(tar -tzf $(RELEASE) | wc -l) files, $(if $(RELEASE_GIVEN),no solutions but those $(RELEASE_GIVEN:%=%) that $(RELEASE_BUILT) is built on,no solutions)$(if $(LABS),; labs: $(LABS))$(if $(RELEASE_DROP),; left out: $(RELEASE_DROP) (built on other labs' answers: name it in LABS with them))"
 
 # Benchmarks print figures; they are not tests.
 bench-ref: all

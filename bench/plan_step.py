@@ -40,9 +40,15 @@ RUNS = [
     ("lab05", "1F1B, 4 micro-batches (lab05's defaults)", NP, []),
     ("lab06", "TP + SP, dropout 0.1 (lab06's defaults)", NP, []),
 ]
-# lab07 (the capstone) is built on another branch: its default run goes here,
-# ("lab07", "what it runs", NP, [its flags]), once plan_labs.layout() reads its dump.
-LAB07_RUNS = []
+# The capstone on NP ranks, one a core: a TP group alone, a pipeline alone
+# (lab07's grid, its given code and the student's sums and syncs), and its
+# 2 x 2 x 2 grid (8 ranks oversubscribed: the measured time is then the
+# cores' sharing, printed to show how far the model is from it).
+LAB07_RUNS = [
+    ("lab07", f"t {NP}, SP (lab07's grid, one TP group)", NP, ["--tp", str(NP)]),
+    ("lab07", f"p {NP}, 1F1B, 4 micro-batches (lab07)", NP, ["--pp", str(NP), "--micro", "4"]),
+    ("lab07", "2 x 2 x 2 on 8 ranks (oversubscribed)", 8, ["--tp", "2", "--pp", "2"]),
+]
 RUNS += LAB07_RUNS
 
 

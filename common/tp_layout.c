@@ -197,15 +197,17 @@ static Runs runs_of(const GptTensor *t, TpSplit s) {
     return (Runs){t->offset, 0, 1, (int)t->count};
 }
 
+void tp_layout_init_unit(const TpLayout *L, int u, float *unit) {
+    for (int k = 0; k < L->m->units[u].ntensors; k++) {
+        const TpPart *p = &L->part[u][k];
+        Runs r = runs_of(&L->m->units[u].tensors[k], p->split);
+        for (int i = 0; i < r.rows; i++)
+            gpt_init_slice(L->m, u, unit + p->offset + (size_t)i * r.len, r.from + i * r.stride, (size_t)r.len);
+    }
+}
+
 void tp_layout_init(const TpLayout *L, float **params) {
-    for (int u = 0; u < L->nunits; u++)
-        for (int k = 0; k < L->m->units[u].ntensors; k++) {
-            const TpPart *p = &L->part[u][k];
-            Runs r = runs_of(&L->m->units[u].tensors[k], p->split);
-            for (int i = 0; i < r.rows; i++)
-                gpt_init_slice(L->m, u, params[u] + p->offset + (size_t)i * r.len, r.from + i * r.stride,
-                               (size_t)r.len);
-        }
+    for (int u = 0; u < L->nunits; u++) tp_layout_init_unit(L, u, params[u]);
 }
 
 void tp_layout_parts_from_whole(const TpLayout *L, int u, float *local, const float *whole) {

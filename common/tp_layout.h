@@ -80,6 +80,8 @@ void tp_layout_free_units(const TpLayout *L, float **units);
 // Initialise this rank's parts as the same slices of the single-device
 // model's initial parameters (gpt_init_slice, row by row for columns).
 void tp_layout_init(const TpLayout *L, float **params);
+// The same for unit u alone (a pipeline stage initialises the units it holds).
+void tp_layout_init_unit(const TpLayout *L, int u, float *unit);
 // This rank's parts of unit u (device) from the whole unit on the host.
 void tp_layout_parts_from_whole(const TpLayout *L, int u, float *local, const float *whole);
 // Whole units on the host of the group's rank 0 (NULL elsewhere), from

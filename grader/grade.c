@@ -289,8 +289,21 @@ static void make_copy(Options *o) {
 static char g_refused[1400];
 
 // Drop the submission's file for `lab` into the copy; returns where it came from.
+static void place_given(const Options *o, const LabSpec *lab) {
+    for (const char *const *f = lab->given; f && *f; f++) {
+        char src[1100], dst[1100], q1[1200], q2[1200], line[2600];
+        snprintf(src, sizeof src, "%s/%s", o->tree, *f);
+        snprintf(dst, sizeof dst, "%s/%s", o->build_tree, *f);
+        shell_quote(q1, sizeof q1, src);
+        shell_quote(q2, sizeof q2, dst);
+        snprintf(line, sizeof line, "mkdir -p \"$(dirname %s)\" && cp %s %s", q2, q1, q2);
+        CHECK(shell(line) == 0, "cannot copy %s (given to %s) into the grading tree", src, lab->id);
+    }
+}
+
 static const char *place_submission(const Options *o, const LabSpec *lab, char *from, size_t len) {
     char dst[1024], q1[1100], q2[1100], line[2400];
+    place_given(o, lab);
     snprintf(dst, sizeof dst, "%s/%s/%s", o->build_tree, lab->dir, lab->student_file);
     if (o->mutant && is_patch(o->mutant)) {
         // A planted bug: a small patch against the solution, applied to a

@@ -75,4 +75,10 @@ typedef struct LabSpec {
     unsigned words;           // WORDS_*: the concepts its diagnoses may name
     // The factors a gradient of this run can be off by, and their causes (NULL: none).
     int (*ratio_causes)(const Run *run, RatioCause *out);
+    // Other labs' solution files this lab's harness is built on (lab07: labs
+    // 05 and 06's answers, given to its students; the Makefile's
+    // LAB_USES_<dir>), NULL-ended, or NULL: copied into the grading tree
+    // when this lab's submission is placed, never before (the labs are
+    // graded in order, lab07 after the labs whose answers it holds).
+    const char *const *given;
 } LabSpec;

@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-extern const LabSpec LAB_REF, LAB01, LAB02, LAB03, LAB04, LAB05, LAB06;
-const LabSpec *const LABS[] = {&LAB_REF, &LAB01, &LAB02, &LAB03, &LAB04, &LAB05, &LAB06};
+extern const LabSpec LAB_REF, LAB01, LAB02, LAB03, LAB04, LAB05, LAB06, LAB07;
+const LabSpec *const LABS[] = {&LAB_REF, &LAB01, &LAB02, &LAB03, &LAB04, &LAB05, &LAB06, &LAB07};
 const int NLABS = sizeof LABS / sizeof LABS[0];
 
 const LabSpec *lab_spec(const char *id) {

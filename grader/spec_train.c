@@ -356,18 +356,25 @@ void check_resident(Grader *g, const Run *run) {
 
 // ---- the ledger ----------------------------------------------------------------------
 
-static LedgerGroup group_class(uint64_t mask, int size, int op, int rank, int N, int inner) {
-    uint64_t one = 1, base = (uint64_t)(rank / inner * inner), in = 0, out = 0;
+static LedgerGroup group_class(uint64_t mask, int size, int op, int rank, int N, int inner, int middle) {
+    const int block = inner * middle;   // a middle group's span (inner when there is none)
+    uint64_t one = 1, base = (uint64_t)(rank / inner * inner), in = 0, mid = 0, out = 0;
     for (int q = 0; q < inner; q++) in |= one << (base + (uint64_t)q);
-    for (int q = rank % inner; q < N; q += inner) out |= one << q;
+    for (int q = rank / block * block + rank % inner; middle > 1 && q < rank / block * block + block; q += inner)
+        mid |= one << q;
+    for (int q = rank % block; q < N; q += block) out |= one << q;
     if (op == COMM_OP_SEND || op == COMM_OP_RECV) {
         if (size != 2) return LEDGER_OTHER;
         uint64_t peer = mask & ~(one << rank);
-        if (rank % inner < inner - 1 && peer == one << (rank + 1)) return LEDGER_NEXT;
-        if (rank % inner > 0 && peer == one << (rank - 1)) return LEDGER_PREV;
+        // Along the middle axis when there is one (lab07's stages), else the inner.
+        const int step = middle > 1 ? inner : 1, at = middle > 1 ? rank / inner % middle : rank % inner,
+                  len = middle > 1 ? middle : inner;
+        if (at < len - 1 && peer == one << (rank + step)) return LEDGER_NEXT;
+        if (at > 0 && peer == one << (rank - step)) return LEDGER_PREV;
         return LEDGER_OTHER;
     }
     if (mask == in) return LEDGER_INNER;
+    if (middle > 1 && mask == mid) return LEDGER_MIDDLE;
     if (mask == out) return LEDGER_OUTER;
     if (N < 64 && mask == (one << N) - 1) return LEDGER_WORLD;
     return LEDGER_OTHER;
@@ -376,11 +383,26 @@ static LedgerGroup group_class(uint64_t mask, int size, int op, int rank, int N,
 static const char *group_words(LedgerGroup k, const char *const *names) {
     static const char *const words[] = {NULL, NULL, "the whole world", "its next stage", "its previous stage",
                                         "a group of no step's"};
-    return k <= LEDGER_OUTER ? names[k] : words[k];
+    return k <= LEDGER_OUTER ? names[k] : k == LEDGER_MIDDLE ? names[2] : words[k];
+}
+
+// The group whose `op` calls are short of exactly `excess` bytes (what group
+// k has too many of), or -1: a collective moved from there to k.
+static int moved_from(const LedgerWant *w, int nw, double (*bytes)[COMM_NOPS], int op, int k, double steps,
+                      double excess) {
+    for (int j = 0; j < nw && excess > 0.5; j++)
+        if (w[j].op == op && (int)w[j].group != k && fabs(w[j].bytes * steps - bytes[w[j].group][op] - excess) <= 0.5)
+            return (int)w[j].group;
+    return -1;
 }
 
 void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want,
                   const void *ctx) {
+    check_ledger_grid(g, run, inner, 1, names, want, ctx);
+}
+
+void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const char *const *names, LedgerWants want,
+                       const void *ctx) {
     const DumpArray *led = dump_find(run->dump, "comm/ledger"), *full = dump_find(run->dump, "comm/ledger_full"),
                     *loss = dump_find(run->dump, "loss");
     int N = (int)dump_scalar(run->dump, "meta/world_size", 0);
@@ -406,7 +428,7 @@ void check_ledger(Grader *g, const Run *run, int inner, const char *const *names
             uint64_t at = ((uint64_t)r * led->shape[1] + i) * 5;
             int op = (int)dump_get(led, at), size = (int)dump_get(led, at + 1);
             if (op < 0 || op >= COMM_NOPS || size <= 1) continue;   // a group of one moves nothing
-            LedgerGroup k = group_class((uint64_t)dump_get(led, at + 2), size, op, r, N, inner);
+            LedgerGroup k = group_class((uint64_t)dump_get(led, at + 2), size, op, r, N, inner, middle);
             bytes[k][op] += dump_get(led, at + 3) * dump_get(led, at + 4);
             calls[k][op] += dump_get(led, at + 4);
         }
@@ -461,7 +483,15 @@ void check_ledger(Grader *g, const Run *run, int inner, const char *const *names
                         snprintf(ops_diag, sizeof ops_diag, "rank %d made no %s over %s, where %d steps need %s (%s): "
                                  "they ran on another communicator, or not at all", r, opname, grp, (int)steps, b2,
                                  wanted->what);
-                    else
+                    else if (moved_from(w, nw, bytes, op, k, steps, bytes[k][op] - want_bytes) >= 0) {
+                        const LedgerGroup from = (LedgerGroup)moved_from(w, nw, bytes, op, k, steps,
+                                                                         bytes[k][op] - want_bytes);
+                        snprintf(ops_diag, sizeof ops_diag, "rank %d's %s calls over %s moved %s where %d steps need "
+                                 "%s (%s), and its %s calls over %s are short of exactly the %.0f bytes more: a "
+                                 "collective that belongs on %s was given the wrong communicator", r, opname, grp, b1,
+                                 (int)steps, b2, wanted->what, opname, group_words(from, names),
+                                 bytes[k][op] - want_bytes, group_words(from, names));
+                    } else
                         snprintf(ops_diag, sizeof ops_diag, "rank %d's %s calls over %s moved %s where %d steps need "
                                  "%s (%s), %+.0f bytes: %s", r, opname, grp, b1, (int)steps, b2, wanted->what,
                                  bytes[k][op] - want_bytes, bytes[k][op] > want_bytes

@@ -86,7 +86,13 @@ void check_resident(Grader *g, const Run *run);
 // (tensor parallelism's or a pipeline's) and whose outer groups are the
 // ranks `inner` apart (data parallelism's); for a send or a receive, the
 // rank's neighbours in its inner group.
-typedef enum { LEDGER_INNER, LEDGER_OUTER, LEDGER_WORLD, LEDGER_NEXT, LEDGER_PREV, LEDGER_OTHER, LEDGER_NGROUPS } LedgerGroup;
+// A grid of three axes (lab07) has a middle group between them: `middle`
+// ranks `inner` apart within blocks of inner x middle (the pipeline's), the
+// outer groups then inner x middle apart, and the sends and receives along
+// the middle axis.
+typedef enum {
+    LEDGER_INNER, LEDGER_OUTER, LEDGER_WORLD, LEDGER_NEXT, LEDGER_PREV, LEDGER_OTHER, LEDGER_MIDDLE, LEDGER_NGROUPS
+} LedgerGroup;
 
 // What one step needs of one operation on one group: its payload bytes (all
 // calls together) and the most calls it takes. Fewer calls for the same
@@ -108,6 +114,10 @@ typedef struct {
 enum { LEDGER_MAX = 16 };
 typedef int (*LedgerWants)(const Run *run, int rank, LedgerWant *out, const void *ctx);
 void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want, const void *ctx);
+// The same on a grid of three axes: names[LEDGER_INNER], [LEDGER_OUTER] and
+// names[2] the middle group's.
+void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const char *const *names, LedgerWants want,
+                       const void *ctx);
 
 // The factors the gradients of a tensor-parallel run on a grid (labs 04 and
 // 06) can be off by (x t, 1/t, x dp, 1/dp) and their causes, from the dump's

@@ -88,6 +88,11 @@ typedef struct {
     // same SpBlockActs (one set, the block running's) and the harness keeps
     // each block's input alone (the residual stream, this rank's tokens).
     GptRecompute recompute;
+    // lab07's: the caller sums the replicated tensors' gradients over the
+    // group once a step, after the last micro-batch (lab07's grid.c). lab06
+    // leaves it false, and lab06's sp.c need not read it (lab07 links the
+    // answer's sp.c).
+    bool sums_deferred;
     SpScratch s;
 } Sp;
 

@@ -425,6 +425,15 @@ def labs():
         Case("labs", "lab06 student np=2 --recompute full",
              mpi(2, "build/lab06", "--steps", 1, "--layers", 2, "--no-ref", "--recompute", "full"), 300,
              Fail("sp_block_backward under --recompute full (TODO 6): not written yet"), needs=s),
+        # lab07: the unfinished grid says what is missing; a grid that does
+        # not divide the ranks is refused before MPI's work.
+        Case("labs", "lab07 student np=4 --tp 2 --pp 2", mpi(4, "build/lab07", "--tp", 2, "--pp", 2, "--no-ref"), 300,
+             Fail("not written yet"), needs=[have("lab07")]),
+        refused("lab07 --tp 3 np=4", "does not divide 4 ranks", mpi(4, "build/lab07", "--tp", 3), [have("lab07")]),
+        Case("labs", "lab07_solution np=6 --tp 2 --pp 3 --figure (the grid and its links)",
+             " ".join(mpi(6, "build/lab07_solution", "--tp", 2, "--pp", 3, "--micro", 4, "--steps", 2, "--no-ref",
+                          "--figure", "build/lab07-grid.svg"))
+             + f" && {svg} build/lab07-grid.svg --rects-at-least 9", 300, needs=[have("lab07_solution")]),
         Case("labs", "lab06_solution np=2 --recompute full --recompute-figure",
              " ".join(mpi(2, "build/lab06_solution", "--steps", 2, "--layers", 2, "--no-ref", "--recompute", "full",
                           "--recompute-figure", "build/lab06-recompute.svg"))
@@ -493,10 +502,10 @@ def grader():
              f"{g} --solutions --lab ref,lab01,lab02,lab03 --json build/results.json --junit build/results.xml && "
              f"{reports} build/results.json build/results.xml", 900, needs=s),
         planted("lab03"), planted("lab01"), planted("lab02"),
-        Case("grader", "grade --solutions of labs 04 to 06 (json, junit)",
-             f"{g} --solutions --lab lab04,lab05,lab06 --json build/results-b.json --junit build/results-b.xml && "
+        Case("grader", "grade --solutions of labs 04 to 07 (json, junit)",
+             f"{g} --solutions --lab lab04,lab05,lab06,lab07 --json build/results-b.json --junit build/results-b.xml && "
              f"{reports} build/results-b.json build/results-b.xml", 900, needs=s),
-        planted("lab04"), planted("lab05"), planted("lab06"),
+        planted("lab04"), planted("lab05"), planted("lab06"), planted("lab07"),
     ]
     # Correct code passes on other machines' rounding: the closest runs, the
     # solutions and legal variants, under two other OpenBLAS kernels
@@ -585,6 +594,8 @@ def release():
              ["tests/scripts/student-release.sh"], 900, needs=s),
         Case("release", "a release of lab01 and lab02 alone: only they are in it, and graded",
              ["tests/scripts/release-lab01-lab02.sh"], 600, needs=s),
+        Case("release", "a release of lab07 comes with labs 05 and 06 and the two answers it links, and is graded",
+             ["tests/scripts/release-lab07.sh"], 600, needs=s),
         Case("release", "gpu-check --dry-run: pre-flight, bundle, budget, table", ["tests/scripts/gpu-check-dry-run.sh"],
              240, needs=s),
     ]

@@ -57,7 +57,10 @@ static size_t whole_elems(const Sp *sp) { return (size_t)sp->tp.B * sp->tp.T * s
 
 // Each rank's gradient of a replicated tensor covers its own tokens: the
 // sum over the group covers them all (fp32: the gradients are fp32 views).
-static void sum_over_group(Sp *sp, float *grad, size_t n) { comm_all_reduce_sum(sp->tp.group, grad, n); }
+// (lab07 sums them itself, once a step: sp->sums_deferred.)
+static void sum_over_group(Sp *sp, float *grad, size_t n) {
+    if (!sp->sums_deferred) comm_all_reduce_sum(sp->tp.group, grad, n);
+}
 
 // x_out = x + dropout(branch), on this rank's tokens; x_out kept.
 static void residual(Sp *sp, void *x_out, const float *x, const float *branch, int layer, int site) {

@@ -1,6 +1,5 @@
 """plan_labs.py: the planner's memory and bytes per rank against what the
-labs' graded runs measure, labs 03 to 06 (lab07's runs have their place
-below, empty until lab07 exists).
+labs' graded runs measure, labs 03 to 07.
 
 Each run is one of the lab's graded runs (grader/spec_labNN.c), at its shape,
 with --no-ref and 2 or 3 steps; it writes --dump, read back with
@@ -86,11 +85,16 @@ RUNS = [
 ]
 
 # ---- lab07 ------------------------------------------------------------------
-# lab07 (the capstone: data, tensor and pipeline parallelism together) is
-# built on another branch. Its graded runs go in LAB07_RUNS, as the tuples
-# above, and its dump's layout is read in layout() (its entries t, p, v, dp,
-# micro-batches); the comparison itself needs nothing new.
-LAB07_RUNS = []
+# The capstone's grids (grader/spec_lab07.c): data, tensor (with sequence)
+# and pipeline parallelism together, and ZeRO-1 over the DP group. The odd
+# pipeline at 4 layers: the planner's stages hold whole layers (p <= L),
+# lab07's graded run puts 3 stages on 2 layers' 4 units.
+L07 = "--layers 2 --steps 2"
+LAB07_RUNS = [
+    ("lab07", "np8-t2-p2-dp2", 8, f"{L07} --tp 2 --pp 2"),
+    ("lab07", "np6-t2-p3-layers4", 6, "--steps 2 --tp 2 --pp 3 --micro 4"),
+    ("lab07", "np4-t2-dp2-zero1", 4, f"{L07} --tp 2 --zero 1"),
+]
 RUNS += LAB07_RUNS
 
 
@@ -118,8 +122,12 @@ def layout(lab, d, cfg, N):
         stage = [int(s) for s in d["pp/rank_stage/stage"]]
     elif lab == "lab06":
         t, dp, sp = scalar(d, "sp/t", 1), scalar(d, "sp/dp", 1), scalar(d, "sp/on", 1)
+    elif lab == "lab07":
+        t, p, dp = scalar(d, "lab07/t", 1), scalar(d, "lab07/p", 1), scalar(d, "lab07/dp", 1)
+        zero, m, sp = scalar(d, "lab07/zero", 0), int(cfg["micro"]), int(scalar(d, "lab07/t", 1) > 1)
+        stage = [int(row[0]) for row in d["lab07/rank"]]   # report_given.c's facts: the stage first
     else:
-        raise SystemExit(f"plan_labs.py: no layout for {lab} (lab07: see LAB07_RUNS)")
+        raise SystemExit(f"plan_labs.py: no layout for {lab}")
     rc = {"none": 0, "selective": 1, "full": 2}[cfg.get("recompute", "none")]
     return f"{t},{p},{v},{dp},{sp},{zero},{rc},{batch // dp // m}", t, stage
 
