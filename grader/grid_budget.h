@@ -25,6 +25,8 @@
 
 #include <stdbool.h>
 
+#include "gpt.h"
+
 typedef struct {
     double tp_gather, tp_scatter, tp_reduce;   // bytes a step on the TP group
     double tp_gather_calls, tp_reduce_calls;   // calls a step, at most (the reduce-scatters' as the gathers')
@@ -33,8 +35,10 @@ typedef struct {
     double tp, pp, dp;                         // each group's total
 } GridBytes;
 
+// (--recompute full: each block's forward collectives once more, in its
+// backward pass: 6 a block each way.)
 GridBytes grid_bytes(int t, int p, int s, int dp, int zero, int m, double b, double T, double C, int blocks,
-                     bool embed, bool head, double rep_floats, int nrep, double padded);
+                     bool embed, bool head, double rep_floats, int nrep, double padded, bool full);
 
 // The activations a rank of lab07 allocates (stage_given.c), in bytes, fp32:
 // the scratch every micro-batch shares (the split layers' and sp.c's), and
@@ -46,7 +50,12 @@ GridBytes grid_bytes(int t, int p, int s, int dp, int zero, int m, double b, dou
 typedef struct {
     double scratch, set;
 } GridActs;
-GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int blocks, bool embed, bool head);
+// --recompute selective: no probabilities in a block's set, one buffer of
+// them in the scratch; full: a micro-batch keeps its stream alone (each
+// block's input) and the head's, and the scratch holds one block's set and
+// the output made again.
+GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int blocks, bool embed, bool head,
+                   GptRecompute rc);
 
 // The parameters a rank holds: its TP parts of its stage's units (a block
 // 12 C^2/t + 7 C/t split and 6 C replicated; the embeddings V C/t + T C; the

@@ -32,6 +32,11 @@ static const RunSpec LAB07_RUNS[] = {
     {"np4-t2-dp2-zero1", 4, SMALL "--tp 2 --zero 1", true, false},
     {"np4-p2-dp2-zero1-gpipe", 4, SMALL "--pp 2 --zero 1 --schedule gpipe --micro 4", true, false},
     {"np2-dp2", 2, SMALL, false, false},
+    // Recomputation as lab06's, on the grid: selective with replicas, full
+    // in a pipeline (each block's forward again from the input its
+    // micro-batch keeps, into the one set all share).
+    {"np4-t2-dp2-recompute-selective", 4, SMALL "--tp 2 --recompute selective", false, false},
+    {"np4-t2-p2-recompute-full", 4, SMALL "--tp 2 --pp 2 --micro 4 --recompute full", true, false},
     // The student's choice of a grid within a budget (4 layers: enough to
     // tell the grids apart), then run.
     {"np4-budget-8mb", 4, "--steps 2 --budget-mb 8", true, false},
@@ -53,11 +58,11 @@ static const char *lab07_ref_flags(const LabSpec *lab, const Run *run, char *buf
 // ---- the formulas (grid_budget.h) ------------------------------------------------------
 
 GridBytes grid_bytes(int t, int p, int s, int dp, int zero, int m, double b, double T, double C, int blocks,
-                     bool embed, bool head, double rep_floats, int nrep, double padded) {
+                     bool embed, bool head, double rep_floats, int nrep, double padded, bool full) {
     GridBytes o = {0};
     const double M = b * T, MC = 4 * M * C;
     if (t > 1) {
-        const double per = 4.0 * blocks + embed + head;   // a micro-batch's gathers, and as many scatters
+        const double per = (full ? 6.0 : 4.0) * blocks + embed + head;   // a micro-batch's gathers, as many scatters
         o.tp_gather = o.tp_scatter = m * per * MC;
         o.tp_gather_calls = m * per;
         o.tp_reduce = (head ? m * 3 * 4 * M : 0) + 4 * rep_floats;
@@ -78,7 +83,8 @@ GridBytes grid_bytes(int t, int p, int s, int dp, int zero, int m, double b, dou
     return o;
 }
 
-GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int blocks, bool embed, bool head) {
+GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int blocks, bool embed, bool head,
+                   GptRecompute rc) {
     const double M = b * T, Tt = T / t, Mt = b * Tt, Ct = C / t, Ht = 4 * C / t, NHt = NH / t, nlm = V / t;
     const double att = b * NHt * T * T;
     GridActs o;
@@ -88,8 +94,11 @@ GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int
     // alloc_block: the LayerNorms' statistics (four of Mt), the two gathered
     // inputs, mid, q k v and the attention's output, the probabilities, the
     // MLP's two.
-    const double block = 4 * (4 * Mt + 2 * M * C + Mt * C + 4 * M * Ct + att + 2 * M * Ht);
-    o.set = blocks * block + (blocks + 1) * 2 * 4 * Mt * C;
+    const double kept_att = rc == GPT_RECOMPUTE_SELECTIVE ? 0 : att;
+    const double block = 4 * (4 * Mt + 2 * M * C + Mt * C + 4 * M * Ct + kept_att + 2 * M * Ht);
+    o.set = (rc == GPT_RECOMPUTE_FULL ? 0 : blocks * block) + (blocks + 1) * 2 * 4 * Mt * C;
+    if (rc == GPT_RECOMPUTE_SELECTIVE) o.scratch += 4 * att;                           // tp->att_again
+    if (rc == GPT_RECOMPUTE_FULL) o.scratch += 4 * Mt * C + (blocks > 0 ? block : 0);   // again, the one set
     if (embed) o.set += 4 * M;   // the tokens
     // The targets, the losses, lnf's statistics and gathered input, the
     // logits, three statistics of M, the target ids.
@@ -114,6 +123,7 @@ typedef struct {
     const DumpArray *facts;
     int t, p, dp, zero, m;
     double b, T, C;
+    bool full;   // --recompute full
 } Lab07Grid;
 
 static double fact(const Lab07Grid *k, int rank, int col) {
@@ -123,7 +133,7 @@ static double fact(const Lab07Grid *k, int rank, int col) {
 static GridBytes bytes_at(const Lab07Grid *k, int r) {
     return grid_bytes(k->t, k->p, (int)fact(k, r, F_STAGE), k->dp, k->zero, k->m, k->b, k->T, k->C,
                       (int)fact(k, r, F_BLOCKS), fact(k, r, F_EMBED) != 0, fact(k, r, F_HEAD) != 0,
-                      fact(k, r, F_REP_FLOATS), (int)fact(k, r, F_NREP), fact(k, r, F_PADDED));
+                      fact(k, r, F_REP_FLOATS), (int)fact(k, r, F_NREP), fact(k, r, F_PADDED), k->full);
 }
 
 // Each rank's step, operation by operation and group by group (the
@@ -226,9 +236,9 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
                  (int)dump_scalar(d, "lab07/choice/best_t", 0), (int)dump_scalar(d, "lab07/choice/best_p", 0),
                  (int)dump_scalar(d, "lab07/choice/best_m", 0), budget / 1e6);
         snprintf(diag, sizeof diag, "grid_choose did not choose the planner's fastest configuration whose memory fits "
-                 "the budget: every t dividing the GPUs, p dividing the rest, dp what is left and m from 1 to a "
-                 "replica's rows must be tried, those plan() calls invalid or over the budget left out, and of the "
-                 "rest the least seconds kept (not the least memory)");
+                 "the budget: every t dividing the GPUs, p dividing the rest, dp what is left, m from 1 to a "
+                 "replica's rows and each recomputation must be tried, those plan() calls invalid or over the budget "
+                 "left out, and of the rest the least seconds kept (not the least memory)");
         grade_check(g, run, "the configuration chosen within the budget", ok, fig, want, diag);
         const DumpArray *facts = dump_find(d, "lab07/rank");
         double most = 0;
@@ -249,7 +259,7 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
                    .p = (int)dump_scalar(d, "lab07/p", 1), .dp = (int)dump_scalar(d, "lab07/dp", 1),
                    .zero = (int)dump_scalar(d, "lab07/zero", 0), .m = (int)config_value(d, "micro", 1),
                    .b = dump_scalar(d, "lab07/micro_rows", 0), .T = config_value(d, "seq", 0),
-                   .C = config_value(d, "dim", 0)};
+                   .C = config_value(d, "dim", 0), .full = config_is(d, "recompute", "full")};
     if (!k.facts || k.facts->ndim != 2 || (int)k.facts->shape[0] != N || k.facts->shape[1] != F_COUNT) {
         grade_check(g, run, "the grid's figures", false, "no lab07/rank", "every rank's",
                     "the harness did not write each rank's facts (report_given.c)");

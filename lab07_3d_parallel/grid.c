@@ -110,8 +110,9 @@ bool grid_choose(int gpus, int rows, double budget, GridPlanFn plan, const void 
     lab_todo(__func__);
     // TODO(lab07): try every candidate: t among the divisors of gpus, p
     // among the divisors of gpus / t, dp = gpus / (t p), m from 1 to a
-    // replica's rows (rows / dp). plan(ctx, c) says whether the lab can run
-    // it (valid), the memory a rank holds and a step's seconds: keep the
+    // replica's rows (rows / dp), and each recomputation (GPT_RECOMPUTE_NONE,
+    // _SELECTIVE, _FULL). plan(ctx, c) says whether the lab can run it
+    // (valid), the memory a rank holds and a step's seconds: keep the
     // fastest of the valid ones that fit the budget. As given: none chosen.
     (void)gpus, (void)rows, (void)budget, (void)plan, (void)ctx, (void)out;
     return false;

@@ -98,9 +98,11 @@ void grid_after_backward(const Grid *g, GridStep *st, int done);
 void grid_after_step(const Grid *g, GridStep *st);
 
 // 6. Choosing a configuration. One candidate: t, p and dp with t p dp =
-//    the GPUs, and m micro-batches a step.
+//    the GPUs, m micro-batches a step, and the recomputation (gpt.h: none,
+//    selective or full, as lab06's).
 typedef struct {
     int t, p, dp, m;
+    GptRecompute rc;
 } GridChoice;
 // What is predicted for one candidate on this lab's model: whether the lab
 // can run it at all (t divides the heads, the tokens and the vocabulary; p

@@ -217,7 +217,9 @@ static GridPlan plan_one(const void *ctx, GridChoice c) {
     const ChoiceCtx *k = ctx;
     const PlanModel *m = &k->model;
     GridPlan out = {false, 0, 0, 0};
-    if (c.t < 1 || c.p < 1 || c.dp < 1 || c.m < 1 || c.t * c.p * c.dp != k->gpus) return out;
+    if (c.t < 1 || c.p < 1 || c.dp < 1 || c.m < 1 || c.t * c.p * c.dp != k->gpus || c.rc < GPT_RECOMPUTE_NONE ||
+        c.rc > GPT_RECOMPUTE_FULL)
+        return out;
     if (m->a % c.t || m->s % c.t || m->h % c.t || m->V % c.t || c.p > k->nunits || k->batch % c.dp ||
         (k->batch / c.dp) % c.m)
         return out;
@@ -227,7 +229,7 @@ static GridPlan plan_one(const void *ctx, GridChoice c) {
     // the head among them), and for p beyond the layers the planner's
     // figure at p = L stands.
     PlanConfig pc = {.t = c.t, .p = c.p < m->L ? c.p : m->L, .v = 1, .dp = c.dp, .sp = c.t > 1, .zero = 0,
-                     .rc = GPT_RECOMPUTE_NONE, .b = k->batch / c.dp / c.m, .bf16 = false};
+                     .rc = c.rc, .b = k->batch / c.dp / c.m, .bf16 = false};
     PlanResult r = plan_evaluate(m, &k->gpu, c.t * pc.p * c.dp, k->batch, 1.0, pc);
     if (!r.valid) return out;
     // The memory: this lab's own formulas (grid_budget.h), which its runs
@@ -239,7 +241,7 @@ static GridPlan plan_one(const void *ctx, GridChoice c) {
         pp_partition(k->nunits, c.p, s, &u0, &u1);
         const bool embed = u0 == 0, head = u1 == k->nunits;
         const int blocks = u1 - u0 - embed - head;
-        GridActs ga = grid_acts(c.t, b, m->s, m->h, m->a, m->V, blocks, embed, head);
+        GridActs ga = grid_acts(c.t, b, m->s, m->h, m->a, m->V, blocks, embed, head, c.rc);
         const double psi = grid_stage_params(c.t, m->s, m->h, m->V, blocks, embed, head);
         PpBudget pb = pp_budget(false, false, c.p, c.m, s, psi, ga.scratch, 0, ga.set, false);
         const double bytes = pb.params + pb.grads + pb.optim + pb.acts;
@@ -262,14 +264,15 @@ static int by_seconds(const void *a, const void *b) {
 // --budget-mb: the student's choice, the planner's list beside it, and
 // whether a faster candidate fits (the grader's check). Returns false when
 // the run is only a plan (--gpus other than the ranks).
-static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int *p, int *micro, int *dp_out) {
+static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int *p, int *micro, int *dp_out,
+                   GptRecompute *rc_out) {
     ChoiceCtx k = {.model = {.name = "lab07", .arch = PLAN_GPT, .L = a->layers, .h = a->dim, .a = a->heads,
                              .kv = a->heads, .f = 4 * a->dim, .s = a->seq, .V = a->vocab},
                    .gpu = {.name = "a laptop's cores (README.md)", .peak = CPU_PEAK, .hbm = 1e12, .nvlink_bw = CPU_BW,
                            .nvlink_alpha = CPU_ALPHA, .net_bw = CPU_BW, .net_alpha = CPU_ALPHA, .node_gpus = gpus},
                    .gpus = gpus, .batch = a->batch, .nunits = a->layers + 2};
     const double budget = budget_mb * 1e6;
-    GridChoice c = {0, 0, 0, 0};
+    GridChoice c = {0, 0, 0, 0, GPT_RECOMPUTE_NONE};
     bool found = grid_choose(gpus, a->batch, budget, plan_one, &k, &c);
     if (harness_unfinished("grid_choose"))
         stop_unfinished(comm_world(), a, "--budget-mb needs TODO 6 in grid.c (the choice); without it, give the "
@@ -280,34 +283,42 @@ static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int
     int n = 0;
     for (int tt = 1; tt <= gpus; tt++)
         for (int pp = 1; pp <= gpus; pp++)
-            for (int mm = 1; gpus % (tt * pp) == 0 && mm <= a->batch && n < 4096; mm++) {
-                GridChoice x = {tt, pp, gpus / (tt * pp), mm};
-                GridPlan f = plan_one(&k, x);
-                if (f.valid) all[n].c = x, all[n].f = f, n++;
-            }
+            for (int mm = 1; gpus % (tt * pp) == 0 && mm <= a->batch; mm++)
+                for (int rc = GPT_RECOMPUTE_NONE; rc <= GPT_RECOMPUTE_FULL && n < 4096; rc++) {
+                    GridChoice x = {tt, pp, gpus / (tt * pp), mm, (GptRecompute)rc};
+                    GridPlan f = plan_one(&k, x);
+                    if (f.valid) all[n].c = x, all[n].f = f, n++;
+                }
     qsort(all, (size_t)n, sizeof *all, by_seconds);
     int best = -1;
     for (int i = 0; i < n && best < 0; i++)
         if (all[i].f.bytes <= budget) best = i;
     print0("choosing a configuration for %d GPUs within %.2f MB a rank (the planner on %s: %.0f GFLOP/s, %.1f us, "
            "%.2f GB/s), fastest first:\n", gpus, budget_mb, k.gpu.name, CPU_PEAK / 1e9, CPU_ALPHA * 1e6, CPU_BW / 1e9);
-    print0("     t   p  dp   m   memory a rank (the planner's count)   a step (planned)\n");
-    for (int i = 0; i < n && i < 10; i++)
-        print0("   %3d %3d %3d %3d   %8.2f MB %s (%8.2f MB)        %9.3f ms%s\n", all[i].c.t, all[i].c.p, all[i].c.dp,
-               all[i].c.m, all[i].f.bytes / 1e6, all[i].f.bytes <= budget ? "  " : "> ", all[i].f.planner_bytes / 1e6,
-               all[i].f.seconds * 1e3, i == best ? "   <- the fastest that fits" : "");
+    print0("     t   p  dp   m  recompute   memory a rank (the planner's count)   a step (planned)\n");
+    for (int i = 0; i < n && (i < 8 || i <= best); i++) {
+        if (i >= 8 && i < best) {   // the list between the first 8 and the one that fits, left out
+            if (i == 8) print0("   ... (%d more, none fits)\n", best - 8);
+            continue;
+        }
+        print0("   %3d %3d %3d %3d  %-9s   %8.2f MB %s (%8.2f MB)        %9.3f ms%s\n", all[i].c.t, all[i].c.p,
+               all[i].c.dp, all[i].c.m, gpt_recompute_name(all[i].c.rc), all[i].f.bytes / 1e6,
+               all[i].f.bytes <= budget ? "  " : "> ", all[i].f.planner_bytes / 1e6, all[i].f.seconds * 1e3,
+               i == best ? "   <- the fastest that fits" : "");
+    }
     GridPlan mine = found ? plan_one(&k, c) : (GridPlan){false, 0, 0, 0};
     const bool ok = best < 0 ? !found : found && mine.valid && mine.bytes <= budget &&
                                             mine.seconds <= all[best].f.seconds * (1 + 1e-12);
     CHECK(found || best < 0, "grid_choose found no configuration within %.2f MB, where the list has t %d, p %d, dp "
-          "%d, m %d at %.2f MB: every t dividing the GPUs, p dividing the rest and m from 1 to a replica's rows must "
-          "be tried (fix grid_choose in grid.c)", budget_mb, all[best].c.t, all[best].c.p, all[best].c.dp,
+          "%d, m %d at %.2f MB: every t dividing the GPUs, p dividing the rest, m from 1 to a replica's rows and each "
+          "recomputation must be tried (fix grid_choose in grid.c)", budget_mb, all[best].c.t, all[best].c.p, all[best].c.dp,
           all[best].c.m, all[best].f.bytes / 1e6);
     if (!found)
         print0("no configuration fits within %.2f MB: try a larger --budget-mb, or more GPUs\n", budget_mb);
     else
-        print0("grid_choose: t %d, p %d, dp %d, m %d (%.2f MB a rank, %.3f ms a step planned)%s\n", c.t, c.p, c.dp,
-               c.m, mine.bytes / 1e6, mine.seconds * 1e3, ok ? "" : ": not the planner's fastest that fits");
+        print0("grid_choose: t %d, p %d, dp %d, m %d, recompute %s (%.2f MB a rank, %.3f ms a step planned)%s\n", c.t,
+               c.p, c.dp, c.m, gpt_recompute_name(c.rc), mine.bytes / 1e6, mine.seconds * 1e3,
+               ok ? "" : ": not the planner's fastest that fits");
     g_choice.on = true, g_choice.ok = ok, g_choice.budget = budget, g_choice.planned = mine.bytes;
     g_choice.planner = mine.planner_bytes;
     g_choice.best_t = best >= 0 ? all[best].c.t : 0, g_choice.best_p = best >= 0 ? all[best].c.p : 0;
@@ -318,11 +329,11 @@ static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int
         harness_exit(ok ? 0 : 1);
     }
     if (gpus != N) {
-        print0("to run it: mpirun --oversubscribe -np %d build/lab07 --tp %d --pp %d --micro %d\n", gpus, c.t, c.p,
-               c.m);
+        print0("to run it: mpirun --oversubscribe -np %d build/lab07 --tp %d --pp %d --micro %d --recompute %s\n",
+               gpus, c.t, c.p, c.m, gpt_recompute_name(c.rc));
         return false;
     }
-    *t = c.t, *p = c.p, *micro = c.m, *dp_out = c.dp;
+    *t = c.t, *p = c.p, *micro = c.m, *dp_out = c.dp, *rc_out = c.rc;
     return true;
 }
 
@@ -359,7 +370,7 @@ int main(int argc, char **argv) {
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
-    args_takes(ARGS_ALL, NULL);
+    args_takes(ARGS_ALL | ARGS_RECOMPUTE, NULL);
     args_parse(&a, argc, argv,
                "lab07: data, tensor (with sequence) and pipeline parallelism on one grid of ranks, checked against "
                "single-device training.",
@@ -367,10 +378,12 @@ int main(int argc, char **argv) {
     Comm *c = harness_start(&a, &argc, &argv);
     const int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
     int dp_chosen = 0;
-    if (budget_mb > 0 && !choose(&a, N, gpus ? gpus : N, budget_mb, &t, &p, &micro, &dp_chosen)) {
+    GptRecompute rc_chosen = gpt_recompute_parse(a.recompute);
+    if (budget_mb > 0 && !choose(&a, N, gpus ? gpus : N, budget_mb, &t, &p, &micro, &dp_chosen, &rc_chosen)) {
         comm_finalize();
         harness_exit(0);
     }
+    a.recompute = gpt_recompute_name(rc_chosen);   // the dump records the mode run
     if (N % (t * p))
         core_usage_error("--tp %d x --pp %d = %d does not divide %d ranks: the grid is N = dp x p x t; use -np %d, "
                          "or a t and a p whose product divides %d", t, p, t * p, N, t * p * (N / (t * p) + 1), N);
@@ -403,7 +416,7 @@ int main(int argc, char **argv) {
                      .dropout = (float)a.dropout, .seed = a.seed, .precision = GPT_FP32};
     Gpt *model = gpt_create(&cfg);
     Sp sp = {.tp = {.t = t, .r = g.at.tp, .B = cfg.B, .T = a.seq, .C = a.dim, .NH = a.heads, .V = a.vocab},
-             .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed, .recompute = GPT_RECOMPUTE_NONE};
+             .Tt = a.seq / t, .dropout = (float)a.dropout, .seed = a.seed, .recompute = rc_chosen};
     Pp pp = {.p = p, .s = g.at.pp, .m = micro, .rows = rows, .micro_rows = cfg.B, .T = a.seq, .C = a.dim};
     // The student's wiring of the given code (TODO 2).
     grid_wire(&g, &pp, &sp);

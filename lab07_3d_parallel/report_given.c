@@ -122,7 +122,7 @@ static GridFormula formula_at(const GridReport *r, const double *f) {
     GridFormula o;
     o.bytes = grid_bytes(g->n.tp, g->n.pp, (int)f[F_STAGE], g->n.dp, r->st->zero, pp->m, pp->micro_rows, pp->T,
                          pp->C, (int)f[F_BLOCKS], f[F_EMBED] != 0, f[F_HEAD] != 0, f[F_REP_FLOATS], (int)f[F_NREP],
-                         f[F_PADDED]);
+                         f[F_PADDED], r->run->sp->recompute == GPT_RECOMPUTE_FULL);
     o.state = zero_budget(r->st->zero, false, f[F_PADDED], g->n.dp, 0, 0, false);
     o.acts = pp_budget(r->gpipe, false, g->n.pp, pp->m, (int)f[F_STAGE], f[F_N], f[F_SCRATCH], 0, f[F_SET], false);
     return o;
@@ -225,7 +225,8 @@ void grid_report(Comm *c, const GridReport *r) {
         for (int q = 0; q < N; q++) {
             const double *f = all + (size_t)q * F_COUNT;
             GridActs ga = grid_acts(r->g->n.tp, r->pp->micro_rows, r->pp->T, r->pp->C, r->run->m->cfg.NH,
-                                    r->run->m->cfg.V, (int)f[F_BLOCKS], f[F_EMBED] != 0, f[F_HEAD] != 0);
+                                    r->run->m->cfg.V, (int)f[F_BLOCKS], f[F_EMBED] != 0, f[F_HEAD] != 0,
+                                    r->run->sp->recompute);
             double psi = grid_stage_params(r->g->n.tp, r->pp->T, r->pp->C, r->run->m->cfg.V, (int)f[F_BLOCKS],
                                            f[F_EMBED] != 0, f[F_HEAD] != 0);
             char a[80], b[80], n[64];

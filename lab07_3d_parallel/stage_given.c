@@ -32,7 +32,8 @@ static void alloc_block(const Sp *sp, SpBlockActs *a) {
     l->k = fl(M * tp->Ct, "k");
     l->v = fl(M * tp->Ct, "v");
     l->y = fl(M * tp->Ct, "attention out");
-    l->att = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
+    // (--recompute selective: none kept, made again into tp->att_again.)
+    l->att = sp->recompute == GPT_RECOMPUTE_SELECTIVE ? NULL : fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "attention");
     l->h = fl(M * tp->Ht, "mlp hidden");
     l->hg = fl(M * tp->Ht, "mlp gelu");
 }
@@ -57,6 +58,13 @@ static void alloc_scratch(Sp *sp) {
     for (int i = 0; i < 2; i++) sp->s.whole[i] = fl(M * C, "scratch");
     for (int i = 0; i < 2; i++) sp->s.local[i] = fl(Mt * C, "scratch");
     sp->s.blocks = fl(M * C, "scratch");
+    // --recompute selective: the probabilities of the block running, one for
+    // all; full: one block's set for every block and micro-batch (each
+    // block's input stays in the micro-batch's stream), and where the
+    // forward made again writes the block's output.
+    if (sp->recompute == GPT_RECOMPUTE_SELECTIVE)
+        tp->att_again = fl((size_t)tp->B * tp->NHt * tp->T * tp->T, "attention, recomputed");
+    if (sp->recompute == GPT_RECOMPUTE_FULL) sp->s.again = fl(Mt * C, "scratch (the output made again)");
 }
 
 // ---- the stage --------------------------------------------------------------------------
@@ -75,6 +83,7 @@ void stage_create(Pp *pp, PpRun *run, const Gpt *m, Sp *sp, TpLayout *L, int row
     pp->vs[0] = pp->s, pp->cu0[0] = pp->u0, pp->cu1[0] = pp->u1;
     size_t before = mem_live(MEM_ACTS);
     alloc_scratch(sp);
+    if (sp->recompute == GPT_RECOMPUTE_FULL && m->cfg.L > 0) alloc_block(sp, &run->shared);
     run->acts_scratch = (double)(mem_live(MEM_ACTS) - before);
     run->params = calloc((size_t)m->nunits, sizeof *run->params);
     run->grads = calloc((size_t)m->nunits, sizeof *run->grads);
@@ -182,9 +191,15 @@ void pp_begin_micro(Pp *pp, int mb, float loss_scale) {
         a->dstream[u] = fl(local, "residual stream gradient");
     }
     for (int u = pp->u0; u < pp->u1; u++)
-        if (m->units[u].kind == UNIT_BLOCK) alloc_block(sp, &a->blocks[u - 1]);
+        if (m->units[u].kind == UNIT_BLOCK && sp->recompute != GPT_RECOMPUTE_FULL) alloc_block(sp, &a->blocks[u - 1]);
     a->step = run->step, a->row0 = run->row0 + mb * pp->micro_rows, a->loss_scale = loss_scale;
     run->acts[mb] = a;
+}
+
+// Block u's activations for micro-batch a: its own, or under --recompute
+// full the one set every block shares (sp_block_backward makes it again).
+static SpBlockActs *block_set(PpRun *run, StageActs *a, int u) {
+    return run->sp->recompute == GPT_RECOMPUTE_FULL ? &run->shared : &a->blocks[u - 1];
 }
 
 // sp's per-pass state: the micro-batch's step and first row (dropout's
@@ -211,7 +226,7 @@ void pp_forward_compute(Pp *pp, int mb) {
         }
         case UNIT_BLOCK: {
             GptBlockView v = tp_layout_block_view(run->L, u, p);
-            sp_block_forward(sp, u, &a->blocks[u - 1], &v, a->stream[u], a->stream[u + 1]);
+            sp_block_forward(sp, u, block_set(run, a, u), &v, a->stream[u], a->stream[u + 1]);
             break;
         }
         case UNIT_HEAD: {
@@ -245,7 +260,7 @@ void pp_backward_compute(Pp *pp, int mb) {
         }
         case UNIT_BLOCK: {
             GptBlockView pv = tp_layout_block_view(run->L, u, p), gv = tp_layout_block_view(run->L, u, g);
-            sp_block_backward(sp, u, &a->blocks[u - 1], &pv, &gv, a->stream[u], a->dstream[u + 1], a->dstream[u]);
+            sp_block_backward(sp, u, block_set(run, a, u), &pv, &gv, a->stream[u], a->dstream[u + 1], a->dstream[u]);
             break;
         }
         case UNIT_HEAD: {
@@ -276,7 +291,7 @@ void pp_end_micro(Pp *pp, int mb) {
     const Gpt *m = run->m;
     for (int u = 0; u <= m->nunits; u++) mem_free(a->stream[u]), mem_free(a->dstream[u]);
     for (int u = pp->u0; u < pp->u1; u++)
-        if (m->units[u].kind == UNIT_BLOCK) free_block(&a->blocks[u - 1]);
+        if (m->units[u].kind == UNIT_BLOCK && run->sp->recompute != GPT_RECOMPUTE_FULL) free_block(&a->blocks[u - 1]);
     if (a->targets) {
         SpHeadActs *h = &a->head;
         tp_net_head_free(&h->ce);

@@ -12,8 +12,10 @@
 // part, 1/t of the activations (Megatron's scatter-gather optimisation
 // comes free with sequence parallelism).
 //
-// fp32 only, for now; no recomputation, no split backward, no chunks (the
-// functions of pipeline.h that need them stop the run saying so).
+// fp32; recomputation as lab06's (--recompute selective: the attention's
+// probabilities made again; full: each block's forward again from its
+// input, into one set); no split backward, no chunks (the functions of
+// pipeline.h that need them stop the run saying so).
 #pragma once
 
 #include "comm.h"
@@ -49,6 +51,7 @@ typedef struct PpRun {
     double early_bytes;      // the bus bytes it moved then
     double acts_scratch, acts_set;   // bytes: the scratch every micro-batch shares, one micro-batch's set (measured)
     StageActs *acts[PP_MAX_MICRO];
+    SpBlockActs shared;      // --recompute full: the one set of the block running
     const int *x, *y;        // the pipeline's rows of the step (rows, T) on the host
     int step, row0;          // the step, and the pipeline's first row of the batch
     double loss;             // the last stage: the step's mean loss so far

@@ -63,8 +63,8 @@ void grid_after_step(const Grid *g, GridStep *st) {
 
 // ---- 6. choosing a configuration -------------------------------------------------------
 
-// Every (t, p, dp, m): the planner's fastest that the lab can run and that
-// fits the budget.
+// Every (t, p, dp, m, recomputation): the planner's fastest that the lab
+// can run and that fits the budget.
 bool grid_choose(int gpus, int rows, double budget, GridPlanFn plan, const void *ctx, GridChoice *out) {
     bool found = false;
     double best = 0;
@@ -72,12 +72,13 @@ bool grid_choose(int gpus, int rows, double budget, GridPlanFn plan, const void 
         for (int p = 1; gpus % t == 0 && p <= gpus / t; p++) {
             if ((gpus / t) % p) continue;
             const int dp = gpus / (t * p);
-            for (int m = 1; m <= rows / dp; m++) {
-                GridChoice c = {t, p, dp, m};
-                GridPlan f = plan(ctx, c);
-                if (!f.valid || f.bytes > budget || (found && f.seconds >= best)) continue;
-                *out = c, best = f.seconds, found = true;
-            }
+            for (int m = 1; m <= rows / dp; m++)
+                for (int rc = GPT_RECOMPUTE_NONE; rc <= GPT_RECOMPUTE_FULL; rc++) {
+                    GridChoice c = {t, p, dp, m, (GptRecompute)rc};
+                    GridPlan f = plan(ctx, c);
+                    if (!f.valid || f.bytes > budget || (found && f.seconds >= best)) continue;
+                    *out = c, best = f.seconds, found = true;
+                }
         }
     return found;
 }
