@@ -4,17 +4,15 @@ tests, the cases listed in tests/cases.py, and end with one line that counts
 them: "N passed, M failed" (", K skipped" when some were skipped).
 
 GROUP is unit, labs, grader or release (make test-unit, test-labs,
-test-grader, test-release); none: all four. --only runs the
+test-grader, test-release); none: all four, in that order. --only runs the
 cases whose name holds TEXT. --list prints the cases and runs nothing.
 
 A case runs under a time limit and expects one of four things (cases.py's
-Pass, Fail, Refused, and a skip when it cannot run here). The cases marked
-alone=True run first, one at a time (a timing inside one sees a quiet
-machine); then all the others, of every group, --jobs at a time, the
-longest limits first (the student release's build and the gradings start
-at once, and the many short cases fill the gaps their waits leave). Each is
-reported as it ends, with its wall time and the CPU time its processes
-took.
+Pass, Fail, Refused, and a skip when it cannot run here). Cases run --jobs
+at a time, but for those marked alone=True (a timing inside one sees a
+quiet machine); of those that may run together, the longest limits start
+first. Each is reported as it ends, with its wall time and the CPU time its
+processes took.
 """
 import argparse
 import os
@@ -80,20 +78,25 @@ def report(case, outcome, times, out):
 
 
 def batches(selected):
-    """Each case that must run alone, a batch of its own, first; then every
-    other case in one batch."""
+    """Consecutive cases that may run beside each other form one batch; a
+    case that must run alone is a batch of its own."""
+    batch = []
     for c in selected:
-        if c.alone:
-            yield [c]
-    rest = [c for c in selected if not c.alone]
-    if rest:
-        yield rest
+        if not c.alone:
+            batch.append(c)
+            continue
+        if batch:
+            yield batch
+            batch = []
+        yield [c]
+    if batch:
+        yield batch
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("groups", nargs="*", metavar="GROUP",
-                    help=f"{', '.join(C.GROUPS)} (default: all)")
+                    help=f"{', '.join(C.GROUPS)} (default: all, in that order)")
     ap.add_argument("--only", help="run only the cases whose name holds this text")
     ap.add_argument("--list", action="store_true", help="list the cases, run nothing")
     ap.add_argument("--jobs", type=int, default=2, help="cases run at once where they may (2)")
