@@ -508,9 +508,11 @@ def grader():
         planted("lab04"), planted("lab05"), planted("lab06"), planted("lab07"),
     ]
     # Correct code passes on other machines' rounding: the closest runs, the
-    # solutions and legal variants, under two other OpenBLAS kernels
-    # (Prescott: SSE3, no FMA; Haswell: AVX2), where this CPU runs them.
-    for ct in ("Prescott", "Haswell"):
+    # solutions and legal variants, under another OpenBLAS kernel (Prescott:
+    # SSE3, no FMA, the rounding furthest from this machine's FMA kernels),
+    # where this CPU runs it. Haswell, SkylakeX and Zen, over seeds, are
+    # `make yardstick`'s (the suite's 15 minutes do not hold them all).
+    for ct in ("Prescott",):
         cs.append(Case("grader", f"the closest runs under OPENBLAS_CORETYPE={ct}: solutions and legal variants pass",
                        ["tests/scripts/closest-runs.sh", ct, CLOSEST], 600, needs=s + [cpu_kernel(ct)]))
     cs += [
