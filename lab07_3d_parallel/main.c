@@ -40,6 +40,7 @@
 #include "tp_given.h"
 #include "tp_layout.h"
 #include "trace.h"
+#include "verdict.h"
 
 // ---- the student's unfinished functions ------------------------------------
 
@@ -458,8 +459,7 @@ int main(int argc, char **argv) {
     snprintf(extra, sizeof extra, "tp %d\npp %d\ndp %d\nmicro %d\nschedule %s\nzero %d\n", t, p, dp, micro,
              schedule, zero);
     dump_run_meta(dw, c, "lab07", &a, extra);
-    // (The grader's checks of lab07 come with its spec: no verdict yet.)
-    HarnessRun hr = harness_run(c, &a, &ref, "lab07", NULL);
+    HarnessRun hr = harness_run(c, &a, &ref, "lab07", verdict_of_lab_run);
     ops_release_scratch();
     mem_reset_peaks();
     comm_stats_reset();
