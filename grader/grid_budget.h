@@ -61,3 +61,14 @@ GridActs grid_acts(int t, double b, double T, double C, double NH, double V, int
 // 12 C^2/t + 7 C/t split and 6 C replicated; the embeddings V C/t + T C; the
 // head C V/t + 2 C).
 double grid_stage_params(int t, double T, double C, double V, int blocks, bool embed, bool head);
+
+// The dump's lab07/rank, a row a rank (report_given.c writes it, the
+// grader reads it): the rank's stage and what it holds (blocks, the
+// embeddings, the head, the replicated floats and tensors, its floats,
+// padded, its shard), the activations' scratch and set allocated, its
+// payload bytes a step on the TP, PP and DP groups and on none of the
+// grid's, and its peaks of PARAMS, GRADS, OPTIM and ACTS.
+enum {
+    F_STAGE, F_BLOCKS, F_EMBED, F_HEAD, F_REP_FLOATS, F_NREP, F_N, F_PADDED, F_SHARD, F_SCRATCH, F_SET,
+    F_TP, F_PP, F_DP, F_OTHER, F_PARAMS, F_GRADS, F_OPTIM, F_ACTS, F_COUNT
+};

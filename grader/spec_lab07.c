@@ -113,12 +113,6 @@ double grid_stage_params(int t, double T, double C, double V, int blocks, bool e
 
 // ---- the checks --------------------------------------------------------------------------
 
-// lab07/rank's columns (report_given.c).
-enum {
-    F_STAGE, F_BLOCKS, F_EMBED, F_HEAD, F_REP_FLOATS, F_NREP, F_N, F_PADDED, F_SHARD, F_SCRATCH, F_SET,
-    F_TP, F_PP, F_DP, F_OTHER, F_PARAMS, F_GRADS, F_OPTIM, F_ACTS, F_COUNT
-};
-
 typedef struct {
     const DumpArray *facts;
     int t, p, dp, zero, m;

@@ -265,7 +265,7 @@ static int by_seconds(const void *a, const void *b) {
 // --budget-mb: the student's choice, the planner's list beside it, and
 // whether a faster candidate fits (the grader's check). Returns false when
 // the run is only a plan (--gpus other than the ranks).
-static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int *p, int *micro, int *dp_out,
+static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int *p, int *micro,
                    GptRecompute *rc_out) {
     ChoiceCtx k = {.model = {.name = "lab07", .arch = PLAN_GPT, .L = a->layers, .h = a->dim, .a = a->heads,
                              .kv = a->heads, .f = 4 * a->dim, .s = a->seq, .V = a->vocab},
@@ -334,7 +334,7 @@ static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int
                gpus, c.t, c.p, c.m, gpt_recompute_name(c.rc));
         return false;
     }
-    *t = c.t, *p = c.p, *micro = c.m, *dp_out = c.dp, *rc_out = c.rc;
+    *t = c.t, *p = c.p, *micro = c.m, *rc_out = c.rc;
     return true;
 }
 
@@ -378,9 +378,8 @@ int main(int argc, char **argv) {
                extras);
     Comm *c = harness_start(&a, &argc, &argv);
     const int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
-    int dp_chosen = 0;
     GptRecompute rc_chosen = gpt_recompute_parse(a.recompute);
-    if (budget_mb > 0 && !choose(&a, N, gpus ? gpus : N, budget_mb, &t, &p, &micro, &dp_chosen, &rc_chosen)) {
+    if (budget_mb > 0 && !choose(&a, N, gpus ? gpus : N, budget_mb, &t, &p, &micro, &rc_chosen)) {
         comm_finalize();
         harness_exit(0);
     }

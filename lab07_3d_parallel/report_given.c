@@ -14,11 +14,18 @@
 
 // ---- the groups' ranks ---------------------------------------------------------------
 
-static uint64_t mask_of(Comm *group, bool *fits) {
-    const int n = comm_size(group), me = comm_rank(comm_world());
-    int *members = malloc((size_t)n * sizeof *members);
+// The world ranks of a group, in its order (malloc'd; collective over it).
+static int *ranks_of(Comm *group) {
+    const int me = comm_rank(comm_world());
+    int *members = malloc((size_t)comm_size(group) * sizeof *members);
     CHECK(members, "out of memory");
     comm_all_gather_host(group, &me, sizeof me, members);
+    return members;
+}
+
+static uint64_t mask_of(Comm *group, bool *fits) {
+    const int n = comm_size(group);
+    int *members = ranks_of(group);
     uint64_t mask = 0;
     for (int k = 0; k < n; k++) {
         if (members[k] >= 64) *fits = false;
@@ -30,10 +37,8 @@ static uint64_t mask_of(Comm *group, bool *fits) {
 
 // "{0 4}": the world ranks of a group (collective over it).
 static const char *members_of(Comm *group, char *buf, size_t len) {
-    const int n = comm_size(group), me = comm_rank(comm_world());
-    int *m = malloc((size_t)n * sizeof *m);
-    CHECK(m, "out of memory");
-    comm_all_gather_host(group, &me, sizeof me, m);
+    const int n = comm_size(group);
+    int *m = ranks_of(group);
     size_t o = (size_t)snprintf(buf, len, "{");
     for (int k = 0; k < n && o < len; k++) o += (size_t)snprintf(buf + o, len - o, k ? " %d" : "%d", m[k]);
     if (o < len) snprintf(buf + o, len - o, "}");
@@ -65,11 +70,6 @@ void links_make(GridLinks *k, const Grid *g) {
 }
 
 // ---- this rank's facts and figures ---------------------------------------------------
-
-enum {
-    F_STAGE, F_BLOCKS, F_EMBED, F_HEAD, F_REP_FLOATS, F_NREP, F_N, F_PADDED, F_SHARD, F_SCRATCH, F_SET,
-    F_TP, F_PP, F_DP, F_OTHER, F_PARAMS, F_GRADS, F_OPTIM, F_ACTS, F_COUNT
-};
 
 // Payload bytes a step on each group, from this rank's ledger: a
 // collective's group by its ranks, a send or a receive by its peer's.

@@ -278,10 +278,8 @@ void pp_backward_compute(Pp *pp, int mb) {
     grid_after_backward(run->grid, run->st, ++run->done);
     trace_end();
     CommStats after = comm_stats();
-    if (run->done < pp->m && !run->early_sync &&
-        comm_stats_total_bus_bytes(&after) > comm_stats_total_bus_bytes(&before))
-        run->early_sync = run->done, run->early_bytes = (double)(comm_stats_total_bus_bytes(&after) -
-                                                                 comm_stats_total_bus_bytes(&before));
+    const uint64_t moved = comm_stats_total_bus_bytes(&after) - comm_stats_total_bus_bytes(&before);
+    if (run->done < pp->m && !run->early_sync && moved > 0) run->early_sync = run->done, run->early_bytes = (double)moved;
 }
 
 void pp_end_micro(Pp *pp, int mb) {
