@@ -363,3 +363,42 @@ const char *args_model_string(const Args *a, char *buf, size_t len) {
              a->batch, a->vocab);
     return buf;
 }
+
+const char *args_reference_flags(const Args *a, char *buf, size_t len) {
+    int n = snprintf(buf, len,
+                     "--steps %d --seed %llu --lr %.17g --wd %.17g --dropout %.17g --batch %d --seq %d --dim %d "
+                     "--heads %d --layers %d --vocab %d --precision %s --recompute %s --device %s",
+                     a->steps, (unsigned long long)a->seed, a->lr, a->wd, a->dropout, a->batch, a->seq, a->dim,
+                     a->heads, a->layers, a->vocab, a->precision, a->recompute ? a->recompute : "none", a->device);
+    if (a->grad_reduce && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, " --grad-reduce %s", a->grad_reduce);
+    if (a->data && n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " --data %s", a->data);
+    if (a->tf32 && n >= 0 && (size_t)n < len) n += snprintf(buf + n, len - (size_t)n, " --tf32");
+    CHECK(n >= 0 && (size_t)n < len, "args_reference_flags: %zu bytes are too few", len);
+    return buf;
+}
+
+void args_apply_flags(Args *a, const char *flags) {
+    ArgExtra common[NCOMMON];
+    bind_common(a, common);
+    // The values stay pointed at (a->data, a->precision, ...): the copy
+    // lives as long as the program.
+    size_t n = strlen(flags);
+    char *copy = malloc(n + 1);
+    CHECK(copy, "out of memory");
+    memcpy(copy, flags, n + 1);
+    bool vocab = false;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, " ", &save); tok; tok = strtok_r(NULL, " ", &save)) {
+        const char *name = tok + 2;
+        const ArgExtra *e = NULL;
+        for (int k = 0; k < NCOMMON && strncmp(tok, "--", 2) == 0 && !e; k++)
+            if (strcmp(common[k].name, name) == 0) e = &common[k];
+        if (!e) core_usage_error("%s is not a shared flag (args_apply_flags)", tok);
+        vocab |= strcmp(name, "vocab") == 0;
+        const char *v = e->type == ARG_FLAG ? "" : strtok_r(NULL, " ", &save);
+        if (!v) core_usage_error("--%s needs a value", name);
+        set_value(e, v);
+    }
+    if (a->data && !vocab) a->vocab = 256;
+}

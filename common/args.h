@@ -101,5 +101,17 @@ bool args_given(const char *name);
 // by spaces), for a program that describes its own run.
 const char *args_command_line(void);
 
+// The flags that decide a reference run (build/ref's), every one spelled
+// out (the defaults too) in one order, so that two descriptions of the same
+// training are the same string: the key of the kept reference runs
+// (refcache.h). --dump, --trace, --timeout and --comm change no number and
+// are left out.
+const char *args_reference_flags(const Args *a, char *buf, size_t len);
+// The shared flags in `flags` (a line of the program's own making, such as
+// the grader's reference flags) applied to *a, without touching what
+// args_given reports. A flag that is not a shared one, or a bad value, is a
+// usage error.
+void args_apply_flags(Args *a, const char *flags);
+
 // One line describing the model: "GPT 4L 128C 4H T64 B8 V256".
 const char *args_model_string(const Args *a, char *buf, size_t len);

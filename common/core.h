@@ -6,6 +6,8 @@
 #pragma once
 
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -73,6 +75,14 @@ double core_now(void);
 
 // Human-readable byte count into buf: "512 B", "1.66 MB" (decimal units).
 const char *core_fmt_bytes(double bytes, char *buf, size_t len);
+
+// A 64-bit hash of the first `n` bytes of the file open as fd (read from
+// its start, in chunks; no copy of it is kept): to tell whether a kept file
+// is whole (dump_seal) and whether a program or an input changed
+// (refcache.h). False when the bytes cannot be read.
+bool core_hash_fd(int fd, uint64_t n, uint64_t *out);
+// The same of a whole file by path (false when it cannot be read).
+bool core_hash_file(const char *path, uint64_t *out);
 
 // CHECK(cond, "sentence %d", x): if cond is false, report and end the run.
 #define CHECK(cond, ...)                                                       \

@@ -254,6 +254,74 @@ static const char *read_fail(const char *fmt, ...) {
     return read_error;
 }
 
+// ---- sealing ---------------------------------------------------------------
+
+// The seal record: u32 9, "seal/hash", u32 DUMP_I64, u32 0 (a scalar), u64.
+enum { SEAL_NAME_LEN = 9, SEAL_BYTES = 4 + SEAL_NAME_LEN + 4 + 4 + 8 };
+static const char SEAL_NAME[SEAL_NAME_LEN + 1] = "seal/hash";
+
+static void seal_record(uint8_t rec[SEAL_BYTES], uint64_t hash) {
+    uint32_t head[3] = {SEAL_NAME_LEN, DUMP_I64, 0};
+    size_t at = 0;
+    for (int i = 0; i < 4; i++) rec[at++] = (uint8_t)(head[0] >> (8 * i));
+    memcpy(rec + at, SEAL_NAME, SEAL_NAME_LEN);
+    at += SEAL_NAME_LEN;
+    for (int f = 1; f < 3; f++)
+        for (int i = 0; i < 4; i++) rec[at++] = (uint8_t)(head[f] >> (8 * i));
+    for (int i = 0; i < 8; i++) rec[at++] = (uint8_t)(hash >> (8 * i));
+}
+
+bool dump_seal(const char *path, const char **why) {
+    const char *ignored;
+    if (!why) why = &ignored;
+    *why = NULL;
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    struct stat st;
+    uint64_t h;
+    uint8_t rec[SEAL_BYTES];
+    bool ok = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && core_hash_fd(fd, (uint64_t)st.st_size, &h);
+    if (ok) {
+        seal_record(rec, h);
+        ok = lseek(fd, 0, SEEK_END) == st.st_size && write(fd, rec, SEAL_BYTES) == SEAL_BYTES && fsync(fd) == 0;
+    }
+    if (!ok) *why = read_fail("cannot seal it (%s)", strerror(errno));
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+bool dump_sealed(const char *path, const char **why) {
+    const char *ignored;
+    if (!why) why = &ignored;
+    *why = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 8 + SEAL_BYTES) {
+        *why = fd < 0 ? read_fail("cannot open it (%s)", strerror(errno))
+                      : read_fail("not a sealed dump (too short, or not a regular file)");
+        if (fd >= 0) close(fd);
+        return false;
+    }
+    uint64_t body = (uint64_t)st.st_size - SEAL_BYTES, h;
+    uint8_t rec[SEAL_BYTES], want[SEAL_BYTES];
+    bool ok = pread(fd, rec, SEAL_BYTES, (off_t)body) == SEAL_BYTES && core_hash_fd(fd, body, &h);
+    close(fd);
+    if (!ok) {
+        *why = read_fail("cannot read it");
+        return false;
+    }
+    seal_record(want, h);
+    if (memcmp(rec, want, SEAL_BYTES - 8) != 0) {
+        *why = read_fail("it does not end with its seal (cut short, or never sealed)");
+        return false;
+    }
+    if (memcmp(rec, want, SEAL_BYTES) != 0) {
+        *why = read_fail("its bytes do not match its seal (changed or damaged)");
+        return false;
+    }
+    return true;
+}
+
+
 // Reading goes record by record from the file itself: the magic first,
 // then each record's header, whose declared size is checked against what is
 // left of the file before anything is allocated or read. So a file that is

@@ -63,6 +63,17 @@ const DumpArray *dump_find(const DumpFile *f, const char *name);
 // Element i of a numeric array as a double.
 double dump_get(const DumpArray *a, uint64_t i);
 
+// ---- sealing: a dump that says whether it is whole ----
+// The reference runs are kept on disk and read back by later runs
+// (refcache.h); a file cut short, extended or changed anywhere must not be
+// trusted. dump_seal appends a last record, "seal/hash" (i64, a scalar),
+// holding a 64-bit hash of every byte before it; dump_sealed says whether
+// the file ends with that record and the hash of the bytes before it
+// matches (false, with *why, otherwise). Both read the file in chunks:
+// no copy of it is held in memory.
+bool dump_seal(const char *path, const char **why);
+bool dump_sealed(const char *path, const char **why);
+
 // ---- what every program of the course writes ----
 // Collective over c: every rank calls them; rank 0 writes (with the writer it
 // made; the others pass any writer, NULL included).
