@@ -2,14 +2,18 @@
 // reference run they are measured against, the verdict at the end, and the
 // lines they print.
 //
-// The reference runs first, on rank 0, with the same flags, as the
-// yardstick's runs (train.h's train_yardstick: the whole batch, micro-batches
-// of two sizes, the other rounding), the measured size of "the same training
-// up to rounding", as the grader measures it. Its losses are kept (every rank gets them) and its dumps go to a
-// private temporary directory, so that no memory of the reference is live
-// while the lab runs and each rank's measured memory is the lab's alone.
+// The reference is the yardstick's runs (train.h's train_yardstick: the
+// whole batch, micro-batches of two sizes, the other rounding), the measured
+// size of "the same training up to rounding", as the grader measures it:
+// runs of build/ref with the same flags, trained once and kept
+// (refcache.h), so that a run whose reference is kept starts at once. When
+// it is not kept yet, the run says so first, runs its steps, and trains it
+// at the end, before the verdict (build/ref's processes, never in the lab's:
+// each rank's measured memory is the lab's alone); not while a TODO is
+// unwritten, whose verdict needs no reference to fail.
 #pragma once
 
+#include <limits.h>
 #include <stdbool.h>
 
 #include "args.h"
@@ -17,6 +21,7 @@
 #include "core.h"
 #include "gpt.h"
 #include "mem.h"
+#include "refcache.h"
 #include "train.h"
 
 typedef struct DumpWriter DumpWriter;
@@ -24,17 +29,19 @@ typedef struct DumpWriter DumpWriter;
 enum { HARNESS_MAX_REFS = YARDSTICK_MAX };
 
 typedef struct Reference {
-    bool on;           // false with --no-ref
+    bool on;           // compared with single-device training (false with --no-ref, or when why_off says)
+    bool ready;        // the reference's runs are at hand; false: they train at the run's end
     int steps;
-    double *loss;      // (steps) the reference's loss at each step, on every rank
-    // Rank 0: a private directory (mode 0700) for the reference's dumps and,
-    // without --dump, this run's own; removed by harness_reference_free.
+    double *loss;      // (steps) the reference's loss at each step, on every rank, once ready
+    // Rank 0: a private directory (mode 0700) for this run's own dump without
+    // --dump; removed by harness_reference_free.
     char dir[256];
-    // The reference's dumps (final parameters, first gradient, moments): the
-    // yardstick's runs, the reference itself first.
-    char paths[HARNESS_MAX_REFS][300];
-    int npaths;
+    // Rank 0: the kept reference runs (the yardstick's, the reference itself
+    // first), files of the cache.
+    RefCache cache;
+    RefSet set;
     char own_dump[300];   // where this run's dump goes: --dump, or a file in dir
+    char why_off[300];    // why a run that asked for the reference is not compared with it
 } Reference;
 
 // What every training lab does first, after args_parse: MPI (comm_init),
@@ -48,9 +55,16 @@ Comm *harness_start(const Args *a, int *argc, char ***argv);
 // batch when `with_reference` (mem_check_fits says how).
 void harness_check_fits(const Args *a, int rows, bool with_reference);
 
-// Train build/ref's model with the same flags on rank 0 (the other ranks
-// wait); with `on` false only the private directory is made. Collective.
+// The reference of training `a` (the reference's flags: the model, the
+// data, the precision) looked up in the cache on rank 0 (the other ranks
+// wait); with `on` false only the private directory is made. When it is not
+// kept yet, rank 0 says so, with how many runs and roughly how long.
+// Collective.
 Reference harness_reference(Comm *c, const Args *a, bool on);
+// At the run's end (harness_finish calls it): a reference not kept yet is
+// trained now, before the verdict, unless a TODO the run called is
+// unwritten (then the run is not compared: why_off says so). Collective.
+void harness_reference_complete(Comm *c, Reference *r);
 void harness_reference_free(Reference *r);
 // (The verdict at the end of a run, the grader's own checks on this run's
 // dump at own_dump, is grader/verdict.h's verdict_of_lab_run.)

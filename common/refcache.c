@@ -188,18 +188,33 @@ int refcache_jobs(const RefSet *set) {
     return n < 1 ? 1 : n > set->n ? set->n : n;
 }
 
+void refcache_count(const RefCache *rc, const RefSet *set, int found, int trained) {
+    char path[PATH_MAX + 16], line[1200];
+    snprintf(path, sizeof path, "%s/lookups", rc->root);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    int n = snprintf(line, sizeof line, "%d %d %.1100s\n", found, trained, set->flags);
+    if (write(fd, line, (size_t)n) != n) { /* a count lost is no error */ }
+    close(fd);
+}
+
 // ---- training the missing entries -------------------------------------------
 
 // The environment build/ref runs in: this process's, less what a launcher
 // put there for its ranks (a rank that starts build/ref must not make it
-// think it is a rank of the job).
+// think it is a rank of the job). Open MPI's OPAL_PREFIX stays: a relocated
+// Open MPI (the GPU bundle's) is found by it.
 static char **child_environment(void) {
-    static const char *const drop[] = {"OMPI_", "PMIX_", "OPAL_", "PRTE_", "ORTE_", "PMI_", "SLURM_", NULL};
+    static const char *const drop[] = {"OMPI_", "PMIX_", "PRTE_", "ORTE_", "PMI_", "SLURM_", NULL};
     int n = 0;
     while (environ[n]) n++;
-    char **env = calloc((size_t)n + 1, sizeof *env);
+    char **env = calloc((size_t)n + 2, sizeof *env);
     CHECK(env, "out of memory");
     int m = 0;
+    // A singleton that starts no daemon of its own (Open MPI forks an orted
+    // for one otherwise, and two starting at once can fail MPI_Init).
+    static char isolated[] = "OMPI_MCA_ess_singleton_isolated=1";
+    env[m++] = isolated;
     for (int i = 0; i < n; i++) {
         bool keep = strncmp(environ[i], "OMPI_ALLOW_RUN_AS_ROOT", 22) == 0;
         for (const char *const *p = drop; *p && !keep; p++)
@@ -223,7 +238,7 @@ static void tail_of(const char *path, char *out, size_t len) {
     out[0] = 0;
     FILE *f = fopen(path, "r");
     if (!f) return;
-    char buf[1200];
+    char buf[1800];
     fseek(f, 0, SEEK_END);
     long size = ftell(f), from = size > (long)sizeof buf - 1 ? size - (long)sizeof buf + 1 : 0;
     fseek(f, from, SEEK_SET);
@@ -232,8 +247,8 @@ static void tail_of(const char *path, char *out, size_t len) {
     fclose(f);
     while (n && buf[n - 1] == '\n') buf[--n] = 0;
     const char *start = buf;
-    for (int lines = 0; n > 0 && lines < 3; n--)
-        if (buf[n - 1] == '\n' && ++lines == 3) start = buf + n;
+    for (int lines = 0; n > 0 && lines < 8; n--)
+        if (buf[n - 1] == '\n' && ++lines == 8) start = buf + n;
     snprintf(out, len, "%s", start);
 }
 
@@ -291,7 +306,7 @@ static bool finish_job(const RefSet *set, Job *j, int status, char *err, size_t 
     dump_free(f);
     ok = ok && dump_seal(j->tmp, &why) && rename(j->tmp, set->paths[j->k]) == 0;
     if (!ok) {
-        char last[1200], how[96];
+        char last[1800], how[96];
         tail_of(j->log, last, sizeof last);
         if (WIFSIGNALED(status)) snprintf(how, sizeof how, "killed by %s", strsignal(WTERMSIG(status)));
         else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) snprintf(how, sizeof how, "exit %d", WEXITSTATUS(status));
@@ -317,19 +332,24 @@ bool refcache_fill(RefCache *rc, RefSet *set, int jobs, double limit, void (*don
     bool ok = true;
     int next = 0, running = 0;
     double busy = 0, work = 0;
+    int found = 0, trained = 0;
     while (ok && (next < set->n || running > 0)) {
         // Start the next missing entries, their locks taken in the
         // yardstick's order (two processes filling the same set never wait
         // for each other in a circle).
         while (ok && next < set->n && running < jobs) {
             int k = next++;
-            if (dump_sealed(set->paths[k], NULL)) continue;
+            if (dump_sealed(set->paths[k], NULL)) {
+                found++;
+                continue;
+            }
             char lockpath[PATH_MAX + 72];
             snprintf(lockpath, sizeof lockpath, "%s.lock", set->paths[k]);
             int lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
             if (lock >= 0) flock(lock, LOCK_EX);
             if (dump_sealed(set->paths[k], NULL)) {   // made by another process while this one waited
                 if (lock >= 0) close(lock);
+                found++;
                 continue;
             }
             Job *j = NULL;
@@ -370,6 +390,7 @@ bool refcache_fill(RefCache *rc, RefSet *set, int jobs, double limit, void (*don
             }
             busy += secs;
             work += set->flops;
+            trained++;
             if (done) done(k, secs, ctx);
         }
     }
@@ -384,5 +405,6 @@ bool refcache_fill(RefCache *rc, RefSet *set, int jobs, double limit, void (*don
         }
     free(env);
     if (ok && busy > 0) write_rate(rc, work / busy);
+    refcache_count(rc, set, found, trained);
     return ok;
 }

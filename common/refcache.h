@@ -66,3 +66,9 @@ int refcache_jobs(const RefSet *set);
 // run ends. False, with build/ref's last words in `err`, when one failed.
 bool refcache_fill(RefCache *rc, RefSet *set, int jobs, double limit, void (*done)(int k, double s, void *ctx),
                    void *ctx, char *err, size_t len);
+
+// Each look-up of a set is counted in the cache's file "lookups", a line
+// "FOUND TRAINED FLAGS" each (the tests print the cache's hit rate from it):
+// refcache_fill counts its own; a look-up that found every entry and needs
+// no fill says so here.
+void refcache_count(const RefCache *rc, const RefSet *set, int found, int trained);

@@ -35,7 +35,9 @@
 #include "labs.h"
 #include "mem_cuda.h"
 #include "results.h"
+#include "refcache.h"
 #include "rounding.h"
+#include "specs.h"
 #include "train.h"
 
 // ---- running commands ------------------------------------------------------
@@ -270,11 +272,16 @@ static void make_copy(Options *o) {
         snprintf(cache, sizeof cache, "--exclude=./%s", rc + strlen(tree) + 1);
         shell_quote(qcache, sizeof qcache, cache);
     }
+    // Of build/, what make needs to compile the student's file alone: the
+    // objects, the libraries, the stamps of the flags they were made with,
+    // and build/ref (a target of every grading's build); not the other
+    // programs, the caches, the bundles and figures a tree's build/ collects.
     char line[4096 + PATH_MAX];
     snprintf(line, sizeof line,
-             "mkdir -p %s && cd %s && tar --exclude=.git --exclude='./lab*/solution' "
-             "--exclude=./grader/mutants --exclude=./dist --exclude='./build/*_solution' "
-             "--exclude='./build/obj/*/solution' --exclude='./build/refcache*' %s -cf - . | (cd %s && tar -xpf -)",
+             "mkdir -p %s && cd %s && { tar --exclude=.git --exclude='./lab*/solution' "
+             "--exclude=./grader/mutants --exclude=./dist --exclude=./build %s -cf - . && "
+             "tar --exclude='build/obj/*/solution' -cf - build/obj $(ls -d build/*.a build/ref build/.cflags "
+             "build/.nvccflags build/.deps-ok build/.deps-check-ok 2>/dev/null); } | (cd %s && tar -ixpf -)",
              qdst, qsrc, qcache, qdst);
     CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);
     o->build_tree = strdup(cmd);
@@ -542,110 +549,63 @@ typedef struct {
     DumpFile *ref;
     Measured measured;
     bool ok;
-    char error[512];
-} RefCache;
+    char error[2048];
+} RefRuns;
 
-static RefCache g_refs[32];
+static RefRuns g_refs[32];
 static int g_nrefs;
 
-// Run build/ref with `flags` (the trusted tree's) as each of the
-// yardstick's runs (train_yardstick: the whole batch; micro-batches of 2
-// and of one row each, the latter also each its own mean; the whole batch
-// rounded the other way): the largest
-// difference between the first and the others is the honest size of "the
-// same up to rounding", per tensor. Several orders rather than one, because
-// a single sample of a rounding difference can come out small by chance, and
-// the other rounding because micro-batches leave the forward pass and most
-// of the matrix products bit-identical, while another machine rounds them all.
-// The cache's file for one yardstick run: named by a hash of everything
-// its numbers depend on (build/ref itself, its flags, the BLAS kernel asked
-// for), so that a rebuilt reference or another kernel is run again.
-static void ref_cache_path(const Options *o, const char *bin, const char *flags, const char *mflag, char *out,
-                           size_t len) {
-    struct stat st;
-    char key[2048];
-    memset(&st, 0, sizeof st);
-    stat(bin, &st);
-    const char *kernel = getenv("OPENBLAS_CORETYPE");
-    snprintf(key, sizeof key, "%s|%s|%s|%lld|%lld|%lld|%lld", flags, mflag, kernel ? kernel : "",
-             (long long)st.st_ino, (long long)st.st_size, (long long)st.st_mtim.tv_sec,
-             (long long)st.st_mtim.tv_nsec);
-    uint64_t h = 1469598103934665603ull;   // FNV-1a
-    for (const char *c = key; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
-    snprintf(out, len, "%s/%016llx.bin", o->ref_cache, (unsigned long long)h);
-}
-
-static RefCache *reference(const Options *o, const char *flags) {
+// build/ref with `flags` (the trusted tree's) as each of the yardstick's
+// runs (train_yardstick: the whole batch; micro-batches of 2 and of one row
+// each, the latter also each its own mean; the whole batch rounded the other
+// way): the largest difference between the first and the others is the
+// honest size of "the same up to rounding", per tensor. Several orders
+// rather than one, because a single sample of a rounding difference can
+// come out small by chance, and the other rounding because micro-batches
+// leave the forward pass and most of the matrix products bit-identical,
+// while another machine rounds them all. The runs are the cache's
+// (refcache.h: the tree's build/refcache, shared with the lab programs and
+// the tests, or --ref-cache's), trained there when missing; where a
+// submission could reach the cache, they are trained into the grading's
+// private directory instead, read once, and removed before any lab runs.
+static RefRuns *reference(const Options *o, const char *flags) {
     for (int i = 0; i < g_nrefs; i++)
         if (strcmp(g_refs[i].flags, flags) == 0) return &g_refs[i];
     CHECK(g_nrefs < 32, "too many reference configurations");
-    RefCache *rc = &g_refs[g_nrefs++];
-    memset(rc, 0, sizeof *rc);
-    snprintf(rc->flags, sizeof rc->flags, "%s", flags);
-    const char *bf = strstr(flags, "--batch ");
-    int batch = bf ? atoi(bf + 8) : args_defaults().batch;
-    YardstickRun y[YARDSTICK_MAX];
-    int nruns = train_yardstick(batch, strstr(flags, "--precision bf16") != NULL, y, YARDSTICK_MAX);
-    char bin[1024], qbin[1100];
+    RefRuns *rr = &g_refs[g_nrefs++];
+    memset(rr, 0, sizeof *rr);
+    snprintf(rr->flags, sizeof rr->flags, "%s", flags);
+    char bin[PATH_MAX + 16], root[PATH_MAX + 16], why[PATH_MAX + 100];
     snprintf(bin, sizeof bin, "%s/build/ref", o->tree);
-    shell_quote(qbin, sizeof qbin, bin);
+    if (o->ref_cache) snprintf(root, sizeof root, "%s", o->ref_cache);
+    else snprintf(root, sizeof root, "%s/refcache", o->priv);
+    RefCache cache;
+    if (!refcache_open(&cache, root, bin, why, sizeof why)) {
+        snprintf(rr->error, sizeof rr->error, "%.2000s", why);
+        return rr;
+    }
+    Args a = args_defaults();
+    args_apply_flags(&a, flags);
+    RefSet set;
+    refcache_set(&cache, &a, &set);
+    if (!refcache_fill(&cache, &set, refcache_jobs(&set), o->limit, NULL, NULL, rr->error, sizeof rr->error))
+        return rr;
     DumpFile *runs[YARDSTICK_MAX] = {0};
-    for (int k = 0; k < nruns; k++) {
-        char dir[700], qdir[800], line[4096], path[800], mflag[64] = "";
-        // In the grader's private directory, out of the runs' reach.
-        snprintf(dir, sizeof dir, "%s/ref%d-%d", o->priv, g_nrefs, k);
-        int m = y[k].micro > 1 ? snprintf(mflag, sizeof mflag, "--micro %d %s", y[k].micro,
-                                          y[k].micro_mean ? "--micro-mean " : "") : 0;
-        snprintf(mflag + m, sizeof mflag - (size_t)m, "--rounding %s", ops_rounding_name(y[k].rounding));
-        char cached[1200] = "", lockpath[1300];
-        int lock = -1;
-        if (o->ref_cache) {
-            ref_cache_path(o, bin, flags, mflag, cached, sizeof cached);
-            // Gradings side by side that need the same run take turns: the
-            // second waits for the first's run and reads it, rather than
-            // computing it again beside it.
-            snprintf(lockpath, sizeof lockpath, "%s.lock", cached);
-            lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-            if (lock >= 0) flock(lock, LOCK_EX);
-            const char *err = NULL;
-            if (exists(cached) && (runs[k] = dump_read(cached, &err)) != NULL) {
-                if (lock >= 0) close(lock);
-                continue;
-            }
-        }
-        shell_quote(qdir, sizeof qdir, dir);
-        snprintf(line, sizeof line,
-                 "mkdir -p %s && cd %s && timeout -k 10 %d %s %s %s --dump ref.bin > output.txt 2>&1",
-                 qdir, qdir, o->limit, qbin, flags, mflag);
-        int rcode = shell(line);
-        snprintf(path, sizeof path, "%s/ref.bin", dir);
+    for (int k = 0; k < set.n; k++) {
         const char *err = NULL;
-        runs[k] = rcode == 0 ? dump_read(path, &err) : NULL;
-        if (runs[k] && cached[0]) {   // into the cache whole or not at all (gradings run side by side)
-            char tmp[1300], qtmp[1400], qcached[1400];
-            snprintf(tmp, sizeof tmp, "%s.tmp.%d", cached, (int)getpid());
-            shell_quote(qtmp, sizeof qtmp, tmp);
-            shell_quote(qcached, sizeof qcached, cached);
-            snprintf(line, sizeof line, "cp %s/ref.bin %s && mv -f %s %s", qdir, qtmp, qtmp, qcached);
-            shell(line);
-        }
-        if (lock >= 0) close(lock);   // and with it the lock
-        // Read once, kept in memory: no answer stays on disk while labs run.
-        if (!o->keep) {
-            snprintf(line, sizeof line, "rm -rf %s", qdir);
-            shell(line);
-        }
+        runs[k] = dump_read(set.paths[k], &err);
+        if (!o->ref_cache) unlink(set.paths[k]);   // read once: no answer stays on disk while labs run
         if (!runs[k]) {
-            snprintf(rc->error, sizeof rc->error, "the reference run `build/ref %s %s` failed (exit %d%s%s)",
-                     flags, mflag, rcode, err ? ": " : "", err ? err : "");
-            return rc;
+            snprintf(rr->error, sizeof rr->error, "the reference run %s cannot be read back: %s", set.paths[k], err);
+            for (int j = 0; j < k; j++) dump_free(runs[j]);
+            return rr;
         }
     }
-    rc->ref = runs[0];
-    measure_rounding(runs, nruns, &rc->measured);
-    for (int k = 1; k < nruns; k++) dump_free(runs[k]);
-    rc->ok = true;
-    return rc;
+    rr->ref = runs[0];
+    measure_rounding(runs, set.n, &rr->measured);
+    for (int k = 1; k < set.n; k++) dump_free(runs[k]);
+    rr->ok = true;
+    return rr;
 }
 
 // What the student's object calls, from its undefined symbols (nm -u): MPI
@@ -724,14 +684,23 @@ static bool check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
     shell_quote(qdir, sizeof qdir, dir);
     char base[200];   // the student's object, as the lab's directory holds it (its given version)
     snprintf(base, sizeof base, "%.*s.o", (int)(strlen(lab->student_file) - 2), lab->student_file);
+    // The names the C, BLAS and MPI libraries define, listed once a grading.
+    char libsyms[700], qlibsyms[800];
+    snprintf(libsyms, sizeof libsyms, "%s/library-names.txt", o->priv);
+    shell_quote(qlibsyms, sizeof qlibsyms, libsyms);
+    if (!exists(libsyms)) {
+        snprintf(line, sizeof line, "for l in $(gcc -print-file-name=libc.so.6) $(gcc -print-file-name=libm.so.6) "
+                 "$(ldconfig -p 2>/dev/null | awk '/lib(openblas|cblas|blas|mpi)\\.so[ .]/ {print $NF}'); do "
+                 "nm -D --defined-only \"$l\" 2>/dev/null | awk '{print $NF}' | sed 's/@.*//'; done | sort -u > %s.tmp && "
+                 "mv %s.tmp %s", qlibsyms, qlibsyms, qlibsyms);
+        CHECK(shell(line) == 0, "cannot list the names the C, BLAS and MPI libraries define into %s", libsyms);
+    }
     snprintf(line, sizeof line, "mine=$(nm -g --defined-only %s 2>/dev/null | awk 'NF==3{print $3}' | sort -u); "
              "[ -n \"$mine\" ] || exit 0; "
              "{ nm -g --defined-only %s 2>/dev/null | awk 'NF==3{print $3}'; "
              "for f in %s/*.o; do [ \"${f##*/}\" = %s ] || nm -g --defined-only \"$f\" 2>/dev/null | awk 'NF==3{print $3}'; "
-             "done; for l in $(gcc -print-file-name=libc.so.6) $(gcc -print-file-name=libm.so.6) "
-             "$(ldconfig -p 2>/dev/null | awk '/lib(openblas|cblas|blas|mpi)\\.so[ .]/ {print $NF}'); do "
-             "nm -D --defined-only \"$l\" 2>/dev/null | awk '{print $NF}' | sed 's/@.*//'; done; } | sort -u | comm -12 - <(printf '%%s\\n' \"$mine\") | head -n 5",
-             qobj, qlib, qdir, base);
+             "done; cat %s; } | sort -u | comm -12 - <(printf '%%s\\n' \"$mine\") | head -n 5",
+             qobj, qlib, qdir, base, qlibsyms);
     char bash_line[4200];
     char qline[4100];
     shell_quote(qline, sizeof qline, line);
@@ -878,9 +847,11 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
             fflush(stdout);
             run_program(o, &run, rdir, program, spec->np, flags);
             if (run.dump && o->perturb) perturb(run.dump, o->perturb);
-            if (lab->ref_flags) {
+            // A run that called an unwritten TODO fails for that alone: its
+            // reference is not trained for it.
+            if (lab->ref_flags && !run_called_unfinished(&run)) {
                 char rflags[512];
-                RefCache *rc = reference(o, lab->ref_flags(lab, &run, rflags, sizeof rflags));
+                RefRuns *rc = reference(o, lab->ref_flags(lab, &run, rflags, sizeof rflags));
                 if (!rc->ok) {
                     grade_check(g, &run, "reference", false, "failed", "runs", rc->error);
                     print0("reference failed\n");
@@ -1216,7 +1187,7 @@ int main(int argc, char **argv) {
         {"budget", ARG_INT, &budget, "seconds every run of the grading may take together (0: no budget); the runs past it fail, unrun", 0, 864000, NULL, NULL},
         {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL, NULL},
         {"keep", ARG_STRING, &keep, "keep every run's directory under DIR", 1, 0, NULL, "DIR"},
-        {"ref-cache", ARG_STRING, &ref_cache, "keep the reference runs' dumps in DIR (made mode 0700) and reuse them in later gradings of this tree; with --submission only where the runs are isolated and DIR is inside the trusted tree (hidden from them)", 1, 0, NULL, "DIR"},
+        {"ref-cache", ARG_STRING, &ref_cache, "the cache of reference runs (default: the tree's build/refcache, or $PL_REFCACHE), shared with the lab programs and the tests; with --submission used only where the runs are isolated and DIR is inside the trusted tree (hidden from them)", 1, 0, NULL, "DIR"},
         {"perturb", ARG_STRING, &pert, "self-test: add DELTA to COUNT elements (default 1) from INDEX on of array NAME of every lab dump", 1, 0, NULL, "NAME:INDEX:DELTA[:COUNT]"},
         {NULL, 0, NULL, NULL, 0, 0, NULL, NULL},
     };
@@ -1291,11 +1262,16 @@ int main(int argc, char **argv) {
     o.started = core_now();
     o.watchdog = watchdog;
     o.keep = keep;
+    // The reference runs are the cache's: the tree's build/refcache (where
+    // the lab programs keep theirs), PL_REFCACHE, or --ref-cache's.
+    static char default_cache[PATH_MAX + 32];
+    char tree_build[PATH_MAX + 8];
+    snprintf(tree_build, sizeof tree_build, "%s/build", tree);
+    refcache_default_root(tree_build, default_cache, sizeof default_cache);
+    if (!ref_cache) ref_cache = default_cache;
     o.ref_cache = ref_cache;
-    if (ref_cache) {
-        mkdir(ref_cache, 0700);
-        CHECK(exists(ref_cache), "--ref-cache %s: cannot make that directory", ref_cache);
-    }
+    mkdir(ref_cache, 0700);
+    CHECK(exists(ref_cache), "--ref-cache %s: cannot make that directory", ref_cache);
     o.perturb = pert;
     // Every process a run starts stays the grader's descendant, even one
     // that leaves its process group (setsid): see end_leftovers.
@@ -1345,9 +1321,10 @@ int main(int argc, char **argv) {
         bool inside = realpath(ref_cache, rc) && realpath(o.tree, tree) && strncmp(rc, tree, strlen(tree)) == 0 &&
                       rc[strlen(tree)] == '/';
         if (!o.isolate || !inside) {
-            print0("note: --ref-cache is not used: with --submission it would keep the reference's answers where "
-                   "the submission could read them (it needs root with isolated runs, and DIR inside the trusted "
-                   "tree, %s)\n", o.tree);
+            print0("note: the reference cache %s is not used: with --submission it would keep the reference's "
+                   "answers where the submission could read them (it needs root with isolated runs, and the cache "
+                   "inside the trusted tree, %s); the reference runs are trained for this grading alone\n",
+                   ref_cache, o.tree);
             o.ref_cache = NULL;
         }
     }

@@ -3,6 +3,7 @@
 // written.
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "lab.h"
@@ -14,3 +15,7 @@ const char *without_flags(const Run *run, const char *const *drop, char *buf, si
 
 // The student's hooks that still call lab_todo ("check/unfinished/<name>").
 void check_hooks_written(Grader *g, const Run *run);
+// Whether the run called a hook that still calls lab_todo (its dump says
+// so): such a run is not compared with single-device training, whose
+// reference would then be trained for nothing (its TODO check fails it).
+bool run_called_unfinished(const Run *run);

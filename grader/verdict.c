@@ -16,7 +16,7 @@
 #include "rounding.h"
 
 int verdict_of_run(const char *lab_id, const char *dump_path, const char *const *ref_paths, int nref,
-                   int np, const char *flags) {
+                   int np, const char *flags, const char *why_no_ref) {
     const LabSpec *lab = lab_spec(lab_id);
     CHECK(lab, "verdict_of_run: no lab %s", lab_id);
     RunSpec spec = {"this run", np, flags ? flags : "", false, false};
@@ -55,7 +55,9 @@ int verdict_of_run(const char *lab_id, const char *dump_path, const char *const 
         const Result *r = &g.results[i];
         if (!r->pass && r->diagnosis[0]) printf("  %s:\n    %s\n", r->check, r->diagnosis);
     }
-    if (nref == 0 && lab->ref_flags)
+    if (nref == 0 && lab->ref_flags && why_no_ref && why_no_ref[0])
+        printf("  (without the reference: %s)\n", why_no_ref);
+    else if (nref == 0 && lab->ref_flags)
         printf("  (without the reference run, --no-ref: the training is not compared with single-device training)\n");
     printf("%d of %d checks passed: %s\n", g.n - failed, g.n, failed ? "the grader would FAIL this run" : "the grader would pass this run");
     fflush(stdout);
@@ -70,9 +72,9 @@ int verdict_of_lab_run(Comm *c, const char *lab_id, const Reference *r) {
     int failed = 0;
     if (comm_rank(c) == 0) {
         const char *refs[HARNESS_MAX_REFS];
-        for (int k = 0; k < r->npaths; k++) refs[k] = r->paths[k];
-        failed = verdict_of_run(lab_id, r->own_dump, refs, r->on ? r->npaths : 0, comm_size(c),
-                                args_command_line());
+        for (int k = 0; k < r->set.n; k++) refs[k] = r->set.paths[k];
+        failed = verdict_of_run(lab_id, r->own_dump, refs, r->on ? r->set.n : 0, comm_size(c),
+                                args_command_line(), r->why_off);
     }
     return (int)comm_max_double(c, (double)failed);
 }
