@@ -21,6 +21,8 @@ void lab_todo(const char *function) {
         if (strcmp(function, COLL[k].func) == 0) g_todo[k] = 1;
 }
 
+bool checks_unwritten(Coll k) { return g_todo[k] != 0; }
+
 // ---- running one collective, the student's or the library's ----------------
 
 static void yours_reduce_scatter(Comm *c, Bufs *b) { ring_reduce_scatter(c, b->in, b->out, b->count); }

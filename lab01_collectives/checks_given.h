@@ -74,6 +74,10 @@ typedef struct {
 // exact inputs, each compared with the naive result (this rank's findings).
 void check_one(Comm *c, Coll k, size_t count, int root, bool in_place, Finding *student, Finding *library);
 
+// Whether the student's function for collective k still calls lab_todo
+// (known once the checks have called it).
+bool checks_unwritten(Coll k);
+
 // Every collective at every count (broadcasts from every root, the
 // all-gather in both modes): the table, the diagnoses, the dump's check/
 // entries. Returns how many failed.
