@@ -1,8 +1,9 @@
 # Parallelism labs. GNU make.
 #
 #   make            build the library, every program and the tests into build/
-#   make deps       install the Debian/Ubuntu packages the course needs
-#   make demo       (installs what is missing, builds) run the course's showcase
+#   make deps       install the Debian/Ubuntu packages the course needs (scripts/deps.sh --check says
+#                   which target needs which)
+#   make demo       (installs what it needs: a compiler, Open MPI, OpenBLAS; builds it) the showcase
 #   make test       (installs what is missing, builds) run every test (tests/README.md)
 #   make test-unit, test-labs, test-grader, test-release  one group of them
 #   make bench      the three CPU benchmarks below in one table (build/bench.md)
@@ -173,9 +174,13 @@ help:
 deps:
 	@scripts/deps.sh
 
-# Say exactly what is missing before the compiler does, less clearly.
+# Say exactly what is missing before the compiler does, less clearly: the
+# compiler, Open MPI and OpenBLAS for every program; Check for the unit tests.
 $(BUILD)/.deps-ok: scripts/deps.sh
-	@scripts/deps.sh --check
+	@scripts/deps.sh --check demo
+	@mkdir -p $(BUILD) && touch $@
+$(BUILD)/.deps-check-ok: scripts/deps.sh
+	@scripts/deps.sh --check build
 	@mkdir -p $(BUILD) && touch $@
 
 check-deps: $(BUILD)/.deps-ok
@@ -210,6 +215,9 @@ $(BUILD)/libtestutil.a: $(OBJ)/common/tests/testutil.o $(OBJ)/common/tests/testu
 	ar rcs $@ $^
 
 $(OBJ)/common/tests/%.o: CFLAGS += $(CHECK_CFLAGS)
+# The unit tests need Check: said before their compiler says it less clearly.
+CHECK_OBJS := $(patsubst %.c,$(OBJ)/%.o,$(wildcard common/tests/*.c grader/tests/*.c))
+$(CHECK_OBJS): | $(BUILD)/.deps-check-ok
 
 $(VERDICT): $(VERDICT_SRC:%.c=$(OBJ)/%.o)
 	@rm -f $@
@@ -249,7 +257,7 @@ $(BUILD)/$$($(1)_ID): $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_STUDENT:%.c=$(OBJ)
 $(BUILD)/$$($(1)_ID)_solution: $$($(1)_HARNESS:%.c=$(OBJ)/%.o) $$($(1)_SOLUTION:%.c=$(OBJ)/%.o) $(VERDICT) $(LIB)
 	$(CC) $(CFLAGS) $(WRAP) $$^ -o $$@ $(LDLIBS)
 .PHONY: $$($(1)_ID) check-$$($(1)_ID)
-$$($(1)_ID): $(BUILD)/$$($(1)_ID) $(if $(wildcard $(1)/solution/*.c),$(BUILD)/$$($(1)_ID)_solution)
+$$($(1)_ID): $(BUILD)/$$($(1)_ID) $(if $(wildcard $(1)/solution/*.c),$(BUILD)/$$($(1)_ID)_solution) $(BUILD)/ref
 	@$(if $(wildcard $(1)/solution/*.c),:,echo "built $(BUILD)/$$($(1)_ID) from your file; a student release has no $(BUILD)/$$($(1)_ID)_solution: the sample output in $(1)/README.md shows what it prints")
 # Grade the student's file of this lab, the fast subset of runs. Their
 # calls are short: a watchdog of 10 s ends a deadlocked run (with each
@@ -277,13 +285,14 @@ LAB03_BIN := $(BUILD)/$(if $(LAB03_SOLVED),lab03_solution,lab03)
 LAB03_RUN = $(if $(wildcard lab03_zero/main.c),$(if $(LAB03_SOLVED),$(1),@echo "(a student release: this runs your own build/lab03)"; $(1) || \
             echo "(your lab03 does not pass yet: its verdict above says what is missing)"),@echo "lab03 is not in this release: this target runs lab03")
 
+# The demo needs only what it runs (scripts/deps.sh demo: no Check, no PyTorch).
 demo:
-	@scripts/deps.sh
-	@$(MAKE) --no-print-directory all
+	@scripts/deps.sh demo
+	@$(MAKE) --no-print-directory $(if $(wildcard lab03_zero/main.c),$(LAB03_BIN)) $(BUILD)/ref
 	$(call LAB03_RUN,$(MPIRUN) -q -np $(NP) $(LAB03_BIN) --stage 3 --steps 20)
 
 test:
-	@scripts/deps.sh
+	@scripts/deps.sh test
 	@$(MAKE) --no-print-directory test-run
 
 test-run: all

@@ -1,68 +1,96 @@
 #!/usr/bin/env bash
-# deps.sh: the packages the course needs, on Debian or Ubuntu.
+# deps.sh: the packages the course needs, on Debian or Ubuntu, by what needs them.
 #
-#   scripts/deps.sh            install what is missing (apt-get; through sudo when not root)
-#   scripts/deps.sh --check    say what is missing and which packages bring it; exit 1 if anything is
-#   scripts/deps.sh --list     print the package list
+#   scripts/deps.sh [TARGET]          install what TARGET needs and is missing (apt-get; through sudo when not root)
+#   scripts/deps.sh --check [TARGET]  say what is missing and which target needs it; exit 1 if anything TARGET needs is
+#   scripts/deps.sh --list [TARGET]   print the packages TARGET needs
 #
-# `make deps` runs the first form; `make`, `make demo` and `make test` run the
-# check, and the last two install what is missing first.
+# The targets, each needing what the one before it needs:
+#   demo   make demo: a C compiler, Open MPI and OpenBLAS (the programs the demo runs)
+#   build  make: the same and Check, the C unit-test framework (make builds the unit tests too)
+#   test   make test (the default): the same and Python with NumPy and PyTorch (the independent model
+#          oracle), and iproute2 (the grader's runs without a network, the two-node tests)
+# `make demo` installs the first, `make test` the last; `make` checks the second before it compiles.
 set -euo pipefail
 
-# Build and test: compiler, Open MPI, Check, OpenBLAS (cblas), pkg-config;
-# Python with NumPy and PyTorch for the independent model oracle.
-PACKAGES=(build-essential pkg-config openmpi-bin libopenmpi-dev check libopenblas-dev
-          python3 python3-numpy python3-torch iproute2)
+# What each piece needs, as "target^test command^what^package", in the targets' order.
+PIECES=(
+    "demo^command -v cc >/dev/null && command -v make >/dev/null^a C compiler and make^build-essential"
+    "demo^command -v pkg-config >/dev/null^pkg-config^pkg-config"
+    "demo^command -v mpicc >/dev/null && mpicc --showme:compile >/dev/null 2>&1^Open MPI (mpicc)^libopenmpi-dev"
+    "demo^command -v mpirun >/dev/null^Open MPI's launcher (mpirun)^openmpi-bin"
+    "demo^pkg-config --exists openblas 2>/dev/null^OpenBLAS (cblas)^libopenblas-dev"
+    "build^pkg-config --exists check 2>/dev/null^Check, the C unit-test framework^check"
+    "test^[ -x /usr/bin/python3 ]^Python 3^python3"
+    "test^/usr/bin/python3 -c 'import numpy' 2>/dev/null^NumPy for /usr/bin/python3^python3-numpy"
+    "test^/usr/bin/python3 -c 'import torch' 2>/dev/null^PyTorch for /usr/bin/python3^python3-torch"
+    "test^command -v ip >/dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ]^ip, for the grader's runs without a network^iproute2"
+)
+TARGETS=(demo build test)
 
-# What each piece of the build needs, as "test command|what|packages".
-missing() {
-    local out=()
-    command -v cc >/dev/null 2>&1 && command -v make >/dev/null 2>&1 ||
-        out+=("a C compiler and make|build-essential")
-    command -v pkg-config >/dev/null 2>&1 || out+=("pkg-config|pkg-config")
-    { command -v mpicc >/dev/null 2>&1 && mpicc --showme:compile >/dev/null 2>&1; } ||
-        out+=("Open MPI (mpicc)|libopenmpi-dev")
-    command -v mpirun >/dev/null 2>&1 || out+=("Open MPI's launcher (mpirun)|openmpi-bin")
-    pkg-config --exists check 2>/dev/null || out+=("Check, the C unit-test framework|check")
-    pkg-config --exists openblas 2>/dev/null || out+=("OpenBLAS (cblas)|libopenblas-dev")
-    /usr/bin/python3 -c 'import numpy' 2>/dev/null || out+=("NumPy for /usr/bin/python3|python3-numpy")
-    /usr/bin/python3 -c 'import torch' 2>/dev/null || out+=("PyTorch for /usr/bin/python3|python3-torch")
-    command -v ip >/dev/null 2>&1 || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] ||
-        out+=("ip, for the grader's runs without a network|iproute2")
-    printf '%s\n' "${out[@]+"${out[@]}"}"
+rank() { case "$1" in demo) echo 0 ;; build) echo 1 ;; test) echo 2 ;; *) echo -1 ;; esac; }
+
+# The pieces TARGET needs: "target^what^package" of those missing (all: every one).
+pieces() {
+    local want=$1 all=${2:-} p target cond what pkg
+    for p in "${PIECES[@]}"; do
+        IFS='^' read -r target cond what pkg <<<"$p"
+        [ "$(rank "$target")" -le "$(rank "$want")" ] || continue
+        if [ -n "$all" ] || ! bash -c "$cond" >/dev/null 2>&1; then echo "$target^$what^$pkg"; fi
+    done
 }
 
-case "${1:-}" in
---list)
-    printf '%s\n' "${PACKAGES[@]}"
+# Which make targets need a piece of target t.
+needed_by() {
+    case "$1" in
+    demo) echo "make demo, make and make test need it" ;;
+    build) echo "make and make test need it" ;;
+    test) echo "make test needs it" ;;
+    esac
+}
+
+usage() {
+    echo "usage: scripts/deps.sh [--check | --list] [demo | build | test]   (default: test, everything)" >&2
+    exit 2
+}
+
+mode=install target=test
+for a in "$@"; do
+    case "$a" in
+    --check) mode=check ;;
+    --list) mode=list ;;
+    --install) mode=install ;;
+    demo | build | test) target=$a ;;
+    *) usage ;;
+    esac
+done
+
+case "$mode" in
+list)
+    pieces "$target" all | cut -d'^' -f3
     exit 0
     ;;
---check)
-    m=$(missing)
+check)
+    m=$(pieces "$target")
     [ -z "$m" ] && exit 0
-    echo "missing for the build and tests:" >&2
+    echo "missing for make$([ "$target" = build ] || echo " $target"):" >&2
     pkgs=()
-    while IFS='|' read -r what pkg; do
-        echo "  - $what: package $pkg" >&2
+    while IFS='^' read -r t what pkg; do
+        echo "  - $what: package $pkg ($(needed_by "$t"))" >&2
         pkgs+=("$pkg")
     done <<<"$m"
-    echo "install them with: make deps   (or: sudo apt-get install -y ${pkgs[*]})" >&2
+    echo "install them with: scripts/deps.sh $target   (or: sudo apt-get install -y ${pkgs[*]})" >&2
     exit 1
-    ;;
-"" | --install) ;;
-*)
-    echo "usage: scripts/deps.sh [--check | --list]" >&2
-    exit 2
     ;;
 esac
 
-m=$(missing)
+m=$(pieces "$target")
 if [ -z "$m" ]; then
     exit 0
 fi
 pkgs=()
-while IFS='|' read -r what pkg; do pkgs+=("$pkg"); done <<<"$m"
-echo "installing missing packages: ${pkgs[*]}"
+while IFS='^' read -r t what pkg; do pkgs+=("$pkg"); done <<<"$m"
+echo "installing what make$([ "$target" = build ] || echo " $target") needs: ${pkgs[*]}"
 if ! command -v apt-get >/dev/null 2>&1; then
     echo "this is not a Debian or Ubuntu system (no apt-get); install the equivalents of: ${pkgs[*]}" >&2
     exit 1
@@ -75,10 +103,10 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -q
 "${SUDO[@]}" apt-get install -y -q --no-install-recommends "${pkgs[@]}"
-m=$(missing)
+m=$(pieces "$target")
 if [ -n "$m" ]; then
     echo "still missing after the install:" >&2
-    echo "$m" >&2
+    echo "$m" | cut -d'^' -f2,3 | tr '^' ' ' >&2
     exit 1
 fi
-echo "all dependencies are installed"
+echo "all that make$([ "$target" = build ] || echo " $target") needs is installed"
