@@ -31,6 +31,11 @@ typedef struct {
     uint64_t shape[DUMP_MAX_DIMS];
     uint64_t count;      // product of the shape (bytes for text)
     void *data;          // count elements of the type (text: count bytes plus a NUL)
+    // The sum of the squares of the elements, once a reader asked for it
+    // (the grader's dump_sumsq keeps it here: a unit's norm is asked for
+    // once for each of its tensors).
+    bool sumsq_known;
+    double sumsq;
 } DumpArray;
 
 // ---- writing (one process) ----

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <spawn.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -40,17 +41,19 @@
 #include "specs.h"
 #include "train.h"
 
+extern char **environ;
+
 // ---- running commands ------------------------------------------------------
 
 // Run a shell command line (bash) and wait for it; returns its exit status
 // (128 + signal when killed). For trusted commands (make, the reference).
+// (posix_spawn: the grader holds the dumps it judges, hundreds of MB, which
+// a fork would copy the page tables of for every command.)
 static int shell(const char *cmd) {
-    pid_t pid = fork();
-    CHECK(pid >= 0, "cannot fork: %s", strerror(errno));
-    if (pid == 0) {
-        execl("/bin/bash", "bash", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid;
+    char *argv[] = {"bash", "-c", (char *)cmd, NULL};
+    int e = posix_spawn(&pid, "/bin/bash", NULL, NULL, argv, environ);
+    CHECK(e == 0, "cannot start bash: %s", strerror(e));
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
     if (WIFEXITED(st)) return WEXITSTATUS(st);
@@ -281,7 +284,8 @@ static void make_copy(Options *o) {
              "mkdir -p %s && cd %s && { tar --exclude=.git --exclude='./lab*/solution' "
              "--exclude=./grader/mutants --exclude=./dist --exclude=./build %s -cf - . && "
              "tar --exclude='build/obj/*/solution' -cf - build/obj $(ls -d build/*.a build/ref build/.cflags "
-             "build/.nvccflags build/.deps-ok build/.deps-check-ok 2>/dev/null); } | (cd %s && tar -ixpf -)",
+             "build/.nvccflags build/.deps-ok build/.deps-check-ok build/config.mk 2>/dev/null); } | "
+             "(cd %s && tar -ixpf -)",
              qdst, qsrc, qcache, qdst);
     CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);
     o->build_tree = strdup(cmd);
@@ -473,10 +477,12 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
         sandbox_prefix(o, prefix, sizeof prefix);
     }
     // The run's environment is made, not inherited: PATH, its directory as
-    // HOME and TMPDIR, and the machine's settings that change what runs
-    // (Open MPI's root permission, OpenBLAS's kernel, the visible GPUs, where
-    // the libraries are);
-    // nothing else of the grader's (not OLDPWD, not the trusted tree's path).
+    // HOME and TMPDIR, one BLAS thread a rank (as the programs compute;
+    // OpenBLAS told before it starts a pool whose idle threads spin), and
+    // the machine's settings that change what runs (Open MPI's root
+    // permission, OpenBLAS's kernel, the visible GPUs, where the libraries
+    // are); nothing else of the grader's (not OLDPWD, not the trusted tree's
+    // path).
     char keep[3000] = "";
     static const char *const pass[] = {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "OPENBLAS_CORETYPE",
                                        "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE", "CUDA_VISIBLE_DEVICES",
@@ -493,7 +499,8 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     shell_quote(qpath, sizeof qpath, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
     char inner[6000], qinner[6400];
     snprintf(inner, sizeof inner,
-             "cd %s && exec env -i PATH=%s HOME=%s TMPDIR=%s OMPI_MCA_btl_vader_backing_directory=%s%s mpirun "
+             "cd %s && exec env -i PATH=%s HOME=%s TMPDIR=%s OMPI_MCA_btl_vader_backing_directory=%s "
+             "OPENBLAS_NUM_THREADS=1%s mpirun "
              "--oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
              qdir, qpath, qdir, qdir, qdir, keep, np, qbin, flags, o->watchdog);
     shell_quote(qinner, sizeof qinner, inner);
@@ -677,30 +684,47 @@ static bool check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
     // 2. What it defines: no name of the harness, the course's library or
     //    the C library (a definition of fopen or mem_report in the student's
     //    file would replace the one everything else calls).
-    char lib[1400], qlib[1500], dir[1400], qdir[1500];
-    snprintf(lib, sizeof lib, "%s/build/libcommon.a", o->build_tree);
-    snprintf(dir, sizeof dir, "%s/build/obj/%s", o->build_tree, lab->dir);
-    shell_quote(qlib, sizeof qlib, lib);
-    shell_quote(qdir, sizeof qdir, dir);
     char base[200];   // the student's object, as the lab's directory holds it (its given version)
     snprintf(base, sizeof base, "%.*s.o", (int)(strlen(lab->student_file) - 2), lab->student_file);
-    // The names the C, BLAS and MPI libraries define, listed once a grading.
-    char libsyms[700], qlibsyms[800];
-    snprintf(libsyms, sizeof libsyms, "%s/library-names.txt", o->priv);
-    shell_quote(qlibsyms, sizeof qlibsyms, libsyms);
-    if (!exists(libsyms)) {
-        snprintf(line, sizeof line, "for l in $(gcc -print-file-name=libc.so.6) $(gcc -print-file-name=libm.so.6) "
-                 "$(ldconfig -p 2>/dev/null | awk '/lib(openblas|cblas|blas|mpi)\\.so[ .]/ {print $NF}'); do "
-                 "nm -D --defined-only \"$l\" 2>/dev/null | awk '{print $NF}' | sed 's/@.*//'; done | sort -u > %s.tmp && "
-                 "mv %s.tmp %s", qlibsyms, qlibsyms, qlibsyms);
+    // The names the C, BLAS and MPI libraries define: listed once and kept
+    // in the trusted tree's build/library-names.txt, whose first line names
+    // the libraries as they are now (path, size, time): listed again when
+    // one changes.
+    static char libsyms[PATH_MAX + 40];
+    char qlibsyms[PATH_MAX + 80];
+    if (!libsyms[0]) {
+        snprintf(libsyms, sizeof libsyms, "%s/build/library-names.txt", o->tree);
+        shell_quote(qlibsyms, sizeof qlibsyms, libsyms);
+        snprintf(line, sizeof line, "libs=\"$(gcc -print-file-name=libc.so.6) $(gcc -print-file-name=libm.so.6) "
+                 "$(ldconfig -p 2>/dev/null | awk '/lib(openblas|cblas|blas|mpi)\\.so[ .]/ {print $NF}')\"; "
+                 "key=\"libraries: $(stat -L -c '%%n %%s %%Y' $libs 2>/dev/null | tr '\\n' ' ')\"; "
+                 "[ \"$(head -n 1 %s 2>/dev/null)\" = \"$key\" ] && exit 0; "
+                 "{ echo \"$key\"; for l in $libs; do nm -D --defined-only \"$l\" 2>/dev/null | awk '{print $NF}' | "
+                 "sed 's/@.*//'; done | sort -u; } > %s.$$ && mv %s.$$ %s",
+                 qlibsyms, qlibsyms, qlibsyms, qlibsyms);
         CHECK(shell(line) == 0, "cannot list the names the C, BLAS and MPI libraries define into %s", libsyms);
     }
+    shell_quote(qlibsyms, sizeof qlibsyms, libsyms);
+    // And the names the course's library and the lab's harness define, from
+    // the trusted tree's build (the copy's is the same code, and a
+    // submission's runs could change the copy's), listed again whenever one
+    // of them was built after the list was made.
+    char names[PATH_MAX + 64], qnames[PATH_MAX + 128], tlib[PATH_MAX + 32], tdir[PATH_MAX + 64], qtlib[PATH_MAX + 96],
+        qtdir[PATH_MAX + 128];
+    snprintf(names, sizeof names, "%s/build/names-%s.txt", o->tree, lab->id);
+    snprintf(tlib, sizeof tlib, "%s/build/libcommon.a", o->tree);
+    snprintf(tdir, sizeof tdir, "%s/build/obj/%s", o->tree, lab->dir);
+    shell_quote(qnames, sizeof qnames, names);
+    shell_quote(qtlib, sizeof qtlib, tlib);
+    shell_quote(qtdir, sizeof qtdir, tdir);
     snprintf(line, sizeof line, "mine=$(nm -g --defined-only %s 2>/dev/null | awk 'NF==3{print $3}' | sort -u); "
-             "[ -n \"$mine\" ] || exit 0; "
-             "{ nm -g --defined-only %s 2>/dev/null | awk 'NF==3{print $3}'; "
-             "for f in %s/*.o; do [ \"${f##*/}\" = %s ] || nm -g --defined-only \"$f\" 2>/dev/null | awk 'NF==3{print $3}'; "
-             "done; cat %s; } | sort -u | comm -12 - <(printf '%%s\\n' \"$mine\") | head -n 5",
-             qobj, qlib, qdir, base, qlibsyms);
+             "[ -n \"$mine\" ] || exit 0; c=%s; "
+             "if [ ! -s \"$c\" ] || [ -n \"$(find %s %s -maxdepth 1 -name '*.[ao]' -newer \"$c\" | head -n 1)\" ]; then "
+             "{ nm -g --defined-only %s 2>/dev/null; for f in %s/*.o; do [ \"${f##*/}\" = %s ] || "
+             "nm -g --defined-only \"$f\" 2>/dev/null; done; } | awk 'NF==3{print $3}' | sort -u > \"$c.$$\" && "
+             "mv \"$c.$$\" \"$c\"; fi; "
+             "sort -m -u \"$c\" <(tail -n +2 %s) | comm -12 - <(printf '%%s\\n' \"$mine\") | head -n 5",
+             qobj, qnames, qtlib, qtdir, qtlib, qtdir, base, qlibsyms);
     char bash_line[4200];
     char qline[4100];
     shell_quote(qline, sizeof qline, line);

@@ -11,8 +11,17 @@ double dump_scalar(const DumpFile *f, const char *name, double missing) {
 }
 
 double dump_sumsq(const DumpArray *a) {
+    DumpArray *memo = (DumpArray *)a;   // the array keeps its sum once made (dump.h)
+    if (memo->sumsq_known) return memo->sumsq;
     double s = 0;
-    for (uint64_t e = 0; e < a->count; e++) s += dump_get(a, e) * dump_get(a, e);
+    if (a->type == DUMP_F32) {
+        const float *x = a->data;
+        for (uint64_t e = 0; e < a->count; e++) s += (double)x[e] * (double)x[e];
+    } else {
+        for (uint64_t e = 0; e < a->count; e++) s += dump_get(a, e) * dump_get(a, e);
+    }
+    memo->sumsq = s;
+    memo->sumsq_known = true;
     return s;
 }
 

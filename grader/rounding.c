@@ -64,8 +64,10 @@ bool tensor_error(const DumpFile *lab, const DumpFile *ref, const char *name, Te
     // leave them out. A NaN in either counts as infinitely wrong.
     double *sq = malloc((a->count ? a->count : 1) * sizeof *sq);
     CHECK(sq, "out of memory");
+    bool f32 = a->type == DUMP_F32 && b->type == DUMP_F32;
+    const float *fa = a->data, *fb = b->data;
     for (uint64_t i = 0; i < a->count; i++) {
-        double x = dump_get(a, i), y = dump_get(b, i);
+        double x = f32 ? fa[i] : dump_get(a, i), y = f32 ? fb[i] : dump_get(b, i);
         double diff = x == y || (isnan(x) && isnan(y)) ? 0 : fabs(x - y);
         sq[i] = isnan(diff) ? INFINITY : diff * diff;
     }
