@@ -108,8 +108,12 @@ static const char *device_of(const char *device) {
     return mem_cuda_device_count() > 0 ? "cuda" : "cpu";   // as mem_init chooses
 }
 
-void refcache_set(const RefCache *rc, const Args *a, RefSet *set) {
+void refcache_set(const RefCache *rc, const Args *asked, RefSet *set) {
     memset(set, 0, sizeof *set);
+    // --device auto is the device it picks here: one entry for both names.
+    Args resolved = *asked;
+    resolved.device = device_of(asked->device);
+    const Args *a = &resolved;
     args_reference_flags(a, set->flags, sizeof set->flags);
     set->n = train_yardstick(a->batch, gpt_precision_parse(a->precision) == GPT_BF16, set->runs, YARDSTICK_MAX);
     uint64_t data = 0;
@@ -208,15 +212,20 @@ static char **child_environment(void) {
     static const char *const drop[] = {"OMPI_", "PMIX_", "PRTE_", "ORTE_", "PMI_", "SLURM_", NULL};
     int n = 0;
     while (environ[n]) n++;
-    char **env = calloc((size_t)n + 2, sizeof *env);
+    char **env = calloc((size_t)n + 3, sizeof *env);
     CHECK(env, "out of memory");
     int m = 0;
     // A singleton that starts no daemon of its own (Open MPI forks an orted
     // for one otherwise, and two starting at once can fail MPI_Init).
     static char isolated[] = "OMPI_MCA_ess_singleton_isolated=1";
     env[m++] = isolated;
+    // One BLAS thread, from the start (build/ref asks for one, but OpenBLAS
+    // starts its pool before it can, and the idle threads spin a while).
+    static char one_thread[] = "OPENBLAS_NUM_THREADS=1";
+    env[m++] = one_thread;
     for (int i = 0; i < n; i++) {
         bool keep = strncmp(environ[i], "OMPI_ALLOW_RUN_AS_ROOT", 22) == 0;
+        if (strncmp(environ[i], "OPENBLAS_NUM_THREADS=", 21) == 0) continue;
         for (const char *const *p = drop; *p && !keep; p++)
             if (strncmp(environ[i], *p, strlen(*p)) == 0) goto skip;
         env[m++] = environ[i];
@@ -225,12 +234,22 @@ static char **child_environment(void) {
     return env;
 }
 
+// One entry being made: its lock (held until it is whole in the cache), the
+// file build/ref writes it to (renamed into place by dump_close, so that its
+// appearance says the run is done), and the process making it.
 typedef struct {
     int k;            // the yardstick run
-    pid_t pid;        // 0: not running
-    int lock;         // the entry's lock, held while it is made
-    double t0;
-    char tmp[PATH_MAX + 96], log[PATH_MAX + 96];
+    int lock;
+    int job;          // the process making it
+    bool done;
+    char tmp[PATH_MAX + 96];
+} Entry;
+
+// One build/ref process, training its entries one after another.
+typedef struct {
+    pid_t pid;        // 0: ended
+    double t0, last;  // when it started, when its last entry came
+    char log[PATH_MAX + 96];
 } Job;
 
 // The last lines build/ref printed, for the error.
@@ -252,156 +271,167 @@ static void tail_of(const char *path, char *out, size_t len) {
     snprintf(out, len, "%s", start);
 }
 
-static bool start_job(const RefCache *rc, const RefSet *set, Job *j, char **env, char *err, size_t len) {
-    const YardstickRun *y = &set->runs[j->k];
-    snprintf(j->tmp, sizeof j->tmp, "%s.%d.tmp", set->paths[j->k], (int)getpid());
-    snprintf(j->log, sizeof j->log, "%s.%d.log", set->paths[j->k], (int)getpid());
-    // build/ref FLAGS [--micro K [--micro-mean]] --rounding R --dump TMP
-    char words[2048], micro[16];
+// Start build/ref for the entries of job j (entry e is job j's when e % njobs == j).
+static bool start_job(const RefCache *rc, const RefSet *set, Entry *e, int n, int j, int njobs, Job *job, char **env,
+                      char *err, size_t len) {
+    snprintf(job->log, sizeof job->log, "%s/job%d.%d.log", rc->dir, j, (int)getpid());
+    // build/ref FLAGS --yardstick K:TMP,K:TMP...
+    char words[2048], runs[8 * (PATH_MAX + 110)];
     snprintf(words, sizeof words, "%s", set->flags);
-    snprintf(micro, sizeof micro, "%d", y->micro);
+    size_t at = 0;
+    for (int i = j; i < n; i += njobs)
+        at += (size_t)snprintf(runs + at, sizeof runs - at, "%s%d:%s", at ? "," : "", e[i].k, e[i].tmp);
     char *argv[64];
     int argc = 0;
     argv[argc++] = (char *)rc->ref;
     char *save = NULL;
-    for (char *t = strtok_r(words, " ", &save); t && argc < 50; t = strtok_r(NULL, " ", &save)) argv[argc++] = t;
-    if (y->micro > 1) {
-        argv[argc++] = "--micro";
-        argv[argc++] = micro;
-        if (y->micro_mean) argv[argc++] = "--micro-mean";
-    }
-    argv[argc++] = "--rounding";
-    argv[argc++] = (char *)ops_rounding_name(y->rounding);
-    argv[argc++] = "--dump";
-    argv[argc++] = j->tmp;
+    for (char *t = strtok_r(words, " ", &save); t && argc < 58; t = strtok_r(NULL, " ", &save)) argv[argc++] = t;
+    argv[argc++] = "--yardstick";
+    argv[argc++] = runs;
     argv[argc] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, j->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 1, job->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_adddup2(&fa, 1, 2);
     // The children may use every CPU the parent may, not only this rank's
     // (the binding is inherited: widened for the spawn, then restored).
     cpu_set_t mine, wide;
     bool widen = sched_getaffinity(0, sizeof mine, &mine) == 0 && parent_cpus(&wide);
     if (widen) sched_setaffinity(0, sizeof wide, &wide);
-    int rc_spawn = posix_spawn(&j->pid, rc->ref, &fa, NULL, argv, env);
+    int rc_spawn = posix_spawn(&job->pid, rc->ref, &fa, NULL, argv, env);
     if (widen) sched_setaffinity(0, sizeof mine, &mine);
     posix_spawn_file_actions_destroy(&fa);
     if (rc_spawn != 0) {
         snprintf(err, len, "cannot start %s: %s", rc->ref, strerror(rc_spawn));
-        j->pid = 0;
+        job->pid = 0;
         return false;
     }
-    j->t0 = core_now();
+    job->t0 = job->last = core_now();
     return true;
 }
 
-// A job's end: its dump sealed and renamed into place, or the error.
-static bool finish_job(const RefSet *set, Job *j, int status, char *err, size_t len) {
-    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+// An entry whose dump build/ref finished: read back whole, sealed, renamed
+// into place, its lock let go.
+static bool finish_entry(const RefSet *set, Entry *e, char *err, size_t len) {
     const char *why = NULL;
-    DumpFile *f = ok ? dump_read(j->tmp, &why) : NULL;
-    ok = f != NULL;
+    DumpFile *f = dump_read(e->tmp, &why);
+    bool ok = f != NULL;
     dump_free(f);
-    ok = ok && dump_seal(j->tmp, &why) && rename(j->tmp, set->paths[j->k]) == 0;
-    if (!ok) {
-        char last[1800], how[96];
-        tail_of(j->log, last, sizeof last);
-        if (WIFSIGNALED(status)) snprintf(how, sizeof how, "killed by %s", strsignal(WTERMSIG(status)));
-        else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) snprintf(how, sizeof how, "exit %d", WEXITSTATUS(status));
-        else snprintf(how, sizeof how, "its dump: %s", why ? why : "unreadable");
-        snprintf(err, len, "the reference run `build/ref %s` failed (%s): %s", set->flags, how,
-                 last[0] ? last : "it printed nothing");
-    }
-    unlink(j->tmp);
-    unlink(j->log);
-    close(j->lock);
-    j->pid = 0;
+    ok = ok && dump_seal(e->tmp, &why) && rename(e->tmp, set->paths[e->k]) == 0;
+    if (!ok) snprintf(err, len, "the reference run `build/ref %s` (yardstick run %d) left a dump that %s", set->flags,
+                      e->k, why ? why : "cannot be put in the cache");
+    unlink(e->tmp);
+    close(e->lock);
+    e->done = true;
     return ok;
+}
+
+// Why a job failed, from how it ended and its last lines.
+static void job_failed(const RefSet *set, const Job *job, int status, char *err, size_t len) {
+    char last[1800], how[96];
+    tail_of(job->log, last, sizeof last);
+    if (WIFSIGNALED(status)) snprintf(how, sizeof how, "killed by %s", strsignal(WTERMSIG(status)));
+    else snprintf(how, sizeof how, "exit %d", WEXITSTATUS(status));
+    snprintf(err, len, "the reference run `build/ref %s` failed (%s): %s", set->flags, how,
+             last[0] ? last : "it printed nothing");
 }
 
 bool refcache_fill(RefCache *rc, RefSet *set, int jobs, double limit, void (*done)(int k, double s, void *ctx),
                    void *ctx, char *err, size_t len) {
     err[0] = 0;
     if (jobs < 1 || !rc->parallel_ok) jobs = 1;
-    if (jobs > YARDSTICK_MAX) jobs = YARDSTICK_MAX;
-    char **env = child_environment();
-    Job run[YARDSTICK_MAX];
-    memset(run, 0, sizeof run);
-    bool ok = true;
-    int next = 0, running = 0;
-    double busy = 0, work = 0;
-    int found = 0, trained = 0;
-    while (ok && (next < set->n || running > 0)) {
-        // Start the next missing entries, their locks taken in the
-        // yardstick's order (two processes filling the same set never wait
-        // for each other in a circle).
-        while (ok && next < set->n && running < jobs) {
-            int k = next++;
-            if (dump_sealed(set->paths[k], NULL)) {
-                found++;
-                continue;
-            }
-            char lockpath[PATH_MAX + 72];
-            snprintf(lockpath, sizeof lockpath, "%s.lock", set->paths[k]);
-            int lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-            if (lock >= 0) flock(lock, LOCK_EX);
-            if (dump_sealed(set->paths[k], NULL)) {   // made by another process while this one waited
-                if (lock >= 0) close(lock);
-                found++;
-                continue;
-            }
-            Job *j = NULL;
-            for (int s = 0; s < YARDSTICK_MAX && !j; s++)
-                if (run[s].pid == 0) j = &run[s];
-            j->k = k;
-            j->lock = lock;
-            if (start_job(rc, set, j, env, err, len)) running++;
-            else ok = false, close(lock);
+    // The missing entries' locks, taken in the yardstick's order (two
+    // processes filling the same set never wait for each other in a
+    // circle); an entry found whole once its lock is taken was made by
+    // another process meanwhile.
+    Entry e[YARDSTICK_MAX];
+    int n = 0, found = 0, trained = 0;
+    for (int k = 0; k < set->n; k++) {
+        if (dump_sealed(set->paths[k], NULL)) {
+            found++;
+            continue;
         }
-        // Wait for one to end (or the limit to pass).
+        char lockpath[PATH_MAX + 72];
+        snprintf(lockpath, sizeof lockpath, "%s.lock", set->paths[k]);
+        int lock = open(lockpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (lock >= 0) flock(lock, LOCK_EX);
+        if (dump_sealed(set->paths[k], NULL)) {
+            if (lock >= 0) close(lock);
+            found++;
+            continue;
+        }
+        e[n] = (Entry){.k = k, .lock = lock};
+        snprintf(e[n].tmp, sizeof e[n].tmp, "%s.%d.tmp", set->paths[k], (int)getpid());
+        n++;
+    }
+    // The entries dealt out to the processes, and each process watched.
+    int njobs = jobs < n ? jobs : n;
+    Job job[YARDSTICK_MAX];
+    memset(job, 0, sizeof job);
+    char **env = child_environment();
+    bool ok = true;
+    for (int j = 0; j < njobs && ok; j++) ok = start_job(rc, set, e, n, j, njobs, &job[j], env, err, len);
+    for (int i = 0; i < n; i++) e[i].job = i % (njobs ? njobs : 1);
+    double busy = 0, work = 0;
+    for (int running = njobs; ok && running > 0;) {
         struct timespec nap = {0, 20 * 1000 * 1000};
         nanosleep(&nap, NULL);
-        for (int s = 0; s < YARDSTICK_MAX; s++) {
-            Job *j = &run[s];
-            if (j->pid == 0) continue;
-            int status;
-            pid_t w = waitpid(j->pid, &status, WNOHANG);
-            if (w == 0 && limit > 0 && core_now() - j->t0 > limit) {
-                kill(j->pid, SIGKILL);
-                w = waitpid(j->pid, &status, 0);
-                snprintf(err, len, "the reference run `build/ref %s` ran past its limit of %.0f s", set->flags, limit);
-                unlink(j->tmp);
-                unlink(j->log);
-                close(j->lock);
-                j->pid = 0;
-                running--;
+        // The entries whose dumps appeared, in each process's order.
+        for (int i = 0; i < n && ok; i++) {
+            Job *jb = &job[e[i].job];
+            if (e[i].done || access(e[i].tmp, F_OK) != 0) continue;
+            if (!finish_entry(set, &e[i], err, len)) {
                 ok = false;
-                continue;
+                break;
             }
-            if (w != j->pid) continue;
-            double secs = core_now() - j->t0;
-            int k = j->k;
-            running--;
-            if (!finish_job(set, j, status, err, len)) {
-                ok = false;
-                continue;
-            }
+            double now = core_now(), secs = now - jb->last;
+            jb->last = now;
             busy += secs;
             work += set->flops;
             trained++;
-            if (done) done(k, secs, ctx);
+            if (done) done(e[i].k, secs, ctx);
+        }
+        // The processes that ended, and one past its limit.
+        for (int j = 0; j < njobs && ok; j++) {
+            if (job[j].pid == 0) continue;
+            int status, left = 0;
+            pid_t w = waitpid(job[j].pid, &status, WNOHANG);
+            for (int i = j; i < n; i += njobs) left += !e[i].done && access(e[i].tmp, F_OK) != 0;
+            if (w == 0 && limit > 0 && core_now() - job[j].last > limit) {
+                kill(job[j].pid, SIGKILL);
+                waitpid(job[j].pid, &status, 0);
+                snprintf(err, len, "the reference run `build/ref %s` ran past its limit of %.0f s", set->flags, limit);
+                job[j].pid = 0;
+                ok = false;
+            } else if (w == job[j].pid) {
+                job[j].pid = 0;
+                running--;
+                if (left > 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                    job_failed(set, &job[j], status, err, len);
+                    ok = false;
+                } else {
+                    unlink(job[j].log);
+                }
+            }
         }
     }
-    // On a failure, the runs still going are stopped.
-    for (int s = 0; s < YARDSTICK_MAX; s++)
-        if (run[s].pid > 0) {
-            kill(run[s].pid, SIGKILL);
-            waitpid(run[s].pid, NULL, 0);
-            unlink(run[s].tmp);
-            unlink(run[s].log);
-            close(run[s].lock);
+    // On a failure, the processes still going are stopped, and what they
+    // left is removed.
+    for (int j = 0; j < njobs; j++) {
+        if (job[j].pid > 0) {
+            kill(job[j].pid, SIGKILL);
+            waitpid(job[j].pid, NULL, 0);
+        }
+        if (!ok) unlink(job[j].log);
+    }
+    for (int i = 0; i < n; i++)
+        if (!e[i].done) {
+            unlink(e[i].tmp);
+            char partial[PATH_MAX + 110];
+            snprintf(partial, sizeof partial, "%s.partial", e[i].tmp);
+            unlink(partial);
+            if (e[i].lock >= 0) close(e[i].lock);
         }
     free(env);
     if (ok && busy > 0) write_rate(rc, work / busy);
