@@ -29,12 +29,12 @@ KILL_AFTER = 10   # seconds between the limit's SIGTERM and SIGKILL
 
 
 def run_one(case):
-    """Run a case; returns (outcome, seconds, output): outcome is "ok",
-    "skipped" or the reason it failed."""
+    """Run a case; returns (outcome, (seconds, cpu, start, end), output):
+    outcome is "ok", "skipped" or the reason it failed."""
     t0 = time.monotonic()
     why = case.skip_reason()
     if why:
-        return "skipped", (0.0, 0.0), why
+        return "skipped", (0.0, 0.0, t0, t0), why
     argv = ["timeout", f"--kill-after={KILL_AFTER}", str(case.limit)] + case.argv()
     p = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT)
@@ -45,8 +45,9 @@ def run_one(case):
     _, status, use = os.wait4(p.pid, 0)
     rc = os.waitstatus_to_exitcode(status)
     rc = 128 - rc if rc < 0 else rc
-    secs, cpu = time.monotonic() - t0, use.ru_utime + use.ru_stime
-    return case.expect.judge(rc, out, case.limit), (secs, cpu), out
+    t1 = time.monotonic()
+    secs, cpu = t1 - t0, use.ru_utime + use.ru_stime
+    return case.expect.judge(rc, out, case.limit), (secs, cpu, t0, t1), out
 
 
 def skip_words(out):
@@ -69,7 +70,7 @@ def report(case, outcome, times, out):
         lines = lines[-40:]
     if lines:
         print("\n".join(lines))
-    secs, cpu = times
+    secs, cpu = times[:2]
     if outcome == "ok":
         print(f"--- ok: {case.name} ({secs:.0f} s, {cpu:.0f} s of CPU)")
     else:
@@ -120,10 +121,58 @@ def main():
         C.clean_up()
 
 
+def cache_lookups():
+    """The reference cache's look-ups so far: its file's lines, "FOUND
+    TRAINED FLAGS" each (common/refcache.h)."""
+    try:
+        with open(os.path.join(C.ENV["PL_REFCACHE"], "lookups")) as f:
+            return [(int(w[0]), int(w[1])) for w in (l.split() for l in f) if len(w) >= 2]
+    except OSError:
+        return []
+
+
+def summary(records, groups, wall, lookups):
+    """The figures of the run: by group, the slowest cases beside their
+    limits, the cache's hit rate; printed, and kept in build/test-times.json
+    for make bench."""
+    by_group = {}
+    for r in records:
+        g = by_group.setdefault(r["group"], {"wall_from": r["start"], "wall_to": r["end"], "cpu": 0.0, "cases": 0})
+        g["wall_from"], g["wall_to"] = min(g["wall_from"], r["start"]), max(g["wall_to"], r["end"])
+        g["cpu"] += r["cpu"]
+        g["cases"] += 1
+    print("by group (wall from its first case's start to its last one's end; groups overlap where cases run two at a time):")
+    for name in groups:
+        g = by_group.get(name)
+        if g:
+            print(f"  {name:8} {g['cases']:4} cases  {g['wall_to'] - g['wall_from']:6.0f} s  {g['cpu']:6.0f} s of CPU")
+    ran = [r for r in records if r["outcome"] != "skipped"]
+    print("the slowest cases, beside their limits:")
+    for r in sorted(ran, key=lambda r: -r["wall"])[:8]:
+        print(f"  {r['wall']:5.0f} s of {r['limit']:4} s ({100 * r['wall'] / r['limit']:3.0f}%)  {r['cpu']:5.0f} s of CPU  {r['name']}")
+    found = sum(f for f, _ in lookups)
+    trained = sum(t for _, t in lookups)
+    if found + trained:
+        print(f"the reference cache: {found} of {found + trained} reference runs looked up were kept "
+              f"({100 * found / (found + trained):.0f}%), {trained} trained")
+    try:
+        import json
+        with open(os.path.join(ROOT, "build", "test-times.json"), "w") as f:
+            json.dump({"wall": wall, "cpu": sum(r["cpu"] for r in records), "groups": {
+                k: {"wall": v["wall_to"] - v["wall_from"], "cpu": v["cpu"], "cases": v["cases"]}
+                for k, v in by_group.items()}, "cases": [{k: r[k] for k in ("name", "group", "wall", "cpu", "limit", "outcome")}
+                                                        for r in records],
+                "refcache": {"found": found, "trained": trained}}, f, indent=1)
+    except OSError:
+        pass
+
+
 def run_all(selected, groups, jobs):
     passed = failed = skipped = 0
     cpu_total = 0.0
     failures = []
+    records = []
+    looked_up = len(cache_lookups())
     t0 = time.monotonic()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for batch in batches(selected):
@@ -135,6 +184,9 @@ def run_all(selected, groups, jobs):
                 outcome, times, out = f.result()
                 report(c, outcome, times, out)
                 cpu_total += times[1]
+                records.append({"name": c.name, "group": c.group, "wall": times[0], "cpu": times[1], "limit": c.limit,
+                                "start": times[2], "end": times[3],
+                                "outcome": outcome if outcome in ("ok", "skipped") else "failed"})
                 if outcome == "ok":
                     passed += 1
                 elif outcome == "skipped":
@@ -143,6 +195,7 @@ def run_all(selected, groups, jobs):
                     failed += 1
                     failures.append(c.name)
     print()
+    summary(records, groups, time.monotonic() - t0, cache_lookups()[looked_up:])
     if failures:
         print("failed: " + "; ".join(failures))
     print(f"({', '.join(groups)}: {time.monotonic() - t0:.0f} s, {cpu_total:.0f} s of CPU)")

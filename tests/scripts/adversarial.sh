@@ -8,7 +8,7 @@ set -u
 lab=$1 runs=$2 name=$3 pattern=$4 forbidden=${5:-}
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
 chmod 711 "$t"   # the runs user (uid 65534, when root) passes through it
-TMPDIR=$t build/grade --ref-cache "$REFCACHE" --submission "grader/tests/adversarial/$name" --lab "$lab" --runs "$runs" \
+TMPDIR=$t build/grade --submission "grader/tests/adversarial/$name" --lab "$lab" --runs "$runs" \
     --watchdog 5 --limit 60 --json "$t/results.json" > "$t/out.txt" 2>&1
 rc=$?
 tail -n 6 "$t/out.txt"

@@ -5,7 +5,7 @@ set -u
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
 for bad in "--lab lab9" "--perturb foo"; do
     # shellcheck disable=SC2086  # $bad is two words
-    TMPDIR=$t build/grade --ref-cache "$REFCACHE" --solutions --quick $bad --json "$t/r.json" > "$t/out.txt" 2>&1
+    TMPDIR=$t build/grade --solutions --quick $bad --json "$t/r.json" > "$t/out.txt" 2>&1
     [ $? -eq 2 ] && [ -s "$t/r.json" ] && ! ls -d "$t"/grade.* 2>/dev/null || { cat "$t/out.txt"; echo "$bad"; exit 1; }
     echo "$bad: refused, reports written, nothing left behind"
 done

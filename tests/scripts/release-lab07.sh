@@ -5,8 +5,10 @@
 # two files lab07 links (lab05's pipeline.c and lab06's sp.c), no planted
 # bugs; it builds lab07, whose unfinished grid.c says what is missing, and
 # its grader grades lab07's unfinished file and fails it, saying so.
+# (Built from this tree's objects where the release holds their sources:
+# tests/scripts/seed-build.sh; student-release.sh builds a release from
+# nothing.)
 set -eu
-export CUDA=0
 t=$(mktemp -d) && trap 'rm -rf "$t"' EXIT
 chmod 711 "$t"
 out=$(make --no-print-directory student-release LABS="lab07" RELEASE="$t/no.tar.gz" 2>&1) && {
@@ -22,6 +24,7 @@ if grep -E "grader/mutants|lab0[1-4]_|lab07_3d_parallel/solution" "$t/list"; the
 fi
 grep -q "parallelism-labs/lab07_3d_parallel/grid.c" "$t/list" || { echo "no lab07 grid.c in the release"; exit 1; }
 tar -xzf "$t/release.tar.gz" -C "$t"
+tests/scripts/seed-build.sh "$t/parallelism-labs"
 cd "$t/parallelism-labs"
 make --no-print-directory -j2 lab07 build/grade > "$t/build.log" 2>&1 || { tail -20 "$t/build.log"; exit 1; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
