@@ -119,11 +119,14 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 ifeq ($(CUDA),1)
   CFLAGS += -DPL_CUDA=1 -I$(CUDA_HOME)/include
   NVCCFLAGS := -O3 -g -std=c++17 -Icommon -DPL_CUDA=1 $(MPI_CFLAGS) $(CUDA_ARCH) \
-               -Xcompiler -Wall,-Wextra --Werror all-warnings
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
+               -Xcompiler -Wall,-Wextra,-fPIC --Werror all-warnings
+  # The CUDA libraries are the backend's (build/libplcuda.so, below), not
+  # the programs': they load it when a rank uses a GPU.
+  CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lnccl -lcudart
   # nvcc's launch code for a kernel guards a static with the C++ runtime
   # (__cxa_guard_acquire), which gcc does not link by itself.
-  LDLIBS += -lstdc++
+  CUDA_LIBS += -lstdc++
+  LDLIBS += -ldl -Wl,--dynamic-list=$(BUILD)/cuda-imports.list -Wl,@$(BUILD)/cuda-imports.ld
 endif
 
 # Objects are remade when the flags that made them change: the C files'
@@ -143,10 +146,17 @@ $(shell [ "$$(cat $(CU_STAMP) 2>/dev/null)" = "$(NVCC) $(NVCCFLAGS)" ] || echo "
 endif
 
 # ---- sources ---------------------------------------------------------------
-COMMON_C := $(wildcard common/*.c)
-COMMON_CU := $(if $(filter 1,$(CUDA)),$(wildcard common/*.cu))
-COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o) $(COMMON_CU:%.cu=$(OBJ)/%.cu.o)
+# The CUDA backend (CUDA=1): the kernels, device memory and NCCL, a library
+# of their own, build/libplcuda.so, that a program loads when a rank uses a
+# GPU (common/cuda_backend.c); the programs need none of the CUDA libraries.
+CUDA_C := common/comm_nccl.c
+COMMON_C := $(filter-out $(CUDA_C),$(wildcard common/*.c))
+COMMON_OBJ := $(COMMON_C:%.c=$(OBJ)/%.o)
 LIB := $(BUILD)/libcommon.a
+ifeq ($(CUDA),1)
+PLCUDA := $(BUILD)/libplcuda.so
+PLCUDA_OBJ := $(patsubst %.cu,$(OBJ)/%.cu.o,$(wildcard common/*.cu)) $(CUDA_C:%.c=$(OBJ)/%.pic.o)
+endif
 
 TOOLS := $(BUILD)/ref $(BUILD)/dumptool $(BUILD)/hello $(BUILD)/sgemm_rate $(BUILD)/gpu_check $(BUILD)/plan
 # build/ppfigure draws lab05's schedules: a release without lab05 has none.
@@ -212,6 +222,30 @@ $(OBJ)/%.o: %.c $(C_STAMP) | $(BUILD)/.deps-ok
 $(OBJ)/%.cu.o: %.cu $(CU_STAMP) | $(BUILD)/.deps-ok
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Xcompiler $(DEBUG_MAP) -c $< -o $@
+
+# The CUDA backend's library: its code position-independent, its own calls
+# bound to its own functions (-Bsymbolic: the programs have functions of the
+# same names that stand for them), the course's functions it calls and the
+# counted allocator taken from the program that loads it, which exports
+# them (cuda-imports.list: what its objects call that libcommon defines).
+ifeq ($(CUDA),1)
+$(OBJ)/%.pic.o: %.c $(C_STAMP) | $(BUILD)/.deps-ok
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fPIC $(DEBUG_MAP) -MMD -MP -c $< -o $@
+$(PLCUDA): $(PLCUDA_OBJ)
+	$(CC) -shared $(CFLAGS) $(WRAP) -Wl,-Bsymbolic $^ -o $@ $(CUDA_LIBS) $(MPI_LIBS) -lm -pthread
+# (cuda-imports.ld: the linker told to keep them in every program, which
+# otherwise keeps only the objects of libcommon it calls.)
+$(BUILD)/cuda-imports.list: $(PLCUDA_OBJ) $(LIB)
+	@comm -12 <(nm -u $(PLCUDA_OBJ) | awk 'NF==2 {print $$2}' | sort -u) \
+	    <(nm -g --defined-only $(LIB) | awk 'NF==3 {print $$3}' | sort -u) > $@.names
+	@{ for f in malloc calloc realloc reallocarray free posix_memalign aligned_alloc memalign; do \
+	   echo "__wrap_$$f"; done; cat $@.names; } > $@.all
+	@{ echo '{'; sed 's/$$/;/' $@.all; echo '};'; } > $@.tmp && sed 's/^/--undefined=/' $@.all > $(BUILD)/cuda-imports.ld
+	@rm -f $@.names $@.all && mv $@.tmp $@
+$(BUILD)/cuda-imports.ld: $(BUILD)/cuda-imports.list
+$(PROGRAMS): | $(PLCUDA) $(BUILD)/cuda-imports.list
+endif
 
 $(LIB): $(COMMON_OBJ)
 	@rm -f $@
@@ -392,7 +426,7 @@ gpu-check:
 # build/gpu_check --training grades build/ref's GPU run with the grader's own
 # checks (libverdict) against the rounding measured on both devices.
 $(BUILD)/gpu_check: $(OBJ)/tools/gpu_check.o $(VERDICT) $(LIB)
-	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(WRAP) $^ -o $@ $(LDLIBS) $(CUDA_LIBS)
 $(OBJ)/tools/gpu_check.o: CFLAGS += -Igrader
 # The planner: the labs' formulas (grader/plan.h, in the grader's library).
 $(BUILD)/plan: $(OBJ)/tools/plan.o $(VERDICT) $(LIB)

@@ -248,9 +248,8 @@ void mem_init(const char *device, int local_rank) {
         bool must = strcmp(device, "cuda") == 0;
         int count = mem_cuda_device_count();
         if (count < 0 && must)
-            core_usage_error("--device cuda: this build has no CUDA backend (nvcc was not found "
-                             "when it was built); use --device cpu, or install the CUDA toolkit "
-                             "and run make clean && make");
+            core_usage_error("--device cuda: this build has no CUDA backend (%s); use --device cpu, or install "
+                             "the CUDA toolkit and run make clean && make", mem_cuda_missing());
         if (count == 0 && must)
             core_usage_error("--device cuda: no GPU is visible to this process; use --device cpu");
         want_cuda = count > 0;

@@ -1,6 +1,7 @@
-// mem_cuda.h: device memory for mem.c (internal). Built from mem_cuda.cu when
-// the CUDA backend is compiled in (PL_CUDA); otherwise the device count says
-// "no backend" and mem.c never selects the GPU.
+// mem_cuda.h: device memory for mem.c (internal). Built from mem_cuda.cu into
+// the CUDA backend's library when it is compiled in (PL_CUDA), which the
+// program loads when a rank asks for a GPU (cuda_backend.c); otherwise the
+// device count says "no backend" and mem.c never selects the GPU.
 #pragma once
 
 #include <stddef.h>
@@ -11,7 +12,11 @@ enum { MEM_CUDA_H2D, MEM_CUDA_D2H, MEM_CUDA_D2D };
 #ifdef __cplusplus
 extern "C" {
 #endif
-int mem_cuda_device_count(void);   // visible GPUs (0 when the driver sees none)
+int mem_cuda_device_count(void);   // visible GPUs (0 when the driver sees none; -1: no backend)
+const char *mem_cuda_missing(void);   // why there is no backend, when the count is -1 (cuda_backend.c)
+// The backend loaded (without a GPU too) and every one of its functions
+// found: 0, or how many are missing (-1: it cannot be loaded), said in why.
+int mem_cuda_verify_backend(char *why, size_t len);
 void mem_cuda_set_device(int dev);
 void *mem_cuda_malloc(size_t bytes);   // NULL when the device is full
 void mem_cuda_free(void *ptr);
@@ -24,6 +29,7 @@ size_t mem_cuda_used(void);   // bytes in use on this rank's device (all process
 #else
 #include <stdlib.h>
 static inline int mem_cuda_device_count(void) { return -1; }   // no CUDA backend in this build
+static inline const char *mem_cuda_missing(void) { return "nvcc was not found when it was built"; }
 // Never called without a GPU selected, which this build cannot do.
 static inline void mem_cuda_set_device(int dev) { (void)dev; abort(); }
 static inline void *mem_cuda_malloc(size_t bytes) { (void)bytes; abort(); }

@@ -26,7 +26,10 @@
 
 extern char **environ;
 
-enum { KEEP_BUILDS = 3 };   // the folders of the latest builds of build/ref kept
+// The folders of the latest builds of build/ref are kept, and any used in
+// the last hours (a cache shared by several trees, the tests' releases among
+// them, holds several builds at once).
+enum { KEEP_BUILDS = 3, KEEP_USED_S = 6 * 3600 };
 
 static uint64_t hash_string(const char *s) {
     uint64_t h = 1469598103934665603ull;
@@ -40,8 +43,9 @@ void refcache_default_root(const char *bindir, char *out, size_t len) {
     else snprintf(out, len, "%s/refcache", bindir);
 }
 
-// The folders of other builds of build/ref (16 hex digits), the newest
-// KEEP_BUILDS - 1 of them kept beside this one.
+// The folders of other builds of build/ref (16 hex digits): the newest
+// KEEP_BUILDS - 1 kept beside this one, and every one used in the last
+// KEEP_USED_S seconds (refcache_open marks its folder used).
 static void prune_builds(const RefCache *rc) {
     DIR *d = opendir(rc->root);
     if (!d) return;
@@ -64,7 +68,7 @@ static void prune_builds(const RefCache *rc) {
     for (int i = 0; i < n; i++) {
         int newer = 0;
         for (int j = 0; j < n; j++) newer += when[j] > when[i] || (when[j] == when[i] && j < i);
-        if (newer < KEEP_BUILDS - 1) continue;
+        if (newer < KEEP_BUILDS - 1 || time(NULL) - when[i] < KEEP_USED_S) continue;
         char path[PATH_MAX + 40];
         snprintf(path, sizeof path, "%s/%.16s", rc->root, names[i]);
         DIR *old = opendir(path);

@@ -276,15 +276,17 @@ static void make_copy(Options *o) {
         shell_quote(qcache, sizeof qcache, cache);
     }
     // Of build/, what make needs to compile the student's file alone: the
-    // objects, the libraries, the stamps of the flags they were made with,
-    // and build/ref (a target of every grading's build); not the other
+    // objects, the libraries (the CUDA backend's too), the stamps of the
+    // flags they were made with, and build/ref (a target of every grading's
+    // build); not the other
     // programs, the caches, the bundles and figures a tree's build/ collects.
     char line[4096 + PATH_MAX];
     snprintf(line, sizeof line,
              "mkdir -p %s && cd %s && { tar --exclude=.git --exclude='./lab*/solution' "
              "--exclude=./grader/mutants --exclude=./dist --exclude=./build %s -cf - . && "
              "tar --exclude='build/obj/*/solution' -cf - build/obj $(ls -d build/*.a build/ref build/.cflags "
-             "build/.nvccflags build/.deps-ok build/.deps-check-ok build/config.mk 2>/dev/null); } | "
+             "build/.nvccflags build/.deps-ok build/.deps-check-ok build/config.mk build/libplcuda.so build/cuda-imports.* "
+             "2>/dev/null); } | "
              "(cd %s && tar -ixpf -)",
              qdst, qsrc, qcache, qdst);
     CHECK(shell(line) == 0, "cannot copy the trusted tree %s into %s", o->tree, cmd);

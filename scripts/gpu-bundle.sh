@@ -38,9 +38,11 @@ MULTIARCH=x86_64-linux-gnu
 
 # The programs gpu-check.sh runs, and what build/grade reads besides them
 # (the solutions' objects for its symbol checks, the libraries they link).
+# build/libplcuda.so is the CUDA backend the programs load when a rank uses
+# the GPU (common/cuda_backend.c): ldd of it names the CUDA libraries.
 PROGRAMS=(build/ref build/grade build/gpu_check build/dumptool build/tests/test_comm_gpu
           build/lab01_solution build/lab02_solution build/lab03_solution build/lab04_solution
-          build/lab05_solution build/lab06_solution)
+          build/lab05_solution build/lab06_solution build/lab07_solution build/libplcuda.so)
 # The packages whose own files are needed (mpirun, its help files and
 # configuration, PMIx's plugins, OpenBLAS); the rest follow from ldd.
 SEEDS=(openmpi-bin openmpi-common libopenmpi3 libpmix2 libopenblas0-pthread)

@@ -346,10 +346,11 @@ if [ ! -x build/ref ]; then
     fi
 fi
 
-# NCCL, cuBLAS and the CUDA runtime: where the programs' run path (CUDA's
-# lib64 where they were built) finds none, from NCCL_HOME, CUDA's other
+# NCCL, cuBLAS and the CUDA runtime (the CUDA backend's, build/libplcuda.so,
+# which the programs load when a rank uses the GPU): where its run path (CUDA's
+# lib64 where it was built) finds none, from NCCL_HOME, CUDA's other
 # folders or PyTorch's wheel (its nvidia/ packages).
-for so in $(ldd build/ref build/gpu_check 2> /dev/null | awk '/not found/ {print $1}' | sort -u); do
+for so in $(ldd build/libplcuda.so build/gpu_check 2> /dev/null | awk '/not found/ {print $1}' | sort -u); do
     for d in ${NCCL_HOME:+$NCCL_HOME/lib} ${CUDA_HOME:+$CUDA_HOME/lib64} /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
         /usr/local/cuda-*/lib64 /usr/lib/$MULTIARCH /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib \
         /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu*/lib /usr/local/lib/python3*/dist-packages/nvidia/*/lib; do
@@ -399,7 +400,7 @@ else
     pre compute-sanitizer SKIP "none: skips the 3 compute-sanitizer rows"
 fi
 # Every library of every program, from the bundle or the machine.
-notfound=$(for f in build/ref build/grade build/gpu_check build/tests/test_comm_gpu build/lab0?_solution; do
+notfound=$(for f in build/ref build/grade build/gpu_check build/tests/test_comm_gpu build/lab0?_solution build/libplcuda.so; do
     [ -e "$f" ] && ldd "$f" 2> /dev/null | awk -v f="${f#build/}" '/not found/ {print $1 "(" f ")"}'
 done | sort -u | head -n 6 | tr '\n' ' ')
 if [ ! -x build/ref ]; then
@@ -497,7 +498,7 @@ if [ $DRY -eq 1 ] && [ -d "$WORK/carried/build" ]; then
     # Open MPI's and OpenBLAS's from the bundle.
     step "bundle: its programs load its libraries" - 30 plain "${HIDE[@]}" bash -c '
         bad=0
-        for f in "$1"/build/ref "$1"/build/grade "$1"/build/gpu_check "$1"/build/lab0?_solution; do
+        for f in "$1"/build/ref "$1"/build/grade "$1"/build/gpu_check "$1"/build/lab0?_solution "$1"/build/libplcuda.so; do
             ldd "$f" | grep "not found" | grep -v -E "lib(cuda|cublas|cublasLt|cudart|nccl)\.so" && bad=1
             ldd "$f" | grep -E "libmpi|libopenblas" | grep -v -F "$2" && { echo "$f: not from the bundle"; bad=1; }
         done

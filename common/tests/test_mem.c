@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "mem.h"
+#include "mem_cuda.h"
 #include "rng.h"
 #include "testutil.h"
 
@@ -164,6 +165,18 @@ END_TEST
 START_TEST(unknown_device_is_a_usage_error) { mem_init("tpu", 0); }
 END_TEST
 
+#ifdef PL_CUDA
+// The CUDA backend is a library of its own (cuda_backend.c): it loads
+// without a GPU, every function the programs stand in for is in it, and its
+// calls into the program find what the program exports.
+START_TEST(cuda_backend_loads_whole) {
+    char why[4096];
+    int missing = mem_cuda_verify_backend(why, sizeof why);
+    ck_assert_msg(missing == 0, "%s", why);
+}
+END_TEST
+#endif
+
 static Suite *mem_suite(void) {
     Suite *s = suite_create("mem");
     TCase *tc = tcase_create("mem");
@@ -175,6 +188,9 @@ static Suite *mem_suite(void) {
     tcase_add_test(tc, bytes_after_a_pointer);
     tcase_add_exit_test(tc, free_of_unknown_pointer_fails, 3);
     tcase_add_exit_test(tc, unknown_device_is_a_usage_error, 2);
+#ifdef PL_CUDA
+    tcase_add_test(tc, cuda_backend_loads_whole);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
