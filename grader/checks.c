@@ -399,6 +399,11 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
     if (!run->dump) {
         const char *err = strstr(run->output, "error at ");
         const char *sig = strstr(run->output, "exited on signal");
+        // A rank killed by a signal is reported by mpirun either in words
+        // ("exited on signal N") or, when it died before its launcher had
+        // registered it (a constructor's crash), as the exit code 128 + N.
+        int signo = sig ? atoi(sig + strlen("exited on signal"))
+                        : run->exit_code > 128 && run->exit_code < 128 + 32 ? run->exit_code - 128 : 0;
         if (strstr(run->output, "without calling \"finalize\"") || strstr(run->output, "did not call \"init\"")) {
             snprintf(fig, sizeof fig, "ended early (exit %d)", run->exit_code);
             grade_check(g, run, "run ends", false, fig, "a complete dump",
@@ -409,8 +414,7 @@ bool check_ran(Grader *g, const Run *run, bool nonzero_exit_is_failure) {
             grade_check(g, run, "run ends", false, fig, "a complete dump",
                         "it exited 0 without writing its results: did the harness finish (a return or "
                         "exit() in the student's code ends the program early)?");
-        } else if (sig) {
-            int signo = atoi(sig + strlen("exited on signal"));
+        } else if (signo > 0) {
             snprintf(fig, sizeof fig, "crashed: signal %d%s (exit %d)", signo, signal_name(signo), run->exit_code);
             diagnose_crash(run->output, signo, diag, sizeof diag);
             grade_check(g, run, "run ends", false, fig, "exit 0", diag);
