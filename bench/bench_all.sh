@@ -13,7 +13,11 @@
 #     against the ideal ring's (the ring's own reads, adds and writes
 #     through shared memory, with no message: the limit no correct ring passes);
 #   - lab02's best strategy against PyTorch DDP (gloo) at 2 and 4 ranks
-#     (bench-lab02).
+#     (bench-lab02);
+#   - how soon every README command answers, with the reference kept and not
+#     (bench/first_line.py), and make test's last run by group with the
+#     reference cache's hit rate (build/test-times.json, which tests/runner.py
+#     writes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
@@ -34,7 +38,30 @@ sed -n '/^all_reduce:/,/^$/p; /ideal ring/p; /ring all-reduce model/p' "$tmp/lab
 echo "== bench-lab02"
 NPS="2 4" bench/bench_lab02.sh | tee "$tmp/lab02.txt"
 
-# The figures, from the three outputs.
+echo "== how soon each README command answers (bench/first_line.py)"
+/usr/bin/python3 bench/first_line.py | tee "$tmp/first.txt"
+echo "== make test's last run (build/test-times.json)"
+/usr/bin/python3 - build/test-times.json > "$tmp/tests.txt" << 'EOF'
+import json, sys
+try:
+    t = json.load(open(sys.argv[1]))
+except OSError:
+    print("no build/test-times.json: run make test first, and make bench again")
+    sys.exit(0)
+print(f"| group | cases | wall | CPU |")
+print(f"|---|---|---|---|")
+for g, v in t["groups"].items():
+    print(f"| {g} | {v['cases']} | {v['wall']:.0f} s | {v['cpu']:.0f} s |")
+print(f"| all | {len(t['cases'])} | {t['wall']:.0f} s | {t['cpu']:.0f} s |")
+rc = t.get("refcache", {})
+n = rc.get("found", 0) + rc.get("trained", 0)
+if n:
+    print(f"\nthe reference cache in that run: {rc['found']} of {n} reference runs looked up were kept "
+          f"({100 * rc['found'] / n:.0f}%), {rc['trained']} trained")
+EOF
+cat "$tmp/tests.txt"
+
+# The figures, from the outputs.
 ref_c=$(awk '/^C reference:/ {print $3}' "$tmp/ref.txt")
 ref_t=$(awk '/^PyTorch:/ {print $2}' "$tmp/ref.txt")
 ref_ratio=$(awk '/^C \/ PyTorch:/ {print $4}' "$tmp/ref.txt")
@@ -82,6 +109,16 @@ met() { awk -v x="${1:-0}" -v aim="$2" 'BEGIN {print (x != "" && x + 0 >= aim) ?
     [ -n "$ref_isa" ] && { echo "bf16 instructions: $ref_isa"; echo; }
     echo "Ratios of two measurements in one run travel between machines; the tokens/s, the"
     echo "times and the bandwidths are this machine's alone."
+    echo
+    echo "How soon each README command answers (seconds; cold: the reference not kept yet, warm: kept):"
+    echo
+    echo '```'
+    sed -n '/^seconds from the start/,$p' "$tmp/first.txt"
+    echo '```'
+    echo
+    echo "make test's last run on this machine, by group:"
+    echo
+    cat "$tmp/tests.txt"
 } > "$OUT"
 echo
 cat "$OUT"

@@ -29,23 +29,43 @@ ref_tps() {
     build/ref "${MODEL[@]}" --steps "$STEPS" --device cpu "$@" | grep '^mean over steps' |
         awk '{for (i = 1; i <= NF; i++) if ($i == "tokens/s") {sub(/k$/, "", $(i-1)); print $(i-1) * 1000}}'
 }
+# PyTorch's bf16 on a CPU without bf16 instructions can be a hundred times
+# slower than its fp32 (minutes a run): its runs are sized to the CPU, from
+# a probe of two steps, to take about ten seconds each, and fewer of them.
+TB_STEPS=$STEPS TB_REPS=$REPS
+if [ $have_torch = 1 ]; then
+    probe=$(/usr/bin/python3 bench/torch_ref.py "${MODEL[@]}" --steps 2 --warmup 1 --precision bf16 | awk '/torch tokens\/s:/ {print $3}')
+    # tokens a step: 8 x 64 = 512
+    TB_STEPS=$(awk -v t="${probe:-0}" -v s="$STEPS" 'BEGIN {n = int(10 * t / 512); if (n < 3) n = 3; if (n > s) n = s; print n}')
+    [ "$TB_STEPS" -lt "$STEPS" ] && TB_REPS=$(( REPS < 2 ? REPS : 2 ))
+    echo "PyTorch bf16 probe: ${probe:-?} tokens/s: its runs take $TB_STEPS steps (and warm up 1), best of $TB_REPS"
+fi
 rate=0 c_tps=0 t_tps=0 t_line="" cb_tps=0 tb_tps=0 tb_line=""
 for rep in $(seq "$REPS"); do
     r=$(build/sgemm_rate "${MODEL[@]}" | awk '/over one training step/ {print $(NF-3)}')
     if larger "$rate" "$r"; then rate=$r; fi
     tps=$(ref_tps)
     if larger "$c_tps" "$tps"; then c_tps=$tps; fi
+    ctps=$tps
     tps=$(ref_tps --precision bf16)
     if [ -z "$tps" ]; then echo "build/ref --precision bf16 gave no tokens/s line" >&2; tps=0; fi
     if larger "$cb_tps" "$tps"; then cb_tps=$tps; fi
+    cbtps=$tps ttps=- tbtps=-
     if [ $have_torch = 1 ]; then
         line=$(/usr/bin/python3 bench/torch_ref.py "${MODEL[@]}" --steps "$STEPS" --warmup 5)
         tps=$(echo "$line" | awk '/torch tokens\/s:/ {print $3}')
         if larger "$t_tps" "$tps"; then t_tps=$tps t_line=$line; fi
-        line=$(/usr/bin/python3 bench/torch_ref.py "${MODEL[@]}" --steps "$STEPS" --warmup 5 --precision bf16)
-        tps=$(echo "$line" | awk '/torch tokens\/s:/ {print $3}')
-        if larger "$tb_tps" "$tps"; then tb_tps=$tps tb_line=$line; fi
+        ttps=$tps
+        if [ "$rep" -le "$TB_REPS" ]; then
+            line=$(/usr/bin/python3 bench/torch_ref.py "${MODEL[@]}" --steps "$TB_STEPS" --warmup 1 --precision bf16)
+            tps=$(echo "$line" | awk '/torch tokens\/s:/ {print $3}')
+            if larger "$tb_tps" "$tps"; then tb_tps=$tps tb_line=$line; fi
+            tbtps=$tps
+        fi
     fi
+    # Each run's figures as they come (the best of them follow).
+    printf 'run %d of %d: sgemm %s GFLOP/s; tokens/s: C %s, C bf16 %s, PyTorch %s, PyTorch bf16 %s\n' "$rep" "$REPS" \
+        "$r" "$ctps" "$cbtps" "$ttps" "$tbtps"
 done
 
 # FLOPs per token: 6 per parameter of the matrix products (q, k, v, o, w1,

@@ -167,6 +167,24 @@ def summary(records, groups, wall, lookups):
         pass
 
 
+def recap(failures):
+    """The failed cases again at the end, where a log cut to its tail still
+    shows them: each one's reason and its last lines (a planted-bug case
+    ends with its wrong answers), its whole output in build/test-logs/."""
+    if not failures:
+        return
+    logs = os.path.join(ROOT, "build", "test-logs")
+    os.makedirs(logs, exist_ok=True)
+    for name, outcome, out in failures:
+        path = os.path.join(logs, "".join(ch if ch.isalnum() else "-" for ch in name)[:80] + ".log")
+        with open(path, "w") as f:
+            f.write(out)
+        lines = [l for l in out.rstrip("\n").split("\n") if l.strip()][-12:]
+        print(f"failed: {name}: {outcome} (its output: {os.path.relpath(path, ROOT)}); its last lines:")
+        for l in lines:
+            print("    " + l[:300])
+
+
 def run_all(selected, groups, jobs):
     passed = failed = skipped = 0
     cpu_total = 0.0
@@ -193,11 +211,10 @@ def run_all(selected, groups, jobs):
                     skipped += 1
                 else:
                     failed += 1
-                    failures.append(c.name)
+                    failures.append((c.name, outcome, out))
     print()
     summary(records, groups, time.monotonic() - t0, cache_lookups()[looked_up:])
-    if failures:
-        print("failed: " + "; ".join(failures))
+    recap(failures)
     print(f"({', '.join(groups)}: {time.monotonic() - t0:.0f} s, {cpu_total:.0f} s of CPU)")
     tail = f", {skipped} skipped" if skipped else ""
     print(f"{passed} passed, {failed} failed{tail}")
