@@ -194,11 +194,20 @@ static void check_input(const char *flag, const char *path) {
 // An output must be creatable: made here and removed again, or opened for
 // writing (without changing it) when it exists. Rank 0 writes the outputs,
 // so rank 0 checks: two ranks creating and removing one name would race.
+// Of what is not a regular file, only the null device is taken (to drop
+// the output): a device such as /dev/full fails at the first write, after
+// the run, and a FIFO without a reader would hang here.
 static void check_output(const char *flag, const char *path) {
     if (core_rank() != 0) return;
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    struct stat st, null;
+    const bool exists = stat(path, &st) == 0;
+    if (exists && S_ISDIR(st.st_mode))
         core_usage_error("--%s %s is a directory; give a file name (e.g. %s/out)", flag, path, path);
+    const bool is_null = exists && S_ISCHR(st.st_mode) && stat("/dev/null", &null) == 0 &&
+                         S_ISCHR(null.st_mode) && st.st_rdev == null.st_rdev;
+    if (exists && !S_ISREG(st.st_mode) && !is_null)
+        core_usage_error("--%s %s is not a regular file (a device, a FIFO or a socket), where the output could "
+                         "not be written whole; give a file name, or /dev/null to drop it", flag, path);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0644);
     bool made = fd >= 0;
     if (!made && errno == EEXIST) fd = open(path, O_WRONLY);

@@ -15,6 +15,7 @@
 // The given code of this lab is the solutions of labs 05 and 06 (the
 // Makefile links their objects): README.md, "Building and releasing",
 // says why lab07 is released only with them.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,7 +219,7 @@ static GridPlan plan_one(const void *ctx, GridChoice c) {
     const ChoiceCtx *k = ctx;
     const PlanModel *m = &k->model;
     GridPlan out = {false, 0, 0, 0};
-    if (c.t < 1 || c.p < 1 || c.dp < 1 || c.m < 1 || c.t * c.p * c.dp != k->gpus || c.rc < GPT_RECOMPUTE_NONE ||
+    if (c.t < 1 || c.p < 1 || c.dp < 1 || c.m < 1 || (long long)c.t * c.p * c.dp != k->gpus || c.rc < GPT_RECOMPUTE_NONE ||
         c.rc > GPT_RECOMPUTE_FULL)
         return out;
     if (m->a % c.t || m->s % c.t || m->h % c.t || m->V % c.t || c.p > k->nunits || k->batch % c.dp ||
@@ -262,9 +263,41 @@ static int by_seconds(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// Every candidate the planner can judge for `gpus` GPUs, fastest first, in
+// *out (malloc'd): t among the divisors of the GPUs, p among those of the
+// rest, m among those of a replica's rows, each recomputation. Returns how
+// many. Divisors only, so that thousands of GPUs take no time.
+static int plan_list(const ChoiceCtx *k, int gpus, Candidate **out) {
+    int n = 0, cap = 256;
+    Candidate *all = malloc((size_t)cap * sizeof *all);
+    CHECK(all, "out of memory");
+    for (int tt = 1; tt <= gpus; tt++)
+        for (int pp = 1; gpus % tt == 0 && pp <= gpus / tt; pp++) {
+            if ((gpus / tt) % pp) continue;
+            const int dp = gpus / tt / pp, rows = k->batch / dp;
+            for (int mm = 1; k->batch % dp == 0 && mm <= rows; mm++)
+                for (int rc = GPT_RECOMPUTE_NONE; rows % mm == 0 && rc <= GPT_RECOMPUTE_FULL; rc++) {
+                    GridChoice x = {tt, pp, dp, mm, (GptRecompute)rc};
+                    GridPlan f = plan_one(k, x);
+                    if (!f.valid) continue;
+                    if (n == cap) {
+                        cap *= 2;
+                        all = realloc(all, (size_t)cap * sizeof *all);
+                        CHECK(all, "out of memory");
+                    }
+                    all[n].c = x, all[n].f = f, n++;
+                }
+        }
+    qsort(all, (size_t)n, sizeof *all, by_seconds);
+    *out = all;
+    return n;
+}
+
 // --budget-mb: the student's choice, the planner's list beside it, and
-// whether a faster candidate fits (the grader's check). Returns false when
-// the run is only a plan (--gpus other than the ranks).
+// whether a faster candidate fits (the grader's check). A budget that no
+// candidate fits, or GPUs that no grid of this model uses, is refused
+// before the student's grid_choose runs. Returns false when the run is only
+// a plan (--gpus other than the ranks).
 static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int *p, int *micro,
                    GptRecompute *rc_out) {
     ChoiceCtx k = {.model = {.name = "lab07", .arch = PLAN_GPT, .L = a->layers, .h = a->dim, .a = a->heads,
@@ -273,27 +306,31 @@ static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int
                            .nvlink_alpha = CPU_ALPHA, .net_bw = CPU_BW, .net_alpha = CPU_ALPHA, .node_gpus = gpus},
                    .gpus = gpus, .batch = a->batch, .nunits = a->layers + 2};
     const double budget = budget_mb * 1e6;
+    // The planner's list: every candidate, fastest first.
+    Candidate *all;
+    int n = plan_list(&k, gpus, &all), best = -1, least = -1;
+    for (int i = 0; i < n; i++) {
+        if (best < 0 && all[i].f.bytes <= budget) best = i;
+        if (least < 0 || all[i].f.bytes < all[least].f.bytes) least = i;
+    }
+    if (n == 0)
+        core_usage_error("no grid of %d GPUs runs this model: t x p x dp = %d with t dividing its %d heads (and the "
+                         "channels, tokens and vocabulary), p at most its %d units and dp dividing its batch of %d "
+                         "rows has no solution; choose another --gpus (at most %d x %d x %d = %d for this model)",
+                         gpus, gpus, a->heads, k.nunits, a->batch, a->heads, k.nunits, a->batch,
+                         a->heads * k.nunits * a->batch);
+    if (best < 0) {
+        const double need = ceil(all[least].f.bytes / 1e4) / 100;   // MB, rounded up to what fits
+        core_usage_error("--budget-mb %g: no configuration of this model on %d GPUs fits; the smallest (t %d, p %d, "
+                         "dp %d, m %d, recompute %s) needs %.2f MB a rank: use --budget-mb %.2f or more, or more "
+                         "GPUs", budget_mb, gpus, all[least].c.t, all[least].c.p, all[least].c.dp, all[least].c.m,
+                         gpt_recompute_name(all[least].c.rc), all[least].f.bytes / 1e6, need);
+    }
     GridChoice c = {0, 0, 0, 0, GPT_RECOMPUTE_NONE};
     bool found = grid_choose(gpus, a->batch, budget, plan_one, &k, &c);
     if (harness_unfinished("grid_choose"))
         stop_unfinished(comm_world(), a, "--budget-mb needs TODO 6 in grid.c (the choice); without it, give the "
                         "grid yourself: --tp, --pp, --micro");
-    // The planner's list: every candidate, fastest first.
-    Candidate *all = calloc(4096, sizeof *all);
-    CHECK(all, "out of memory");
-    int n = 0;
-    for (int tt = 1; tt <= gpus; tt++)
-        for (int pp = 1; pp <= gpus; pp++)
-            for (int mm = 1; gpus % (tt * pp) == 0 && mm <= a->batch; mm++)
-                for (int rc = GPT_RECOMPUTE_NONE; rc <= GPT_RECOMPUTE_FULL && n < 4096; rc++) {
-                    GridChoice x = {tt, pp, gpus / (tt * pp), mm, (GptRecompute)rc};
-                    GridPlan f = plan_one(&k, x);
-                    if (f.valid) all[n].c = x, all[n].f = f, n++;
-                }
-    qsort(all, (size_t)n, sizeof *all, by_seconds);
-    int best = -1;
-    for (int i = 0; i < n && best < 0; i++)
-        if (all[i].f.bytes <= budget) best = i;
     print0("choosing a configuration for %d GPUs within %.2f MB a rank (the planner on %s: %.0f GFLOP/s, %.1f us, "
            "%.2f GB/s), fastest first:\n", gpus, budget_mb, k.gpu.name, CPU_PEAK / 1e9, CPU_ALPHA * 1e6, CPU_BW / 1e9);
     print0("     t   p  dp   m  recompute   memory a rank (the planner's count)   a step (planned)\n");
@@ -307,28 +344,19 @@ static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int
                all[i].f.bytes <= budget ? "  " : "> ", all[i].f.planner_bytes / 1e6, all[i].f.seconds * 1e3,
                i == best ? "   <- the fastest that fits" : "");
     }
-    GridPlan mine = found ? plan_one(&k, c) : (GridPlan){false, 0, 0, 0};
-    const bool ok = best < 0 ? !found : found && mine.valid && mine.bytes <= budget &&
-                                            mine.seconds <= all[best].f.seconds * (1 + 1e-12);
-    CHECK(found || best < 0, "grid_choose found no configuration within %.2f MB, where the list has t %d, p %d, dp "
-          "%d, m %d at %.2f MB: every t dividing the GPUs, p dividing the rest, m from 1 to a replica's rows and each "
-          "recomputation must be tried (fix grid_choose in grid.c)", budget_mb, all[best].c.t, all[best].c.p, all[best].c.dp,
-          all[best].c.m, all[best].f.bytes / 1e6);
-    if (!found)
-        print0("no configuration fits within %.2f MB: try a larger --budget-mb, or more GPUs\n", budget_mb);
-    else
-        print0("grid_choose: t %d, p %d, dp %d, m %d, recompute %s (%.2f MB a rank, %.3f ms a step planned)%s\n", c.t,
-               c.p, c.dp, c.m, gpt_recompute_name(c.rc), mine.bytes / 1e6, mine.seconds * 1e3,
-               ok ? "" : ": not the planner's fastest that fits");
+    CHECK(found, "grid_choose found no configuration within %.2f MB, where the list has t %d, p %d, dp %d, m %d at "
+          "%.2f MB: every t dividing the GPUs, p dividing the rest, m from 1 to a replica's rows and each "
+          "recomputation must be tried (fix grid_choose in grid.c)", budget_mb, all[best].c.t, all[best].c.p,
+          all[best].c.dp, all[best].c.m, all[best].f.bytes / 1e6);
+    GridPlan mine = plan_one(&k, c);
+    const bool ok = mine.valid && mine.bytes <= budget && mine.seconds <= all[best].f.seconds * (1 + 1e-12);
+    print0("grid_choose: t %d, p %d, dp %d, m %d, recompute %s (%.2f MB a rank, %.3f ms a step planned)%s\n", c.t,
+           c.p, c.dp, c.m, gpt_recompute_name(c.rc), mine.bytes / 1e6, mine.seconds * 1e3,
+           ok ? "" : ": not the planner's fastest that fits");
     g_choice.on = true, g_choice.ok = ok, g_choice.budget = budget, g_choice.planned = mine.bytes;
     g_choice.planner = mine.planner_bytes;
-    g_choice.best_t = best >= 0 ? all[best].c.t : 0, g_choice.best_p = best >= 0 ? all[best].c.p : 0;
-    g_choice.best_m = best >= 0 ? all[best].c.m : 0;
+    g_choice.best_t = all[best].c.t, g_choice.best_p = all[best].c.p, g_choice.best_m = all[best].c.m;
     free(all);
-    if (!found) {
-        comm_finalize();
-        harness_exit(ok ? 0 : 1);
-    }
     if (gpus != N) {
         print0("to run it: mpirun --oversubscribe -np %d build/lab07 --tp %d --pp %d --micro %d --recompute %s\n",
                gpus, c.t, c.p, c.m, gpt_recompute_name(c.rc));
@@ -336,6 +364,54 @@ static bool choose(const Args *a, int N, int gpus, double budget_mb, int *t, int
     }
     *t = c.t, *p = c.p, *micro = c.m, *rc_out = c.rc;
     return true;
+}
+
+// ---- the flags, checked before any work ------------------------------------------
+
+// --gpus's most: the planner's list and grid_choose's search over the
+// divisors take well under a second up to here.
+enum { PLAN_MAX_GPUS = 4096 };
+
+// Before MPI starts: the flags that go together. --budget-mb chooses t, p,
+// m and the recomputation, and plans 1F1B's memory; --gpus is its own.
+static void check_flags(double budget_mb, const char *schedule) {
+    if (args_given("gpus") && budget_mb <= 0)
+        core_usage_error("--gpus plans a grid for that many GPUs, which is --budget-mb's work: add --budget-mb X "
+                         "(the MB a rank may hold), or drop --gpus");
+    static const char *const chosen[] = {"tp", "pp", "micro", "recompute"};
+    for (int i = 0; i < 4 && budget_mb > 0; i++)
+        if (args_given(chosen[i]))
+            core_usage_error("--budget-mb chooses t, p, m and the recomputation, so --%s would be replaced: drop "
+                             "--%s, or drop --budget-mb and give the grid yourself", chosen[i], chosen[i]);
+    if (budget_mb > 0 && strcmp(schedule, "1f1b") != 0)
+        core_usage_error("--budget-mb plans the memory of 1F1B (lab05's schedule, a stage holds at most p "
+                         "micro-batches), not GPipe's: drop --schedule gpipe");
+}
+
+// After MPI starts, on every rank alike: the grid fits the ranks, the model
+// and the batch, and the run the memory, before any rank takes its place.
+// Returns a replica's rows of the batch.
+static int check_grid(const Args *a, int N, int t, int p, int micro, bool with_ref) {
+    const int nunits = a->layers + 2;
+    const long long tp = (long long)t * p;   // up to 2^32: no int holds it
+    if (tp > N)
+        core_usage_error("--tp %d x --pp %d = %lld is more than the %d ranks: the grid is N = dp x p x t; use a t "
+                         "and a p whose product divides %d, or more ranks", t, p, tp, N, N);
+    if (N % tp)
+        core_usage_error("--tp %d x --pp %d = %lld does not divide %d ranks: the grid is N = dp x p x t; use -np "
+                         "%lld, or a t and a p whose product divides %d", t, p, tp, N, tp * (N / tp + 1), N);
+    if (p > nunits)
+        core_usage_error("%d stages for %d units (the embeddings, %d blocks, the head): a stage needs a unit; use "
+                         "--pp %d or fewer", p, nunits, a->layers, nunits);
+    tp_check_shape(a, t, N, true);
+    const int dp = N / (int)tp;
+    int row0, rows;   // the first replica's rows; every replica has as many
+    data_rank_rows(a->batch, dp, 0, &row0, &rows);
+    if (rows % micro)
+        core_usage_error("--micro %d does not divide a replica's %d rows of the batch (%d rows over %d replica%s); "
+                         "use --micro among the divisors of %d", micro, rows, a->batch, dp, dp == 1 ? "" : "s", rows);
+    harness_check_fits(a, rows, with_ref);
+    return rows;
 }
 
 static void dump_more(DumpWriter *dw, void *ctx) { grid_report_dump(dw, comm_world(), ctx); }
@@ -363,9 +439,10 @@ int main(int argc, char **argv) {
         {"zero", ARG_INT, &zero, "1: ZeRO-1 over the data-parallel group (the optimizer's state sharded over the "
          "replicas), 0: none", 0, 1, NULL, NULL},
         {"budget-mb", ARG_DOUBLE, &budget_mb, "choose t, p and m (grid_choose, TODO 6): the planner's fastest whose "
-         "memory a rank fits this many MB, then run it (0: give them yourself)", 0, 1e9, NULL, NULL},
-        {"gpus", ARG_INT, &gpus, "with --budget-mb: choose for this many GPUs and print the choice, without "
-         "training (default: the ranks)", 0, 1 << 16, NULL, NULL},
+         "memory a rank fits this many MB, then run it (0: give them yourself; with --tp, --pp, --micro, "
+         "--recompute: refused)", 0, 1e9, NULL, NULL},
+        {"gpus", ARG_INT, &gpus, "with --budget-mb: choose for this many GPUs (1 to 4096) and print the choice, "
+         "without training (default: the ranks)", 0, PLAN_MAX_GPUS, NULL, NULL},
         {"figure", ARG_OUTPUT, &figure, "draw the grid and each rank's bytes a step on its TP, PP and DP links (SVG)",
          0, 0, NULL, NULL},
         {"no-ref", ARG_FLAG, &no_ref, "skip the single-device reference run", 0, 0, NULL, NULL},
@@ -376,6 +453,7 @@ int main(int argc, char **argv) {
                "lab07: data, tensor (with sequence) and pipeline parallelism on one grid of ranks, checked against "
                "single-device training.",
                extras);
+    check_flags(budget_mb, schedule);
     Comm *c = harness_start(&a, &argc, &argv);
     const int N = comm_size(c), r = comm_rank(c), nunits = a.layers + 2;
     GptRecompute rc_chosen = gpt_recompute_parse(a.recompute);
@@ -384,14 +462,7 @@ int main(int argc, char **argv) {
         harness_exit(0);
     }
     a.recompute = gpt_recompute_name(rc_chosen);   // the dump records the mode run
-    if (N % (t * p))
-        core_usage_error("--tp %d x --pp %d = %d does not divide %d ranks: the grid is N = dp x p x t; use -np %d, "
-                         "or a t and a p whose product divides %d", t, p, t * p, N, t * p * (N / (t * p) + 1), N);
-    if (p > nunits)
-        core_usage_error("%d stages for %d units (the embeddings, %d blocks, the head): a stage needs a unit; use "
-                         "--pp %d or fewer", p, nunits, a.layers, nunits);
-    tp_check_shape(&a, t, N, true);
-    const int dp = N / (t * p);
+    const int rows = check_grid(&a, N, t, p, micro, !no_ref), dp = N / (t * p);
 
     // The grid: the student's coordinates and groups, checked on every rank.
     Grid g = {.n = {.dp = dp, .pp = p, .tp = t}};
@@ -403,13 +474,7 @@ int main(int argc, char **argv) {
     GridDims *all = malloc((size_t)N * sizeof *all);
     CHECK(all, "out of memory");
     grid_check(&g, c, all);
-
-    int row0, rows;   // this replica's rows of the batch
-    data_rank_rows(a.batch, dp, g.at.dp, &row0, &rows);
-    if (rows % micro)
-        core_usage_error("--micro %d does not divide a replica's %d rows of the batch (%d rows over %d replica%s); "
-                         "use --micro among the divisors of %d", micro, rows, a.batch, dp, dp == 1 ? "" : "s", rows);
-    harness_check_fits(&a, rows, !no_ref);
+    const int row0 = g.at.dp * rows;   // this replica's rows of the batch
     Reference ref = harness_reference(c, &a, !no_ref);
 
     GptConfig cfg = {.B = rows / micro, .T = a.seq, .C = a.dim, .NH = a.heads, .L = a.layers, .V = a.vocab,
