@@ -425,13 +425,24 @@ typedef struct {
     int seq;         // its place in the log of events (-1: none)
     const Comm *comm;
     double t0;
-    char what[160];
+    char what[200];
 } CallInfo;
 
+// Rank r of group c named by its world rank, the rank every line of the
+// run is prefixed with, and by its rank in the group beside it when the two
+// differ: "rank 3 (rank 1 of a group of 2)"; "rank 3" on the world.
+static const char *name_rank(const Comm *c, int r, char *buf, size_t len) {
+    const int q = world_rank_of(c, r);
+    if (q == r && c->size == g_world.size) snprintf(buf, len, "rank %d", q);
+    else snprintf(buf, len, "rank %d (rank %d of a group of %d)", q, r, c->size);
+    return buf;
+}
+
 // "send of 4.10 kB to rank 1"; the bytes of a type other than float say it:
-// "send of 2.05 kB bf16 to rank 1".
+// "send of 2.05 kB bf16 to rank 1". The peer by its world rank (name_rank).
 static void describe(CallInfo *ci, Comm *c, CommOp op, size_t bytes, CommType t, int peer, const char *extra) {
-    char b[48];
+    char b[48], who[64] = "";
+    if (peer >= 0 && peer < c->size) name_rank(c, peer, who, sizeof who);
     core_fmt_bytes((double)bytes, b, sizeof b);
     if (t != COMM_F32) snprintf(b + strlen(b), sizeof b - strlen(b), " %s", comm_type_name(t));
     ci->op = op;
@@ -440,14 +451,14 @@ static void describe(CallInfo *ci, Comm *c, CommOp op, size_t bytes, CommType t,
     ci->comm = c;
     ci->t0 = core_now();
     if (op == COMM_OP_SEND)
-        snprintf(ci->what, sizeof ci->what, "send of %s to rank %d%s", b, peer, extra);
+        snprintf(ci->what, sizeof ci->what, "send of %s to %s%s", b, who, extra);
     else if (op == COMM_OP_RECV)
-        snprintf(ci->what, sizeof ci->what, "recv of %s from rank %d%s", b, peer, extra);
+        snprintf(ci->what, sizeof ci->what, "recv of %s from %s%s", b, who, extra);
     else if (op == COMM_OP_BARRIER)
         snprintf(ci->what, sizeof ci->what, "barrier over %d ranks%s", c->size, extra);
     else if (op == COMM_OP_BROADCAST)
-        snprintf(ci->what, sizeof ci->what, "broadcast of %s from rank %d over %d ranks%s", b,
-                 peer, c->size, extra);
+        snprintf(ci->what, sizeof ci->what, "broadcast of %s from %s over %d ranks%s", b, who, c->size,
+                 extra);
     else
         snprintf(ci->what, sizeof ci->what, "%s of %s over %d ranks%s", comm_op_name(op), b,
                  c->size, extra);
@@ -1142,8 +1153,8 @@ static void sendrecv(Comm *c, const void *send, size_t ns, int dst, void *recv, 
           name);
     bool nccl = use_nccl(c, true, "its first call: sendrecv");
     CallInfo ci;
-    char extra[64];
-    snprintf(extra, sizeof extra, " while sending to rank %d%s", dst, tag(nccl));
+    char extra[112], who[64];
+    snprintf(extra, sizeof extra, " while sending to %s%s", name_rank(c, dst, who, sizeof who), tag(nccl));
     describe(&ci, c, COMM_OP_RECV, bytes_of(nr, t), t, src, extra);
     // Only bytes that reach another rank count: a message to itself moves nothing.
     int sent = count(c, COMM_OP_SEND, dst == c->rank ? 0 : bytes_of(ns, t), dst);

@@ -19,12 +19,15 @@
 typedef struct {
     int rank;
     bool in_call;
-    char what[200];      // "recv of 4 B from rank 1", "all_reduce of 4 kB over 4 ranks", "computing; ..."
+    char what[200];      // "recv of 4 B from rank 3 (rank 1 of a group of 2)", "all_reduce of 4 kB over 4 ranks", ...
     char context[160];   // what the program was doing: "checking ring_all_reduce, count 4099", or ""
 } Wait;
 
 // The watchdog's lines: "[prog rank R] watchdog: waited in WHAT for S s [while CONTEXT] (...)"
 // and "[prog rank R] stopped while in WHAT for S s [while CONTEXT]" / "stopped while computing...".
+// R is a world rank, and so is every peer in WHAT: "recv of 4 B from rank 3" on the world, "recv of 4 B
+// from rank 3 (rank 1 of a group of 2)" on a group (common/comm.c, name_rank): the first number after
+// " rank " is the one to match with another line's R.
 static int parse_waits(const char *out, Wait *w, int cap) {
     int n = 0;
     for (const char *p = out; p && *p && n < cap; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
@@ -92,9 +95,8 @@ static bool is_op(const Wait *w, const char *op) {
 
 // Whether rank w is (also) sending to `to`: a send, or a sendrecv's send half.
 static bool sends_to(const Wait *w, int to) {
-    char half[48];
-    snprintf(half, sizeof half, "while sending to rank %d", to);
-    return (is_op(w, "send") && peer_of(w) == to) || (w->in_call && strstr(w->what, half));
+    const char *half = w->in_call ? strstr(w->what, "while sending to rank ") : NULL;
+    return (is_op(w, "send") && peer_of(w) == to) || (half && atoi(half + strlen("while sending to rank ")) == to);
 }
 
 // A cycle of at least three ranks, each waiting in a blocking send to the

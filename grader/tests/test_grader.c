@@ -182,6 +182,28 @@ START_TEST(hang_names_the_rank_that_stopped_answering) {
 }
 END_TEST
 
+// On a group, the watchdog names a peer by its world rank, its rank in the
+// group beside it: the pair is matched by world ranks (3 waits on 1 and 1 on
+// 3, though each is rank 1 of its pipeline group).
+START_TEST(hang_matches_peers_of_a_group_by_world_rank) {
+    char buf[2000];
+    const char *out = "[lab07 rank 1] watchdog: waited in recv of 4 B from rank 3 (rank 1 of a group of 2) for 2.0 s "
+                      "(--timeout 2); ending the run.\n"
+                      "[lab07 rank 3] stopped while in recv of 4 B from rank 1 (rank 0 of a group of 2) for 2.0 s\n";
+    const char *d = diagnose_hang(out, buf, sizeof buf);
+    ck_assert_msg(d && strstr(d, "ranks 1 and 3 both wait to recv from each other"), "%s", d ? d : "(none)");
+    // A sendrecv's send half names its peer the same way.
+    const char *half = "[lab07 rank 1] watchdog: waited in recv of 4 B from rank 3 (rank 1 of a group of 2) for 2.0 s "
+                       "(--timeout 2); ending the run.\n"
+                       "[lab07 rank 3] stopped while in recv of 4 B from rank 5 (rank 2 of a group of 3) while sending "
+                       "to rank 1 (rank 0 of a group of 3) for 2.0 s\n"
+                       "[lab07 rank 5] stopped while computing for 2.0 s\n";
+    d = diagnose_hang(half, buf, sizeof buf);
+    ck_assert_msg(d && !strstr(d, "rank 1 waits to receive from rank 3, which is not sending to it"), "%s",
+                  d ? d : "(none)");
+}
+END_TEST
+
 static void add_f64(Mem *m, const char *name, const double *v, uint64_t rows, uint64_t cols) {
     DumpArray *a = &m->a[m->n++];
     memset(a, 0, sizeof *a);
@@ -382,6 +404,7 @@ int main(void) {
     tcase_add_test(tc, bulk_sets_aside_the_largest_thousandth);
     tcase_add_test(tc, bulk_agrees_with_a_sort);
     tcase_add_test(tc, hang_names_the_rank_that_stopped_answering);
+    tcase_add_test(tc, hang_matches_peers_of_a_group_by_world_rank);
     tcase_add_test(tc, timeline_finds_a_stage_that_had_its_input_and_waited);
     tcase_add_test(tc, replay_of_the_zero_bubble_schedules_is_their_formula);
     tcase_add_test(tc, a_split_backward_is_matched_on_chunk_and_micro_batch);
