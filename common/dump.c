@@ -1,9 +1,12 @@
 // dump.c: result files (the format is described in dump.h).
 //
 // Integers and floats are written byte by byte in little-endian order, so a
-// file means the same on every host. The writer builds the file under a
-// temporary name and renames it at dump_close: a file found under its real
-// name is always whole, even when the run died while writing. (The format has
+// file means the same on every host. The writer builds the file unnamed (an
+// O_TMPFILE in its directory) and gives it its name at dump_close: a file
+// found under its real name is always whole, and a run killed while it
+// writes, even by SIGKILL, leaves nothing behind. (Where the file system
+// cannot make an unnamed file, a temporary name, path.partial, removed at
+// any exit the process sees: dump_remove_partial.) (The format has
 // no end marker, so a file cut exactly between two records would otherwise
 // read as a valid dump with arrays missing; the reader catches every other cut.)
 //
@@ -75,9 +78,48 @@ struct DumpWriter {
     char *path;         // the file's real name
     char *open_path;    // where the bytes go until dump_close (path.partial, or path)
     bool rename_at_close;
+    bool unnamed;       // the bytes are in an O_TMPFILE, linked as open_path at dump_close
     char **names;       // every name written so far, to refuse duplicates
     int n_names, cap_names;
 };
+
+// The named .partial of the writer that has one open (the fallback), for
+// dump_remove_partial.
+static char g_partial[4096 + 16];
+
+void dump_remove_partial(void) {
+    if (g_partial[0]) unlink(g_partial);
+}
+
+// An unnamed file in the directory of `path` (which must be where it is
+// named at the end: a link cannot cross file systems), open for writing; NULL
+// where the file system cannot make one, or /proc (how it is named at the
+// end) is not there.
+static FILE *open_unnamed(const char *path, size_t len) {
+    char *dir = dump_copy_string(path, len), *slash = strrchr(dir, '/');
+    if (slash == dir) slash[1] = 0;   // "/run.bin": the root
+    else if (slash) *slash = 0;
+    int fd = open(slash ? dir : ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666);
+    free(dir);
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fd);
+    if (fd >= 0 && access(self, F_OK) != 0) close(fd), fd = -1;
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f && fd >= 0) close(fd);
+    return f;
+}
+
+// The unnamed file named path.partial (replacing a stale one), then renamed
+// to path by dump_close. Through /proc: linkat of the descriptor itself needs
+// a privilege.
+static void name_unnamed(DumpWriter *w) {
+    char self[64];
+    snprintf(self, sizeof self, "/proc/self/fd/%d", fileno(w->f));
+    CHECK(unlink(w->open_path) == 0 || errno == ENOENT, "cannot replace %s: %s; choose another path", w->open_path,
+          strerror(errno));
+    CHECK(linkat(AT_FDCWD, self, AT_FDCWD, w->open_path, AT_SYMLINK_FOLLOW) == 0, "cannot write the dump file %s: %s",
+          w->open_path, strerror(errno));
+}
 
 DumpWriter *dump_create(const char *path) {
     DumpWriter *w = calloc(1, sizeof *w);
@@ -99,10 +141,13 @@ DumpWriter *dump_create(const char *path) {
         memcpy(w->open_path + len, ".partial", sizeof ".partial");
         CHECK(unlink(path) == 0 || errno == ENOENT,
               "cannot replace the dump file %s: %s; choose another path", path, strerror(errno));
+        w->f = open_unnamed(path, len);
+        w->unnamed = w->f != NULL;
+        if (!w->unnamed) snprintf(g_partial, sizeof g_partial, "%s", w->open_path);
     } else {
         w->open_path = dump_copy_string(path, len);
     }
-    w->f = fopen(w->open_path, "wb");
+    if (!w->f) w->f = fopen(w->open_path, "wb");
     CHECK(w->f, "cannot create the dump file %s: %s; check that its directory exists and is "
           "writable", w->open_path, strerror(errno));
     CHECK(fwrite(DUMP_MAGIC, 1, 8, w->f) == 8, "cannot write the dump file %s: %s", w->open_path,
@@ -228,10 +273,14 @@ void dump_close(DumpWriter *w) {
     if (!w) return;
     if (w->f) {
         // A full disk often shows only here, when the last buffer is flushed.
+        CHECK(fflush(w->f) == 0, "cannot finish writing the dump file %s: %s (is the disk full?)", w->path,
+              strerror(errno));
+        if (w->unnamed) name_unnamed(w);
         CHECK(fclose(w->f) == 0, "cannot finish writing the dump file %s: %s (is the disk full?)",
               w->open_path, strerror(errno));
         CHECK(!w->rename_at_close || rename(w->open_path, w->path) == 0,
               "cannot rename %s to %s: %s", w->open_path, w->path, strerror(errno));
+        if (w->rename_at_close && !w->unnamed) g_partial[0] = 0;
     }
     for (int i = 0; i < w->n_names; i++) free(w->names[i]);
     free(w->names);

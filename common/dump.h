@@ -42,6 +42,8 @@ typedef struct {
 typedef struct DumpWriter DumpWriter;
 // Open for writing; NULL path gives a writer that writes nothing (so callers
 // need no branches). Errors (cannot create the file) abort with a clear line.
+// The file appears under its name, whole, at dump_close; until then it has
+// no name (or, where the file system cannot do that, path.partial).
 DumpWriter *dump_create(const char *path);
 void dump_f32(DumpWriter *w, const char *name, const float *data, int ndim, const uint64_t *shape);
 void dump_f64(DumpWriter *w, const char *name, const double *data, int ndim, const uint64_t *shape);
@@ -51,6 +53,9 @@ void dump_text(DumpWriter *w, const char *name, const char *text);
 void dump_scalar_f64(DumpWriter *w, const char *name, double v);
 void dump_scalar_i64(DumpWriter *w, const char *name, int64_t v);
 void dump_close(DumpWriter *w);
+// Remove the path.partial of a writer still open, if it has one: for a
+// cleanup at exit (async-signal-safe: one unlink).
+void dump_remove_partial(void);
 
 // ---- reading ----
 typedef struct {

@@ -8,6 +8,10 @@
 #include <stdbool.h>
 #include <unistd.h>
 #include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 
 #include "core.h"
 #include "dump.h"
@@ -47,11 +51,64 @@ void harness_check_fits(const Args *a, int rows, bool with_reference) {
                    args_model_string(a, what, sizeof what));
 }
 
+// What is under the directory open as fd, removed (links are removed, not
+// followed), `depth` levels down at most.
+static void remove_under(int fd, int depth) {
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISDIR(st.st_mode) && depth > 0) {
+            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) remove_under(sub, depth - 1);
+        }
+        unlinkat(dirfd(d), e->d_name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+    }
+    closedir(d);
+}
+
+// The private directories of this machine's runs whose rank 0 is gone:
+// one killed by SIGKILL (or a power cut) could not remove its own. Only
+// ours (this user's, this host's, named pl-run.HOST.PID.XXXXXX) whose
+// process no longer exists.
+static void sweep_stale(const char *tmp, const char *host) {
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    const size_t hl = strlen(host);
+    for (struct dirent *e; (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, "pl-run.", 7) != 0 || strncmp(n + 7, host, hl) != 0 || n[7 + hl] != '.') continue;
+        char *end;
+        long pid = strtol(n + 8 + hl, &end, 10);
+        if (end == n + 8 + hl || *end != '.' || strlen(end) != 7 || pid <= 0) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;   // alive, or not ours to ask
+        struct stat st;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+            continue;
+        int fd = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) remove_under(fd, 4);   // its dump and a kept reference's folders
+        unlinkat(dirfd(d), n, AT_REMOVEDIR);
+    }
+    closedir(d);
+}
+
 // A private directory for the run's files: nobody else can read them or
-// plant a link in their place.
+// plant a link in their place. Its name holds the host and the process, so
+// that the next run here removes it if this one cannot (sweep_stale).
 static void private_dir(char *dir, size_t len) {
     const char *tmp = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
-    snprintf(dir, len, "%s/pl-run.XXXXXX", tmp);
+    char host[64] = "host";
+    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "host");
+    host[sizeof host - 1] = 0;
+    for (char *h = host; *h; h++)
+        if (*h == '/' || *h == '.') *h = '-';
+    sweep_stale(tmp, host);
+    snprintf(dir, len, "%s/pl-run.%s.%ld.XXXXXX", tmp, host, (long)getpid());
     CHECK(mkdtemp(dir), "cannot make a private directory in %s: %s (set TMPDIR to a writable "
           "directory)", tmp, strerror(errno));
 }
@@ -64,6 +121,7 @@ enum { TMP_FILES = HARNESS_MAX_REFS + 3, TMP_DIRS = 3 };
 static char g_tmp_files[TMP_FILES][PATH_MAX + 80], g_tmp_dirs[TMP_DIRS][PATH_MAX + 40];
 
 static void remove_tmp(void) {
+    dump_remove_partial();   // --dump's own, where its file system cannot write it unnamed
     for (int k = 0; k < TMP_FILES; k++) {
         if (!g_tmp_files[k][0]) continue;
         unlink(g_tmp_files[k]);
