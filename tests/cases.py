@@ -11,7 +11,9 @@ all four). What it must do:
   Fail(PATTERN)     exit non-zero, not by the time limit, saying PATTERN: an
                     unfinished student file, a planted bug.
   Refused(PATTERN)  a usage error: exit 2 within 15 s (no rank left
-                    waiting), PATTERN said exactly once.
+                    waiting), PATTERN said exactly once. only=True: and
+                    nothing else said (under mpirun -q, which leaves out
+                    Open MPI's banners: one line, no banner).
   needs=...         a case that cannot run here is skipped, saying why.
 
 A command is a list of words, or one string for bash. Cases run two at a
@@ -50,6 +52,12 @@ MUTANTS = ["--quick", "--watchdog", "5", "--limit", "120"]
 
 def mpi(np, *argv):
     return MPIRUN + ["-np", str(np)] + [str(a) for a in argv]
+
+
+def mpi_q(np, *argv):
+    """mpirun -q: without Open MPI's banners, which follow every non-zero
+    exit under plain mpirun (README.md, "Three things to know")."""
+    return ["mpirun", "-q", "--oversubscribe", "-np", str(np)] + [str(a) for a in argv]
 
 
 # ---- what a case must do ----------------------------------------------------
@@ -95,14 +103,18 @@ class Fail:
 class Refused:
     tail = 4
 
-    def __init__(self, pattern):
+    def __init__(self, pattern, only=False):
         self.pattern = pattern
+        self.only = only
 
     def describe(self):
-        return f" (must be refused, saying once: {self.pattern})"
+        return f" (must be refused, saying once{' and nothing else' if self.only else ''}: {self.pattern})"
 
     def judge(self, rc, out, limit):
         n = out.count(self.pattern)
+        lines = [line for line in out.splitlines() if line.strip()]
+        if rc == 2 and n == 1 and self.only and len(lines) != 1:
+            return f"said {len(lines)} lines (one wanted: the refusal, no banner)"
         if rc == 2 and n == 1:
             return "ok"
         if past_limit(rc):
@@ -259,13 +271,13 @@ def clean_up():
 
 
 def labs():
-    def refused(name, pattern, argv, needs):
-        return Case("labs", name, argv, 15, Refused(pattern), needs=needs)
+    def refused(name, pattern, argv, needs, only=False):
+        return Case("labs", name, argv, 15, Refused(pattern, only), needs=needs)
 
     cs = []
     # Bad input is refused before the work, and one rank's refusal ends
     # every rank. (A release of some labs has only theirs.)
-    for lab in ("lab02", "lab03", "lab04", "lab05", "lab06"):
+    for lab in ("lab02", "lab03", "lab04", "lab05", "lab06", "lab07"):
         b, n = f"build/{lab}", [have(lab)]
         cs += [
             refused(f"{b} --data missing np=2", "cannot open --data file", mpi(2, b, "--data", "/missing/file"), n),
@@ -433,6 +445,33 @@ def labs():
         Case("labs", "lab07 student np=4 --tp 2 --pp 2", mpi(4, "build/lab07", "--tp", 2, "--pp", 2, "--no-ref"), 300,
              Fail("not written yet"), needs=[have("lab07")]),
         refused("lab07 --tp 3 np=4", "does not divide 4 ranks", mpi(4, "build/lab07", "--tp", 3), [have("lab07")]),
+    ]
+    # lab07's own: each refused before any work (the student's file as
+    # given: no TODO is reached), in one line and no banner (mpirun -q).
+    l7 = [have("lab07")]
+    for name, pattern, np, argv in (
+            ("--gpus past its bound", "--gpus 65536 is out of range: use 0 to 4096", 1,
+             ["--budget-mb", 8, "--gpus", 65536]),
+            ("--gpus no grid of the model uses", "no grid of 4096 GPUs runs this model", 1,
+             ["--budget-mb", 8, "--gpus", 4096]),
+            ("--budget-mb below anything", "the smallest (t 2, p 1, dp 1, m 8, recompute full) needs", 2,
+             ["--budget-mb", 0.001]),
+            ("--gpus without --budget-mb", "--gpus plans a grid for that many GPUs", 2, ["--gpus", 4]),
+            ("--tp beside --budget-mb", "so --tp would be replaced", 2, ["--budget-mb", 8, "--tp", 2]),
+            ("--recompute beside --budget-mb", "so --recompute would be replaced", 2,
+             ["--budget-mb", 8, "--recompute", "full"]),
+            ("--schedule gpipe beside --budget-mb", "--budget-mb plans the memory of 1F1B", 2,
+             ["--budget-mb", 8, "--schedule", "gpipe"]),
+            ("--dump /dev/full", "--dump /dev/full is not a regular file", 2, ["--dump", "/dev/full"]),
+            ("--dump a FIFO (no hang)", "is not a regular file", 2, ["--dump", f"{BAD}/fifo"]),
+            ("--tp x --pp past the ranks (no overflow)", "= 4294967296 is more than the 2 ranks", 2,
+             ["--tp", 65536, "--pp", 65536]),
+            ("--micro not dividing the rows", "--micro 3 does not divide a replica's 4 rows", 2, ["--micro", 3]),
+            ("7 stages for 6 units", "7 stages for 6 units", 7, ["--pp", 7]),
+            ("--tp 4 --vocab 250", "4 ranks cannot split 250 tokens", 4, ["--tp", 4, "--vocab", 250]),
+            ("--layers 4096 (memory)", "but this machine has", 2, ["--layers", 4096, "--device", "cpu"])):
+        cs.append(refused(f"lab07 {name} np={np} (one line)", pattern, mpi_q(np, "build/lab07", *argv), l7, only=True))
+    cs += [
         Case("labs", "lab07_solution np=6 --tp 2 --pp 3 --figure (the grid and its links)",
              " ".join(mpi(6, "build/lab07_solution", "--tp", 2, "--pp", 3, "--micro", 4, "--steps", 2, "--no-ref",
                           "--figure", "build/lab07-grid.svg"))
