@@ -449,6 +449,19 @@ static bool plain_file(const Options *o, const char *path) {
            (!o->isolate || st.st_uid == (uid_t)RUN_UID);
 }
 
+// A fresh name for a run's directory in the grading's work directory:
+// "run-" and 16 random hex digits, the same for every lab, run and seed.
+static void run_dir_name(const Options *o, char *out, size_t len) {
+    uint64_t x = 0;
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(&x, sizeof x, 1, f) != 1) {
+        static uint64_t n;
+        x = (uint64_t)(core_now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ ++n * 0x9e3779b97f4a7c15ull;
+    }
+    if (f) fclose(f);
+    snprintf(out, len, "%s/run-%016llx", o->work, (unsigned long long)x);
+}
+
 static void run_program(const Options *o, Run *run, const char *dir, const char *program, int np,
                         const char *flags) {
     char qdir[1024], qbin[1024], line[12000], bin[1024];
@@ -829,11 +842,18 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
     int order[64];
     CHECK(lab->nruns <= 64, "%s has %d runs, more than 64", lab->id, lab->nruns);
     run_order(o, lab, expect, order);
+    // The hidden runs: drawn from the hidden seed where the lab draws them
+    // (other shapes, world sizes, budgets), else the listed runs again.
+    RunSpec drawn[MAX_HIDDEN_RUNS];
+    const int ndrawn = o->hidden_seed >= 0 && lab->hidden ? lab->hidden((uint64_t)o->hidden_seed, drawn,
+                                                                           MAX_HIDDEN_RUNS) : 0;
     for (int h = 0; h < (o->hidden_seed >= 0 ? 2 : 1); h++)
-        for (int i = 0; i < lab->nruns; i++) {
-            const RunSpec *spec = &lab->runs[order[i]];
+        for (int i = 0; i < (h == 1 && lab->hidden ? ndrawn : lab->nruns); i++) {
+            const RunSpec *spec = h == 1 && lab->hidden ? &drawn[i] : &lab->runs[order[i]];
             if (o->quick && !spec->quick) continue;
-            if (o->runs && !name_listed(o->runs, spec->name)) continue;
+            // --runs hidden: every hidden run.
+            if (o->runs && !name_listed(o->runs, spec->name) && !(h == 1 && name_listed(o->runs, "hidden")))
+                continue;
             if (spec->gpu && mem_cuda_device_count() <= 0) {
                 print0("  %-10s %-22s skipped: it needs a GPU, and none is visible\n", lab->id, spec->name);
                 continue;
@@ -867,17 +887,32 @@ static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *exp
             // directory free of the reference's answers.
             snprintf(flags, sizeof flags, "%s --seed %llu%s", spec->flags, (unsigned long long)run.seed,
                      lab->ref_flags && strcmp(lab->program, "ref") != 0 ? " --no-ref" : "");
-            char rdir[1200];
-            snprintf(rdir, sizeof rdir, "%s/%s-%s-%d", o->work, lab->id, spec->name, h);
+            // A run's directory (its HOME and TMPDIR, its working directory)
+            // names nothing: not the lab, the run, or whether it is hidden,
+            // which the code it runs could otherwise read and act on. Kept
+            // (--keep), it is renamed after the run to say which it was.
+            char rdir[1200], kept[1200];
+            run_dir_name(o, rdir, sizeof rdir);
+            snprintf(kept, sizeof kept, "%s/%s-%s-%s", o->work, lab->id, spec->name, h ? "hidden" : "visible");
+            if (h == 1 && lab->hidden) print0("  %-10s %-22s -np %d %s\n", lab->id, spec->name, spec->np, flags);
             print0("  %-10s %-22s ", lab->id, run.name);
             fflush(stdout);
             run_program(o, &run, rdir, program, spec->np, flags);
+            if (o->keep) {
+                char q1[1300], q2[1300], line[2700];
+                shell_quote(q1, sizeof q1, rdir);
+                shell_quote(q2, sizeof q2, kept);
+                snprintf(line, sizeof line, "rm -rf %s && mv %s %s", q2, q1, q2);
+                if (shell(line) == 0) snprintf(run.dir, sizeof run.dir, "%s", kept);
+            }
             if (run.dump && o->perturb) perturb(run.dump, o->perturb);
             // A run that called an unwritten TODO fails for that alone: its
             // reference is not trained for it.
-            if (lab->ref_flags && !run_called_unfinished(&run)) {
-                char rflags[512];
-                RefRuns *rc = reference(o, lab->ref_flags(lab, &run, rflags, sizeof rflags));
+            char rflags[512];
+            const char *want_ref = lab->ref_flags && !run_called_unfinished(&run)
+                                       ? lab->ref_flags(lab, &run, rflags, sizeof rflags) : NULL;
+            if (want_ref) {
+                RefRuns *rc = reference(o, want_ref);
                 if (!rc->ok) {
                     grade_check(g, &run, "reference", false, "failed", "runs", rc->error);
                     print0("reference failed\n");
@@ -1204,11 +1239,11 @@ int main(int argc, char **argv) {
         {"mutants", ARG_STRING, &mutants, "grade every planted bug DIR/*.patch of one lab (with --lab) and check each gets the diagnosis its EXPECT line names (EXPECT: PASS for a legal variant)", 1, 0, NULL, "DIR"},
         {"lab", ARG_STRING, &labs, "only these labs (comma-separated ids: ref,lab01)", 1, 0, NULL, "IDS"},
         {"quick", ARG_FLAG, &quick, "the fast subset of runs (make check-labNN)", 0, 0, NULL, NULL},
-        {"runs", ARG_STRING, &runs, "only the runs of these names (comma-separated, as the table names them: np2-flat)", 1, 0, NULL, "NAMES"},
+        {"runs", ARG_STRING, &runs, "only the runs of these names (comma-separated, as the table names them: np2-flat; hidden: every hidden run)", 1, 0, NULL, "NAMES"},
         {"json", ARG_OUTPUT, &json, "write Gradescope's results.json here", 1, 0, NULL, NULL},
         {"junit", ARG_OUTPUT, &junit, "write JUnit XML here", 1, 0, NULL, NULL},
         {"margins", ARG_OUTPUT, &margins, "append each check's figure over its bound to FILE (tab-separated; scripts/yardstick.py reads it)", 1, 0, NULL, NULL},
-        {"hidden-seed", ARG_INT, &hidden, "also run every run with this seed, as hidden tests", 0, 2147483647.0, NULL, NULL},
+        {"hidden-seed", ARG_INT, &hidden, "also run hidden tests: runs drawn from this seed (other world sizes, shapes and budgets, within what each lab supports), trained with it", 0, 2147483647.0, NULL, NULL},
         {"limit", ARG_INT, &limit, "hard time limit of one run, in seconds", 5, 86400, NULL, NULL},
         {"budget", ARG_INT, &budget, "seconds every run of the grading may take together (0: no budget); the runs past it fail, unrun", 0, 864000, NULL, NULL},
         {"watchdog", ARG_INT, &watchdog, "the programs' --timeout (a hang ends with each rank's line)", 1, 86400, NULL, NULL},

@@ -69,7 +69,8 @@ typedef struct LabSpec {
     const char *solution;     // and for the solution: "lab01_solution"
     const RunSpec *runs;
     int nruns;
-    // Flags of the reference run that matches a lab run (NULL: no reference).
+    // Flags of the reference run that matches a lab run (NULL: no reference;
+    // the function returning NULL: none for this run, which trains nothing).
     const char *(*ref_flags)(const struct LabSpec *lab, const Run *run, char *buf, size_t len);
     void (*check)(Grader *g, const struct LabSpec *lab, const Run *run);
     unsigned words;           // WORDS_*: the concepts its diagnoses may name
@@ -81,4 +82,10 @@ typedef struct LabSpec {
     // when this lab's submission is placed, never before (the labs are
     // graded in order, lab07 after the labs whose answers it holds).
     const char *const *given;
+    // With --hidden-seed: the hidden runs drawn from the seed (specs.h,
+    // hidden_run), at most `max`, returning how many; NULL: the listed runs
+    // again with the hidden seed.
+    int (*hidden)(uint64_t seed, RunSpec *out, int max);
 } LabSpec;
+
+enum { MAX_HIDDEN_RUNS = 8 };

@@ -10,6 +10,7 @@
 #include "mem.h"
 #include "reading.h"
 #include "results.h"
+#include "specs.h"
 
 // ---- lab01: collectives --------------------------------------------------------
 
@@ -236,9 +237,18 @@ static void lab01_check(Grader *g, const LabSpec *lab, const Run *run) {
     grade_check(g, run, "COMM memory freed", live && worst == 0 && leaked == 0, fig, "0 bytes", diag);
 }
 
+// Hidden runs: two world sizes drawn, one of them beyond the listed five.
+static int lab01_hidden(uint64_t seed, RunSpec *out, int max) {
+    Draw d = draw_start(seed, "lab01");
+    int n = 0;
+    if (n < max) hidden_run(&out[n], n, draw_int(&d, 2, 5), true, "--quiet"), n++;
+    if (n < max) hidden_run(&out[n], n, draw_int(&d, 6, 8), false, "--quiet"), n++;
+    return n;
+}
+
 const LabSpec LAB01 = {
     .id = "lab01", .dir = "lab01_collectives", .student_file = "collectives.c",
     .program = "lab01", .solution = "lab01_solution",
     .runs = LAB01_RUNS, .nruns = sizeof LAB01_RUNS / sizeof LAB01_RUNS[0],
-    .ref_flags = NULL, .check = lab01_check,
+    .ref_flags = NULL, .check = lab01_check, .hidden = lab01_hidden,
 };

@@ -259,8 +259,25 @@ ZeroBudget zero_budget(int stage, bool prefetch, double psi_pad, int N, double u
     return b;
 }
 
+// Hidden runs: two drawn, each a stage, a world size of 2 to 5 ranks with
+// two rows each, and a model of another width and depth (units whose
+// floats the world size seldom divides: the shards padded).
+static int lab03_hidden(uint64_t seed, RunSpec *out, int max) {
+    Draw d = draw_start(seed, "lab03");
+    static const int dims[] = {64, 96, 128};
+    int n = 0;
+    for (int k = 0; k < 2 && n < max; k++) {
+        const int np = draw_int(&d, 2, 5), stage = draw_int(&d, 1, 3);
+        hidden_run(&out[n], n, np, k == 0, "--dim %d --seq 64 --layers %d --steps 3 --batch %d --stage %d%s",
+                   draw_pick(&d, dims, 3), draw_int(&d, 2, 5), 2 * np, stage,
+                   stage == 3 && draw_int(&d, 0, 1) ? " --no-prefetch" : ""), n++;
+    }
+    return n;
+}
+
 const LabSpec LAB03 = {
     .id = "lab03", .dir = "lab03_zero", .student_file = "zero.c", .program = "lab03",
     .solution = "lab03_solution", .runs = LAB03_RUNS, .nruns = sizeof LAB03_RUNS / sizeof LAB03_RUNS[0],
     .ref_flags = lab03_ref_flags, .check = lab03_check, .words = WORDS_DATA_PARALLEL | WORDS_SHARDS,
+    .hidden = lab03_hidden,
 };

@@ -37,14 +37,62 @@ static const RunSpec LAB07_RUNS[] = {
     // micro-batch keeps, into the one set all share).
     {"np4-t2-dp2-recompute-selective", 4, SMALL "--tp 2 --recompute selective", false, false},
     {"np4-t2-p2-recompute-full", 4, SMALL "--tp 2 --pp 2 --micro 4 --recompute full", true, false},
+    // ZeRO-1 over a DP group of 3, whose stage's floats 3 does not divide
+    // (the shard padded), and a grid of t p = 8 (a pipeline of 4 stages of
+    // TP pairs, no replicas).
+    {"np3-dp3-zero1", 3, SMALL "--zero 1 --batch 6", false, false},
+    {"np8-t2-p4", 8, SMALL "--tp 2 --pp 4 --micro 4", false, false},
     // The student's choice of a grid within a budget (4 layers: enough to
     // tell the grids apart), then run.
     {"np4-budget-8mb", 4, "--steps 2 --budget-mb 8", true, false},
+    // The choice at other budgets and numbers of GPUs, only planned (--gpus
+    // other than the ranks: nothing trains), each against the planner's
+    // list the lab's own code makes (a budget that nothing fits is refused
+    // as bad input, before grid_choose: tests/cases.py).
+    {"plan-gpus8-8mb", 1, "--steps 2 --budget-mb 8 --gpus 8", true, false},
+    {"plan-gpus6-12mb-batch12", 1, "--steps 2 --budget-mb 12 --gpus 6 --batch 12", false, false},
+    {"plan-gpus16-5mb-layers6", 1, "--steps 2 --budget-mb 5 --gpus 16 --layers 6", true, false},
 };
 #undef SMALL
 
+// Hidden runs: a grid drawn among those the lab runs (t dividing the 4
+// heads, p at most the 4 units of 2 blocks, dp dividing the batch, m a
+// replica's rows, ZeRO-1 where there are replicas, a schedule, a
+// recomputation) on at most 8 ranks, and two choices only planned, at a
+// budget, a number of GPUs, a depth and a batch drawn (12 to 24 MB: every
+// such model and number of GPUs has a grid within 12, 11.24 MB at most,
+// and a budget nothing fits is refused before grid_choose).
+static int lab07_hidden(uint64_t seed, RunSpec *out, int max) {
+    Draw d = draw_start(seed, "lab07");
+    static const int ts[] = {1, 2, 4}, seqs[] = {32, 48, 64}, gpus[] = {2, 3, 4, 6, 8, 12, 16};
+    static const int layers[] = {2, 4, 6}, batches[] = {8, 12, 16};
+    static const char *const rcs[] = {"none", "selective", "full"}, *const scheds[] = {"1f1b", "gpipe"};
+    int t, p, dp;
+    do t = draw_pick(&d, ts, 3), p = draw_int(&d, 1, 4), dp = draw_int(&d, 1, 4);
+    while (t * p * dp < 2 || t * p * dp > 8);
+    const int batch = dp == 3 ? 6 : 8, rows = batch / dp;
+    int m;
+    do m = draw_int(&d, 1, rows);
+    while (rows % m);
+    const int zero = dp > 1 ? draw_int(&d, 0, 1) : 0;
+    const char *sched = draw_word(&d, scheds, 2), *rc = draw_word(&d, rcs, 3);
+    int n = 0;
+    if (n < max)
+        hidden_run(&out[n], n, t * p * dp, false, "--layers 2 --steps 3 --seq %d --batch %d --tp %d --pp %d "
+                   "--micro %d --zero %d --schedule %s --recompute %s", draw_pick(&d, seqs, 3), batch, t, p, m, zero,
+                   sched, rc), n++;
+    for (int k = 0; k < 2 && n < max; k++)
+        hidden_run(&out[n], n, 1, true, "--steps 2 --budget-mb %.2f --gpus %d --layers %d --batch %d",
+                   draw_int(&d, 1200, 2400) / 100.0, draw_pick(&d, gpus, 7), draw_pick(&d, layers, 3),
+                   draw_pick(&d, batches, 3)), n++;
+    return n;
+}
+
 static const char *lab07_ref_flags(const LabSpec *lab, const Run *run, char *buf, size_t len) {
     (void)lab;
+    // A choice only planned (--gpus other than the ranks, or nothing fits)
+    // trains nothing.
+    if (run->dump && dump_find(run->dump, "lab07/choice/ok") && !dump_find(run->dump, "loss")) return NULL;
     static const char *const drop[] = {"tp", "pp", "micro", "schedule", "zero", "budget-mb", "gpus", NULL};
     without_flags(run, drop, buf, len);
     // lab07's dropout default is not build/ref's.
@@ -184,6 +232,28 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     if (!check_ran(g, run, false)) return;
     const DumpFile *d = run->dump;
     check_hooks_written(g, run);
+    // --budget-mb: the student's choice is the planner's fastest that fits
+    // (graded at several budgets and numbers of GPUs, most of them only
+    // planned: --gpus other than the ranks), and a choice run holds what the
+    // formulas said, within the budget.
+    if (dump_find(d, "lab07/choice/ok")) {
+        const bool ok = dump_scalar(d, "lab07/choice/ok", 0) != 0;
+        const double budget = dump_scalar(d, "lab07/choice/budget", 0);
+        char fig[160], want[160], diag[700];
+        const int gpus = (int)dump_scalar(d, "lab07/choice/gpus", 0);
+        if (dump_scalar(d, "lab07/choice/t", 0) == 0) snprintf(fig, sizeof fig, "none for %d GPUs", gpus);
+        else snprintf(fig, sizeof fig, "t %d, p %d, m %d for %d GPUs", (int)dump_scalar(d, "lab07/choice/t", 0),
+                      (int)dump_scalar(d, "lab07/choice/p", 0), (int)dump_scalar(d, "lab07/choice/m", 0), gpus);
+        if (dump_scalar(d, "lab07/choice/best_t", 0) == 0) snprintf(want, sizeof want, "none fits %.2f MB", budget / 1e6);
+        else snprintf(want, sizeof want, "t %d, p %d, m %d: the fastest within %.2f MB",
+                 (int)dump_scalar(d, "lab07/choice/best_t", 0), (int)dump_scalar(d, "lab07/choice/best_p", 0),
+                 (int)dump_scalar(d, "lab07/choice/best_m", 0), budget / 1e6);
+        snprintf(diag, sizeof diag, "grid_choose did not choose the planner's fastest configuration whose memory fits "
+                 "the budget: every t dividing the GPUs, p dividing the rest, dp what is left, m from 1 to a "
+                 "replica's rows and each recomputation must be tried, those plan() calls invalid or over the budget "
+                 "left out, and of the rest the least seconds kept (not the least memory)");
+        grade_check(g, run, "the configuration chosen within the budget", ok, fig, want, diag);
+    }
     // A grid or wiring not written yet stops the run before training: the
     // unfinished TODOs are the whole answer.
     if (!dump_find(d, "loss")) return;
@@ -218,22 +288,9 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     grade_check(g, run, "replicated tensors equal on every rank of a TP group", same,
                 same ? "equal on every rank" : name, "equal to the bit", diag);
 
-    // --budget-mb: the student's choice is the fastest that fits, and its
-    // run's memory is what the formulas said, within the budget.
     if (dump_find(d, "lab07/choice/ok")) {
-        const bool ok = dump_scalar(d, "lab07/choice/ok", 0) != 0;
         const double budget = dump_scalar(d, "lab07/choice/budget", 0);
         char fig[160], want[160], diag[700];
-        snprintf(fig, sizeof fig, "t %d, p %d, m %d", (int)dump_scalar(d, "lab07/t", 0), (int)dump_scalar(d, "lab07/p", 0),
-                 (int)config_value(d, "micro", 0));
-        snprintf(want, sizeof want, "t %d, p %d, m %d: the fastest within %.2f MB",
-                 (int)dump_scalar(d, "lab07/choice/best_t", 0), (int)dump_scalar(d, "lab07/choice/best_p", 0),
-                 (int)dump_scalar(d, "lab07/choice/best_m", 0), budget / 1e6);
-        snprintf(diag, sizeof diag, "grid_choose did not choose the planner's fastest configuration whose memory fits "
-                 "the budget: every t dividing the GPUs, p dividing the rest, dp what is left, m from 1 to a "
-                 "replica's rows and each recomputation must be tried, those plan() calls invalid or over the budget "
-                 "left out, and of the rest the least seconds kept (not the least memory)");
-        grade_check(g, run, "the configuration chosen within the budget", ok, fig, want, diag);
         const DumpArray *facts = dump_find(d, "lab07/rank");
         double most = 0;
         for (uint64_t r = 0; facts && facts->ndim == 2 && r < facts->shape[0]; r++) {
@@ -316,5 +373,5 @@ const LabSpec LAB07 = {
     .id = "lab07", .dir = "lab07_3d_parallel", .student_file = "grid.c", .program = "lab07",
     .solution = "lab07_solution", .runs = LAB07_RUNS, .nruns = sizeof LAB07_RUNS / sizeof LAB07_RUNS[0],
     .ref_flags = lab07_ref_flags, .check = lab07_check, .words = WORDS_DATA_PARALLEL | WORDS_SHARDS,
-    .given = LAB07_GIVEN,
+    .given = LAB07_GIVEN, .hidden = lab07_hidden,
 };

@@ -2,7 +2,9 @@
 // and the check that every TODO is written.
 #include "specs.h"
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lab.h"
@@ -61,4 +63,37 @@ bool run_called_unfinished(const Run *run) {
         if (strncmp(a->name, "check/unfinished/", 17) == 0 && a->count >= 1 && dump_get(a, 0) != 0) return true;
     }
     return false;
+}
+
+// ---- hidden runs ------------------------------------------------------------------
+
+// splitmix64: a stream of 64-bit draws from one state.
+static uint64_t draw_next(Draw *d) {
+    uint64_t z = (d->state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+Draw draw_start(uint64_t seed, const char *lab) {
+    Draw d = {seed * 0x2545f4914f6cdd1dull};
+    for (const char *c = lab; *c; c++) d.state = d.state * 131 + (unsigned char)*c;
+    draw_next(&d);
+    return d;
+}
+
+int draw_int(Draw *d, int lo, int hi) { return lo + (int)(draw_next(d) % (uint64_t)(hi - lo + 1)); }
+
+int draw_pick(Draw *d, const int *v, int n) { return v[draw_int(d, 0, n - 1)]; }
+
+const char *draw_word(Draw *d, const char *const *v, int n) { return v[draw_int(d, 0, n - 1)]; }
+
+void hidden_run(RunSpec *out, int k, int np, bool quick, const char *fmt, ...) {
+    char name[32], flags[512];
+    snprintf(name, sizeof name, "hidden-%d", k + 1);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(flags, sizeof flags, fmt, ap);
+    va_end(ap);
+    *out = (RunSpec){strdup(name), np, strdup(flags), quick, false};
 }

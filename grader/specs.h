@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lab.h"
 #include "results.h"
@@ -19,3 +20,28 @@ void check_hooks_written(Grader *g, const Run *run);
 // so): such a run is not compared with single-device training, whose
 // reference would then be trained for nothing (its TODO check fails it).
 bool run_called_unfinished(const Run *run);
+
+// ---- hidden runs ------------------------------------------------------------------
+//
+// A grading with --hidden-seed S runs, besides each lab's listed runs, runs
+// drawn from S at grading time (LabSpec.hidden): other world sizes, shapes,
+// strategies and budgets, each within what the lab supports, so that code
+// fitted to the listed runs (or to the answers printed in a README) meets
+// configurations nobody has seen. The draws are a function of S and the lab
+// alone: the same seed draws the same runs, and a failing hidden run is made
+// again with `build/grade --hidden-seed S --runs NAME`.
+
+typedef struct {
+    uint64_t state;
+} Draw;
+
+Draw draw_start(uint64_t seed, const char *lab);   // the lab's own stream of draws
+int draw_int(Draw *d, int lo, int hi);            // uniform in [lo, hi]
+// One of the n values listed.
+int draw_pick(Draw *d, const int *v, int n);
+const char *draw_word(Draw *d, const char *const *v, int n);
+
+// Makes out[k] the hidden run "hidden-(k+1)" of `np` ranks with printf's
+// flags (copied; they live as long as the grading).
+void hidden_run(RunSpec *out, int k, int np, bool quick, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));

@@ -308,18 +308,25 @@ void grid_report_dump(DumpWriter *dw, Comm *c, const GridReport *r) {
     dump_f64(dw, "lab07/rank", all, 2, shape);
     dump_scalar_f64(dw, "lab07/early_sync", comm_max_double(c, r->run->early_sync));
     dump_scalar_f64(dw, "lab07/early_bytes", comm_max_double(c, r->run->early_bytes));
-    if (r->choice && r->choice->on) {
-        dump_scalar_f64(dw, "lab07/choice/ok", r->choice->ok);
-        dump_scalar_f64(dw, "lab07/choice/budget", r->choice->budget);
-        dump_scalar_f64(dw, "lab07/choice/planned", r->choice->planned);
-        dump_scalar_f64(dw, "lab07/choice/best_t", r->choice->best_t);
-        dump_scalar_f64(dw, "lab07/choice/best_p", r->choice->best_p);
-        dump_scalar_f64(dw, "lab07/choice/best_m", r->choice->best_m);
-    }
+    if (r->choice) grid_choice_dump(dw, r->choice);
     dump_scalar_f64(dw, "lab07/t", r->g->n.tp);
     dump_scalar_f64(dw, "lab07/p", r->g->n.pp);
     dump_scalar_f64(dw, "lab07/dp", r->g->n.dp);
     dump_scalar_f64(dw, "lab07/zero", r->st->zero);
     dump_scalar_f64(dw, "lab07/micro_rows", r->pp->micro_rows);
     free(all);
+}
+
+void grid_choice_dump(DumpWriter *dw, const GridChoiceReport *choice) {
+    if (!choice->on) return;
+    dump_scalar_f64(dw, "lab07/choice/ok", choice->ok);
+    dump_scalar_f64(dw, "lab07/choice/budget", choice->budget);
+    dump_scalar_f64(dw, "lab07/choice/planned", choice->planned);
+    dump_scalar_f64(dw, "lab07/choice/gpus", choice->gpus);
+    dump_scalar_f64(dw, "lab07/choice/t", choice->t);
+    dump_scalar_f64(dw, "lab07/choice/p", choice->p);
+    dump_scalar_f64(dw, "lab07/choice/m", choice->m);
+    dump_scalar_f64(dw, "lab07/choice/best_t", choice->best_t);
+    dump_scalar_f64(dw, "lab07/choice/best_p", choice->best_p);
+    dump_scalar_f64(dw, "lab07/choice/best_m", choice->best_m);
 }

@@ -531,10 +531,12 @@ def grader():
         return Case("grader", f"planted bugs of {lab}", GRADE + ["--lab", lab, "--mutants", f"grader/mutants/{lab}/"]
                     + MUTANTS, 900, needs=s)
 
-    def adversarial(name, pattern, forbidden="", lab="lab02", runs="np2-bucketed"):
-        # A submission that tries to cheat or to break the grader.
+    def adversarial(name, pattern, forbidden="", lab="lab02", runs="np2-bucketed", hidden=""):
+        # A submission that tries to cheat or to break the grader (with
+        # `hidden`, graded with that hidden seed too).
         return Case("grader", f"adversarial submission: {name}",
-                    ["tests/scripts/adversarial.sh", lab, runs, name, pattern, forbidden], 300, needs=s)
+                    ["tests/scripts/adversarial.sh", lab, runs, name, pattern, forbidden]
+                    + ([hidden] if hidden else []), 300, needs=s)
 
     # The reference solutions pass, with valid reports for Gradescope and
     # JUnit (hidden runs included); the unfinished student files fail. The
@@ -618,6 +620,16 @@ def grader():
         adversarial("lab05_gpipe_as_1f1b", "were freed before its backward pass", lab="lab05", runs="np3-1f1b-m8"),
         adversarial("lab06_whole_sequence", "the LayerNorms ran on more than this rank's tokens", lab="lab06",
                     runs="np2"),
+        # Fitted to what a fixed list of runs grades: lab07's choice answered
+        # from the README (right at 4 GPUs within 8 MB, wrong at the other
+        # budgets and GPUs the grader asks), and a file that reads its run's
+        # HOME and TMPDIR to tell a hidden run from a listed one, which must
+        # learn nothing there: every run, hidden ones included, fails the
+        # same way (its hooks unwritten), none by the abort it makes in a run
+        # it can place.
+        adversarial("lab07_readme_choice", "grid_choose did not choose the planner's fastest", lab="lab07",
+                    runs="np4-budget-8mb,plan-gpus8-8mb,plan-gpus16-5mb-layers6"),
+        adversarial("hidden_by_home", "not written yet", "SIGABRT", runs="np2-bucketed,hidden", hidden="4242"),
         # As root, a submission is built as untrusted as it runs.
         Case("grader", "a submission's build is sandboxed: the solution by path, /dev/zero, /dev/stdin",
              ["tests/scripts/sandboxed-build.sh"], 400, needs=s + [root]),
