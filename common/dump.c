@@ -79,7 +79,20 @@ struct DumpWriter {
     int n_names, cap_names;
 };
 
+// The writer dump_preopen made, for the dump_create of its path.
+static DumpWriter *g_preopened;
+
+void dump_preopen(const char *path) {
+    CHECK(!g_preopened && path, "dump_preopen: one dump, with a path");
+    g_preopened = dump_create(path);
+}
+
 DumpWriter *dump_create(const char *path) {
+    if (g_preopened && path && strcmp(path, g_preopened->path) == 0) {
+        DumpWriter *w = g_preopened;
+        g_preopened = NULL;
+        return w;
+    }
     DumpWriter *w = calloc(1, sizeof *w);
     CHECK(w, "out of memory creating a dump writer");
     if (!path) return w;

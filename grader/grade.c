@@ -502,7 +502,7 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     char inner[6000], qinner[6400];
     snprintf(inner, sizeof inner,
              "cd %s && exec env -i PATH=%s HOME=%s TMPDIR=%s OMPI_MCA_btl_vader_backing_directory=%s "
-             "OPENBLAS_NUM_THREADS=1%s mpirun "
+             "OPENBLAS_NUM_THREADS=1 PL_SANDBOX=1%s mpirun "
              "--oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
              qdir, qpath, qdir, qdir, qdir, keep, np, qbin, flags, o->watchdog);
     shell_quote(qinner, sizeof qinner, inner);
@@ -630,7 +630,7 @@ static RefRuns *reference(const Options *o, const char *flags) {
 // communication no counter sees, a file or a system call (open, syscall,
 // prctl, dlsym) reaches past the harness.
 static const char *const ALLOWED_CALLS =
-    "^((ops|comm|mem|core|optim|pp|prec|tp|tpg|sp|trace)_[a-z0-9_]*|lab_todo|print0|printr|_GLOBAL_OFFSET_TABLE_|"
+    "^((ops|comm|mem|core|optim|pp|prec|tp|tpg|sp)_[a-z0-9_]*|trace_(begin|end|span|on)|lab_todo|print0|printr|_GLOBAL_OFFSET_TABLE_|"
     "__stack_chk_fail|__assert_fail|abort|exit|mem(cpy|move|set|cmp)|str(cmp|ncmp|len|nlen|chr|rchr|str|cpy|ncpy|"
     "cat|ncat|tol|toul|tod|tof)|ato[ifl]|(v?s?n?|f)printf|puts|fputs|putchar|fputc|putc|fflush|stdout|stderr|"
     "__(v?s?n?|f|vf)printf_chk|__(memcpy|memmove|memset|strcpy|strcat|strncpy)_chk|__ctype_(b|tolower|toupper)_loc|"
