@@ -593,9 +593,11 @@ def grader():
              ["tests/scripts/sandboxed-build.sh"], 400, needs=s + [root]),
         # As root, a run has its own /tmp, /var/tmp and /dev/shm: what it
         # leaves there is gone with it.
-        Case("grader", "adversarial submission: leaves_files, and what it left in /tmp, /var/tmp and /dev/shm is gone",
+        Case("grader", "adversarial submission: leaves_files, and what it left in /tmp, /var/tmp, /dev/shm, "
+             "/run/lock and System V shared memory is gone",
              "tests/scripts/adversarial.sh lab02 np2-bucketed leaves_files 'not written yet' && "
-             "! ls /tmp/pl-adversary-left /var/tmp/pl-adversary-left /dev/shm/pl-adversary-left 2>/dev/null", 300,
+             "! ls /tmp/pl-adversary-left /var/tmp/pl-adversary-left /dev/shm/pl-adversary-left "
+             "/run/lock/pl-adversary-left 2>/dev/null && ! ipcs -m | grep -qi 0x504c4146", 300,
              needs=s + [root]),
     ]
     return cs
