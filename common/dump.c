@@ -121,7 +121,27 @@ static void name_unnamed(DumpWriter *w) {
           w->open_path, strerror(errno));
 }
 
+// The next dump_create writes a named .partial (dump_preopen).
+static bool g_named_only;
+
+// The writer dump_preopen made, for the dump_create of its path.
+static DumpWriter *g_preopened;
+
+void dump_preopen(const char *path) {
+    CHECK(!g_preopened && path, "dump_preopen: one dump, with a path");
+    // Named (path.partial, renamed at close): the sandbox that follows
+    // refuses the link that names an unnamed file, and allows the rename.
+    g_named_only = true;
+    g_preopened = dump_create(path);
+    g_named_only = false;
+}
+
 DumpWriter *dump_create(const char *path) {
+    if (g_preopened && path && strcmp(path, g_preopened->path) == 0) {
+        DumpWriter *w = g_preopened;
+        g_preopened = NULL;
+        return w;
+    }
     DumpWriter *w = calloc(1, sizeof *w);
     CHECK(w, "out of memory creating a dump writer");
     if (!path) return w;
@@ -141,7 +161,7 @@ DumpWriter *dump_create(const char *path) {
         memcpy(w->open_path + len, ".partial", sizeof ".partial");
         CHECK(unlink(path) == 0 || errno == ENOENT,
               "cannot replace the dump file %s: %s; choose another path", path, strerror(errno));
-        w->f = open_unnamed(path, len);
+        w->f = g_named_only ? NULL : open_unnamed(path, len);
         w->unnamed = w->f != NULL;
         if (!w->unnamed) snprintf(g_partial, sizeof g_partial, "%s", w->open_path);
     } else {

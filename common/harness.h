@@ -48,6 +48,11 @@ typedef struct Reference {
 // the rank's device (mem_init), the ops on it (ops_init, --tf32) and
 // --trace. Returns the world.
 Comm *harness_start(const Args *a, int *argc, char ***argv);
+// In a graded run (PL_SANDBOX=1, sandbox.h): rank 0's dump opened, then the
+// kernel's filter closed on the process, before any student code runs.
+// harness_start calls it last; lab01, which has no harness_start, after its
+// set-up.
+void harness_close_sandbox(Comm *c, const Args *a);
 
 // Refused before anything is allocated when the run cannot fit this node's
 // memory: each rank's replica for `rows` rows of the batch (an upper

@@ -251,6 +251,7 @@ static const char *signal_name(int signo) {
     case 11: return " (SIGSEGV, a bad memory access)";
     case 24: return " (SIGXCPU, past the CPU time limit)";
     case 25: return " (SIGXFSZ, a file past the size limit)";
+    case 31: return " (SIGSYS, a system call the graded run's sandbox refuses)";
     default: return "";
     }
 }
@@ -308,6 +309,16 @@ static void diagnose_crash(const char *out, int signo, char *diag, size_t len) {
         snprintf(diag, len, "signal 25: the program wrote a file larger than the grader allows (1 GiB); a "
                  "lab writes only its dump and its output, a few megabytes");
         break;
+    case 31: {
+        // The sandbox's handler printed which call it refused, and why.
+        if (quote_line(out, "the sandbox of a graded run refused", line, sizeof line)[0])
+            snprintf(diag, len, "the program said \"%s\"", line);
+        else
+            snprintf(diag, len, "signal 31: the program made a system call that a graded run's sandbox refuses "
+                     "(a new process, another program, System V IPC, a file opened for writing): a lab's code "
+                     "computes, communicates and allocates through the course's interfaces alone");
+        break;
+    }
     case 9:
         snprintf(diag, len, "signal 9: the process was killed from outside, most often by the kernel "
                  "when memory ran out (something allocated far too much?)");

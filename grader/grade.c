@@ -22,7 +22,9 @@
 #include <spawn.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -221,6 +223,7 @@ typedef struct {
     const char *perturb;     // NAME:INDEX:DELTA applied to every lab dump (self-test)
     char work[512];          // temporary directory (runs' directories inside)
     char priv[600];          // work/private, mode 0700: the reference's runs and the build logs
+    char runs_dir[600];      // work/runs: the runs' directories (as root, a tmpfs of RUNS_BYTES)
     bool isolate;            // root: each run in a PID namespace as an unprivileged user
     bool net;                // and in a network namespace of its own (ip from iproute2 is there)
     int cuda;                // the trusted build's CUDA=0|1, passed to every make
@@ -247,6 +250,13 @@ static bool exists(const char *path) {
 }
 
 // ---- building --------------------------------------------------------------
+
+// The room of all the runs of one grading, as root (a tmpfs): a file of a
+// run may be 1 GiB (RLIMIT_FSIZE), and a run's dump and output are
+// megabytes.
+#define RUNS_BYTES (2LL << 30)
+// The largest dump the grader reads: a lab's is tens of MB at most.
+#define DUMP_LIMIT_BYTES (128LL << 20)
 
 // The unprivileged user a submission runs as when the grader is root: one
 // of its own for each grading (100000 + the grader's process id, set in
@@ -361,32 +371,40 @@ static const char *place_submission(const Options *o, const LabSpec *lab, char *
 
 // The sandbox of a run when the grader is root, before the command it runs
 // (which follows as "$@"): its own PID namespace (every process of the run
-// ends with it), mount namespace with fresh /tmp, /var/tmp and /dev/shm
-// (what the run leaves there is gone with it, and nothing of another run is
-// there) with the grading's work directory ($0: the runs' directories, the
-// copy of the tree) and the tree the programs are built in ($1) bound back
-// in place, a network namespace with only loopback (no network; Open MPI's
-// ranks talk over it), and then the grading's own user. When the programs
+// ends with it), IPC namespace (System V segments, semaphores and message
+// queues, and POSIX message queues, gone with it), mount namespace with
+// fresh /tmp, /var/tmp and /dev/shm and the other directories everyone may
+// write (/run/lock) masked (what the run leaves there is gone with it, and
+// nothing of another run is there) with the grading's work directory ($0:
+// the runs' directories, a file system of the grading's own, and the copy
+// of the tree) and the tree the programs are built in ($1) bound back in
+// place (read-only for a lab's runs, `ro`: a run cannot change the programs
+// or the library the next run uses), a network namespace with only loopback
+// (no network; Open MPI's ranks talk over it), and then the grading's own
+// user. When the programs
 // are built in a copy (a submission, a planted bug), the trusted tree ($2)
 // is hidden under an empty tmpfs: neither the build nor the runs can reach
 // the solutions, whatever the tree's permissions.
-static void sandbox_prefix(const Options *o, char *buf, size_t len) {
+static void sandbox_prefix(const Options *o, bool ro, char *buf, size_t len) {
     char qwork[1100], qtree[1100], qhide[1100];
     bool hide = o->build_tree && o->tree && strcmp(o->build_tree, o->tree) != 0;
     shell_quote(qwork, sizeof qwork, o->work);
     shell_quote(qtree, sizeof qtree, o->build_tree ? o->build_tree : o->work);
     shell_quote(qhide, sizeof qhide, hide ? o->tree : "");
     snprintf(buf, len,
-             "unshare --pid --fork --kill-child --mount-proc --mount%s sh -c '"
+             "unshare --pid --fork --kill-child --mount-proc --mount --ipc%s sh -c '"
              "set -e; %s"
              "mount -t tmpfs -o mode=1777,size=1g tmpfs /dev/shm; mkdir /dev/shm/.w /dev/shm/.t; "
-             "mount --bind \"$0\" /dev/shm/.w; mount --bind \"$1\" /dev/shm/.t; "
+             "mount --rbind \"$0\" /dev/shm/.w; mount --bind \"$1\" /dev/shm/.t; "
              "if [ -n \"$2\" ]; then mount -t tmpfs -o size=1m,mode=0755 tmpfs \"$2\"; fi; "
              "mount -t tmpfs -o mode=1777,size=1g tmpfs /tmp; mount -t tmpfs -o mode=1777,size=1g tmpfs /var/tmp; "
-             "mkdir -p \"$0\" \"$1\"; mount --bind /dev/shm/.w \"$0\"; mount --bind /dev/shm/.t \"$1\"; "
-             "umount /dev/shm/.w /dev/shm/.t; rmdir /dev/shm/.w /dev/shm/.t; shift 2; "
+             "for d in /run/lock /var/lock /dev/mqueue; do "
+             "if [ -d \"$d\" ] && [ ! -L \"$d\" ]; then mount -t tmpfs -o mode=1777,size=1m tmpfs \"$d\"; fi; done; "
+             "mkdir -p \"$0\" \"$1\"; mount --rbind /dev/shm/.w \"$0\"; mount --bind /dev/shm/.t \"$1\"; %s"
+             "umount -R /dev/shm/.w; umount /dev/shm/.t; rmdir /dev/shm/.w /dev/shm/.t; shift 2; "
              "exec setpriv --reuid=%d --regid=%d --clear-groups \"$@\"' %s %s %s ",
-             o->net ? " --net" : "", o->net ? "ip link set lo up; " : "", RUN_UID, RUN_GID, qwork, qtree, qhide);
+             o->net ? " --net" : "", o->net ? "ip link set lo up; " : "",
+             ro ? "mount -o remount,bind,ro \"$1\"; " : "", RUN_UID, RUN_GID, qwork, qtree, qhide);
 }
 
 // make TARGETS in the build tree; on failure the compiler's words go to `log`.
@@ -400,7 +418,7 @@ static bool build(const Options *o, const char *targets, const char *log) {
     // of /dev/zero), the trusted tree hidden. The trusted tree's own build
     // runs as it is.
     bool copy = o->isolate && strcmp(o->build_tree, o->tree) != 0;
-    if (copy) sandbox_prefix(o, prefix, sizeof prefix);
+    if (copy) sandbox_prefix(o, false, prefix, sizeof prefix);
     // The trusted build's configuration, not one the copy detects on its own.
     snprintf(inner, sizeof inner, "ulimit -t 900 -f 2097152 -v 16777216 && exec make -C %s --no-print-directory -j2 CUDA=%d %s",
              qt, o->cuda, targets);
@@ -459,7 +477,7 @@ static void run_dir_name(const Options *o, char *out, size_t len) {
         x = (uint64_t)(core_now() * 1e9) ^ ((uint64_t)getpid() << 32) ^ ++n * 0x9e3779b97f4a7c15ull;
     }
     if (f) fclose(f);
-    snprintf(out, len, "%s/run-%016llx", o->work, (unsigned long long)x);
+    snprintf(out, len, "%s/run-%016llx", o->runs_dir[0] ? o->runs_dir : o->work, (unsigned long long)x);
 }
 
 static void run_program(const Options *o, Run *run, const char *dir, const char *program, int np,
@@ -489,7 +507,7 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     char prefix[3000] = "";
     if (o->isolate) {
         CHECK(chown(dir, RUN_UID, RUN_GID) == 0, "cannot hand %s to uid %d: %s", dir, RUN_UID, strerror(errno));
-        sandbox_prefix(o, prefix, sizeof prefix);
+        sandbox_prefix(o, true, prefix, sizeof prefix);
     }
     // The run's environment is made, not inherited: PATH, its directory as
     // HOME and TMPDIR, one BLAS thread a rank (as the programs compute;
@@ -515,7 +533,7 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     char inner[6000], qinner[6400];
     snprintf(inner, sizeof inner,
              "cd %s && exec env -i PATH=%s HOME=%s TMPDIR=%s OMPI_MCA_btl_vader_backing_directory=%s "
-             "OPENBLAS_NUM_THREADS=1%s mpirun "
+             "OPENBLAS_NUM_THREADS=1 PL_SANDBOX=1%s mpirun "
              "--oversubscribe -np %d %s %s --timeout %d --dump run.bin > output.txt 2>&1",
              qdir, qpath, qdir, qdir, qdir, keep, np, qbin, flags, o->watchdog);
     shell_quote(qinner, sizeof qinner, inner);
@@ -538,8 +556,13 @@ static void run_program(const Options *o, Run *run, const char *dir, const char 
     if (plain_file(o, path)) run->output = read_tail(path, 16384, &run->output_capped);
     else run->output = read_tail("/dev/null", 1, NULL);
     bool have = plain_file(o, done);
-    run->dump = have ? dump_read(done, &run->dump_error) : NULL;
+    // Its size against a bound before any of it is read: a dump grown with
+    // records after the harness wrote it would cost the grader gigabytes.
+    struct stat ds;
+    bool small = have && stat(done, &ds) == 0 && ds.st_size <= DUMP_LIMIT_BYTES;
+    run->dump = small ? dump_read(done, &run->dump_error) : NULL;
     if (!have) run->dump_error = exists(done) ? "its dump is not a plain file (a link?)" : "no dump file";
+    else if (!small) run->dump_error = "its dump is larger than any lab's (128 MiB): not read";
 }
 
 // "NAME:INDEX:DELTA[:COUNT]": add DELTA to COUNT elements (1 unless given)
@@ -643,7 +666,7 @@ static RefRuns *reference(const Options *o, const char *flags) {
 // communication no counter sees, a file or a system call (open, syscall,
 // prctl, dlsym) reaches past the harness.
 static const char *const ALLOWED_CALLS =
-    "^((ops|comm|mem|core|optim|pp|prec|tp|tpg|sp|trace)_[a-z0-9_]*|lab_todo|print0|printr|_GLOBAL_OFFSET_TABLE_|"
+    "^((ops|comm|mem|core|optim|pp|prec|tp|tpg|sp)_[a-z0-9_]*|trace_(begin|end|span|on)|lab_todo|print0|printr|_GLOBAL_OFFSET_TABLE_|"
     "__stack_chk_fail|__assert_fail|abort|exit|mem(cpy|move|set|cmp)|str(cmp|ncmp|len|nlen|chr|rchr|str|cpy|ncpy|"
     "cat|ncat|tol|toul|tod|tof)|ato[ifl]|(v?s?n?|f)printf|puts|fputs|putchar|fputc|putc|fflush|stdout|stderr|"
     "__(v?s?n?|f|vf)printf_chk|__(memcpy|memmove|memset|strcpy|strcat|strncpy)_chk|__ctype_(b|tolower|toupper)_loc|"
@@ -1092,6 +1115,7 @@ static void write_margins(const Grader *g, const char *path, const char *what, c
 
 static void remove_work(const Options *o) {
     if (o->keep) return;
+    if (o->runs_dir[0]) umount2(o->runs_dir, MNT_DETACH);   // the runs' tmpfs, as root (none otherwise)
     char q[600], line[700];
     shell_quote(q, sizeof q, o->work);
     snprintf(line, sizeof line, "rm -rf %s", q);
@@ -1358,7 +1382,7 @@ int main(int argc, char **argv) {
         p.build_tree = pdir;
         for (int net = 1; net >= 0 && !o.isolate; net--) {
             p.net = o.net = net;
-            sandbox_prefix(&p, pre, sizeof pre);
+            sandbox_prefix(&p, false, pre, sizeof pre);
             snprintf(probe, sizeof probe, "%strue > /dev/null 2>&1", pre);
             o.isolate = shell(probe) == 0;
         }
@@ -1413,6 +1437,21 @@ int main(int argc, char **argv) {
                   "TMPDIR to a directory it can reach", RUN_UID, up, o.work);
         }
         break;
+    }
+    // The runs' directories. As root, on a file system of the grading's own:
+    // a tmpfs of RUNS_BYTES, mounted in a mount namespace of the grader's
+    // (gone with the grader however it ends, and seen by no one else), so
+    // that the runs of one grading, whatever each file's size, cannot fill
+    // a disk that another grading or the machine uses.
+    snprintf(o.runs_dir, sizeof o.runs_dir, "%s/runs", o.work);
+    CHECK(mkdir(o.runs_dir, 0711) == 0 || errno == EEXIST, "cannot make %s: %s", o.runs_dir, strerror(errno));
+    if (o.isolate && !keep) {
+        char opts[64];
+        snprintf(opts, sizeof opts, "size=%lld,mode=0711", (long long)RUNS_BYTES);
+        CHECK(unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+                  mount("tmpfs", o.runs_dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) == 0,
+              "cannot give the runs a file system of their own (a tmpfs on %s in a mount namespace of the "
+              "grader's): %s", o.runs_dir, strerror(errno));
     }
     snprintf(o.priv, sizeof o.priv, "%s/private", o.work);
     CHECK(mkdir(o.priv, 0700) == 0 || errno == EEXIST, "cannot make %s: %s", o.priv, strerror(errno));

@@ -612,6 +612,15 @@ def grader():
         adversarial("mmap_hoard", "ddp.c calls mmap"),
         adversarial("static_hoard", "memory that no allocator call made"),
         adversarial("syscall_asm", "makes system calls of its own"),
+        # The same calls by a `syscall` hidden inside another instruction's
+        # bytes, which the object scan cannot see: the graded run's sandbox
+        # (seccomp, common/sandbox.h) refuses them, and the grader names it.
+        adversarial("hidden_fork", "the sandbox of a graded run refused fork"),
+        adversarial("hidden_shm", "the sandbox of a graded run refused shmget"),
+        Case("grader", "adversarial submission: hidden_open, and nothing is left in /run/lock",
+             "tests/scripts/adversarial.sh lab02 np2-bucketed hidden_open "
+             "'the sandbox of a graded run refused open for writing' && ! ls /run/lock/pl-adversary-left 2>/dev/null",
+             300, needs=s),
         adversarial("defines_fopen", "ddp.c defines fopen"),
         # The lab's parallelism itself, not its side effects: lab04 computing
         # whole layers, lab05's 1F1B in GPipe's order with its micro-batches
@@ -635,9 +644,11 @@ def grader():
              ["tests/scripts/sandboxed-build.sh"], 400, needs=s + [root]),
         # As root, a run has its own /tmp, /var/tmp and /dev/shm: what it
         # leaves there is gone with it.
-        Case("grader", "adversarial submission: leaves_files, and what it left in /tmp, /var/tmp and /dev/shm is gone",
+        Case("grader", "adversarial submission: leaves_files, and what it left in /tmp, /var/tmp, /dev/shm, "
+             "/run/lock and System V shared memory is gone",
              "tests/scripts/adversarial.sh lab02 np2-bucketed leaves_files 'not written yet' && "
-             "! ls /tmp/pl-adversary-left /var/tmp/pl-adversary-left /dev/shm/pl-adversary-left 2>/dev/null", 300,
+             "! ls /tmp/pl-adversary-left /var/tmp/pl-adversary-left /dev/shm/pl-adversary-left "
+             "/run/lock/pl-adversary-left 2>/dev/null && ! ipcs -m | grep -qi 0x504c4146", 300,
              needs=s + [root]),
     ]
     return cs
