@@ -633,18 +633,28 @@ static RefRuns *reference(const Options *o, const char *flags) {
     args_apply_flags(&a, flags);
     RefSet set;
     refcache_set(&cache, &a, &set);
-    if (!refcache_fill(&cache, &set, refcache_jobs(&set), o->limit, NULL, NULL, rr->error, sizeof rr->error))
-        return rr;
+    // An entry gone between the fill and its reading (the cache emptied
+    // meanwhile: make clean, or another build's pruning) is trained again,
+    // once.
     DumpFile *runs[YARDSTICK_MAX] = {0};
-    for (int k = 0; k < set.n; k++) {
+    for (int attempt = 0;; attempt++) {
+        if (!refcache_fill(&cache, &set, refcache_jobs(&set), o->limit, NULL, NULL, rr->error, sizeof rr->error))
+            return rr;
+        int k = 0, gone = 0;
         const char *err = NULL;
-        runs[k] = dump_read(set.paths[k], &err);
-        if (!o->ref_cache) unlink(set.paths[k]);   // read once: no answer stays on disk while labs run
-        if (!runs[k]) {
+        for (; k < set.n; k++) {
+            runs[k] = dump_read(set.paths[k], &err);
+            gone = !runs[k] && access(set.paths[k], F_OK) != 0;
+            if (!o->ref_cache) unlink(set.paths[k]);   // read once: no answer stays on disk while labs run
+            if (!runs[k]) break;
+        }
+        if (k == set.n) break;
+        for (int j = 0; j < k; j++) dump_free(runs[j]);
+        if (!gone || attempt > 0) {
             snprintf(rr->error, sizeof rr->error, "the reference run %s cannot be read back: %s", set.paths[k], err);
-            for (int j = 0; j < k; j++) dump_free(runs[j]);
             return rr;
         }
+        print0("note: the reference run %s was gone from the cache once made; training it again\n", set.paths[k]);
     }
     rr->ref = runs[0];
     measure_rounding(runs, set.n, &rr->measured);
