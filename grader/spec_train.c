@@ -532,7 +532,9 @@ int tp_ratio_causes(const Run *run, const char *prefix, RatioCause *out) {
                  "or a replicated tensor's gradient all-reduced), or the loss counted once per rank of the group", t);
         out[n].factor = 1.0 / t;
         snprintf(out[n++].cause, sizeof out->cause, "which is 1/t = 1/%d: a partial sum was kept where the group's "
-                 "sum belongs (an all-reduce of f's backward or g's forward missing), or the loss divided by t", t);
+                 "sum belongs (an all-reduce of f's backward or g's forward missing), a replicated tensor's gradient "
+                 "averaged over the group where its sum belongs (each rank saw T/t of the tokens), or the loss "
+                 "divided by t", t);
     }
     if (dp > 1) {
         out[n].factor = dp;
