@@ -279,6 +279,51 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static PtrMap g_blocks;   // pointer -> bytes << 8 | category
 static size_t g_live[MEM_NCAT], g_peak[MEM_NCAT], g_live_total, g_peak_total;
 
+// The live blocks again, sorted by address: the block that holds a pointer
+// is a binary search away, cheap enough for every op's argument check.
+typedef struct {
+    uintptr_t start;
+    size_t bytes;
+    MemCategory cat;
+    char name[40];
+} Span;
+static Span *g_spans;
+static size_t g_nspans, g_spans_cap;
+
+// The number of spans that start at or before q (under g_lock).
+static size_t spans_upto(uintptr_t q) {
+    size_t lo = 0, hi = g_nspans;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g_spans[mid].start <= q) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void span_add(uintptr_t start, size_t bytes, MemCategory cat, const char *name) {
+    if (g_nspans == g_spans_cap) {
+        size_t cap = g_spans_cap ? 2 * g_spans_cap : 256;
+        // The library's own bookkeeping, outside the heap's measure (as the
+        // maps above are).
+        Span *s = __real_realloc(g_spans, cap * sizeof *s);
+        CHECK(s, "out of memory keeping the list of %zu live blocks", g_nspans);
+        g_spans = s, g_spans_cap = cap;
+    }
+    size_t i = spans_upto(start);
+    memmove(g_spans + i + 1, g_spans + i, (g_nspans - i) * sizeof *g_spans);
+    g_spans[i] = (Span){.start = start, .bytes = bytes, .cat = cat};
+    snprintf(g_spans[i].name, sizeof g_spans[i].name, "%s", name ? name : "?");
+    g_nspans++;
+}
+
+static void span_remove(uintptr_t start) {
+    size_t i = spans_upto(start);
+    if (i == 0 || g_spans[i - 1].start != start) return;
+    memmove(g_spans + i - 1, g_spans + i, (g_nspans - i) * sizeof *g_spans);
+    g_nspans--;
+}
+
 static const char *g_cat_names[MEM_NCAT] = {"PARAMS", "GRADS", "OPTIM", "ACTS", "COMM", "OTHER"};
 
 const char *mem_category_name(MemCategory cat) {
@@ -314,6 +359,7 @@ void *mem_alloc(size_t bytes, MemCategory cat, const char *name) {
     mem_zero(p, bytes);
     pthread_mutex_lock(&g_lock);
     ptrmap_put(&g_blocks, (uintptr_t)p, (uint64_t)bytes << 8 | (uint64_t)cat);
+    span_add((uintptr_t)p, bytes, cat, name);
     g_live[cat] += bytes;
     g_live_total += bytes;
     if (g_live[cat] > g_peak[cat]) g_peak[cat] = g_live[cat];
@@ -335,20 +381,64 @@ static const char *(*g_free_check)(const void *ptr, size_t bytes);
 
 void mem_set_free_check(const char *(*busy)(const void *ptr, size_t bytes)) { g_free_check = busy; }
 
-size_t mem_bytes_after(const void *p, MemCategory *cat) {
+bool mem_block_of(const void *p, MemBlock *b) {
     uintptr_t q = (uintptr_t)p;
-    size_t left = SIZE_MAX;
+    bool found = false;
+    if (!p) return false;
     pthread_mutex_lock(&g_lock);
-    for (size_t i = 0; i < g_blocks.cap; i++) {
-        uintptr_t k = g_blocks.keys[i];
-        size_t bytes = (size_t)(g_blocks.vals[i] >> 8);
-        if (!k || q < k || q >= k + bytes) continue;
-        left = bytes - (size_t)(q - k);
-        if (cat) *cat = (MemCategory)(g_blocks.vals[i] & 0xff);
-        break;
+    size_t i = spans_upto(q);
+    if (i > 0 && q < g_spans[i - 1].start + g_spans[i - 1].bytes) {
+        const Span *s = &g_spans[i - 1];
+        found = true;
+        if (b) {
+            b->start = (const void *)s->start, b->bytes = s->bytes, b->cat = s->cat;
+            memcpy(b->name, s->name, sizeof b->name);
+        }
     }
     pthread_mutex_unlock(&g_lock);
-    return left;
+    return found;
+}
+
+size_t mem_bytes_after(const void *p, MemCategory *cat) {
+    MemBlock b;
+    if (!mem_block_of(p, &b)) return SIZE_MAX;
+    if (cat) *cat = b.cat;
+    return b.bytes - (size_t)((const char *)p - (const char *)b.start);
+}
+
+// The message of a failed extent check: the call, the argument, its extent
+// and the block, and the usual cause.
+static void extent_failed(const char *op, const char *what, const void *p, const MemBlock *b, size_t count,
+                          size_t elem, const char *shape) {
+    size_t at = (size_t)((const char *)p - (const char *)b->start), bytes = count * elem;
+    char size[32], extent[160];
+    if (shape && shape[0]) snprintf(extent, sizeof extent, "%s (%zu bytes)", shape, bytes);
+    else if (elem == 1) snprintf(extent, sizeof extent, "%zu bytes", count);
+    else snprintf(extent, sizeof extent, "%zu elements of %zu bytes (%zu bytes)", count, elem, bytes);
+    core_fail(__FILE__, __LINE__, "%s: %s spans %s from byte %zu of the block '%s' (%s, %s = %zu bytes), "
+              "%zu bytes past its end: a count, an element size or an offset is wrong (a bf16 buffer, 2 bytes an "
+              "element, copied with fp32's 4 bytes, or an offset counted in floats, reaches twice as far)", op, what,
+              extent, at, b->name, mem_category_name(b->cat), core_fmt_bytes((double)b->bytes, size, sizeof size),
+              b->bytes, at + bytes - b->bytes);
+}
+
+void mem_check_extent(const char *op, const char *what, const void *p, size_t count, size_t elem) {
+    MemBlock b;
+    if (!count || !mem_block_of(p, &b)) return;
+    size_t left = b.bytes - (size_t)((const char *)p - (const char *)b.start);
+    if (count > left / elem) extent_failed(op, what, p, &b, count, elem, NULL);
+}
+
+void mem_check_extent_2d(const char *op, const char *what, const void *p, size_t rows, size_t ld, size_t cols,
+                         size_t elem) {
+    MemBlock b;
+    if (!rows || !cols || !mem_block_of(p, &b)) return;
+    size_t left = b.bytes - (size_t)((const char *)p - (const char *)b.start), count = (rows - 1) * ld + cols;
+    if (count > left / elem) {
+        char shape[160];
+        snprintf(shape, sizeof shape, "%zu rows of %zu elements, %zu apart, of %zu bytes each", rows, cols, ld, elem);
+        extent_failed(op, what, p, &b, count, elem, shape);
+    }
 }
 
 void mem_free(void *ptr) {
@@ -365,6 +455,7 @@ void mem_free(void *ptr) {
     pthread_mutex_lock(&g_lock);
     bool known = ptrmap_take(&g_blocks, (uintptr_t)ptr, &v);
     if (known) {
+        span_remove((uintptr_t)ptr);
         size_t bytes = (size_t)(v >> 8);
         MemCategory cat = (MemCategory)(v & 0xff);
         g_live[cat] -= bytes;
@@ -381,6 +472,8 @@ void mem_free(void *ptr) {
 
 void mem_to_host(void *host_dst, const void *dev_src, size_t bytes) {
     if (!bytes) return;
+    mem_check_extent("mem_to_host", "the source", dev_src, bytes, 1);
+    mem_check_extent("mem_to_host", "the destination", host_dst, bytes, 1);
     if (g_device == DEVICE_CUDA)
         mem_cuda_copy(host_dst, dev_src, bytes, MEM_CUDA_D2H);
     else
@@ -389,6 +482,8 @@ void mem_to_host(void *host_dst, const void *dev_src, size_t bytes) {
 
 void mem_from_host(void *dev_dst, const void *host_src, size_t bytes) {
     if (!bytes) return;
+    mem_check_extent("mem_from_host", "the destination", dev_dst, bytes, 1);
+    mem_check_extent("mem_from_host", "the source", host_src, bytes, 1);
     if (g_device == DEVICE_CUDA)
         mem_cuda_copy(dev_dst, host_src, bytes, MEM_CUDA_H2D);
     else
@@ -396,7 +491,10 @@ void mem_from_host(void *dev_dst, const void *host_src, size_t bytes) {
 }
 
 void mem_copy(void *dev_dst, const void *dev_src, size_t bytes) {
-    if (!bytes || dev_dst == dev_src) return;
+    if (!bytes) return;
+    mem_check_extent("mem_copy", "the destination", dev_dst, bytes, 1);
+    mem_check_extent("mem_copy", "the source", dev_src, bytes, 1);
+    if (dev_dst == dev_src) return;
     if (g_device == DEVICE_CUDA)
         mem_cuda_copy(dev_dst, dev_src, bytes, MEM_CUDA_D2D);
     else
@@ -405,6 +503,7 @@ void mem_copy(void *dev_dst, const void *dev_src, size_t bytes) {
 
 void mem_zero(void *dev_ptr, size_t bytes) {
     if (!bytes) return;
+    mem_check_extent("mem_zero", "the buffer", dev_ptr, bytes, 1);
     if (g_device == DEVICE_CUDA)
         mem_cuda_zero(dev_ptr, bytes);
     else

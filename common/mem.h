@@ -55,9 +55,26 @@ uint16_t *mem_alloc_bf16(size_t count, MemCategory cat, const char *name);
 void mem_free(void *ptr);   // NULL is ignored; a pointer mem_alloc did not return is an error
 // The bytes from p to the end of the mem_alloc block that holds it, and the
 // block's category (in *cat when not NULL); SIZE_MAX when no live block
-// holds p (host memory, or a buffer of the libraries'). A scan of the live
-// blocks: for argument checks, not for inner loops.
+// holds p (host memory, or a buffer of the libraries'). mem_block_of's lookup.
 size_t mem_bytes_after(const void *p, MemCategory *cat);
+// The mem_alloc block that holds p: its first byte, size, category and
+// name; false when no live block holds p (host memory, a library's
+// buffer). A binary search of the live blocks, cheap enough for every call.
+typedef struct {
+    const void *start;
+    size_t bytes;
+    MemCategory cat;
+    char name[40];
+} MemBlock;
+bool mem_block_of(const void *p, MemBlock *b);
+// The argument checks of ops.h and the copies below: stop the run, naming
+// the call `op`, the argument `what`, its extent and the block, when count
+// elements of elem bytes from p (or rows of cols elements, ld apart) run
+// past the end of the mem_alloc block that holds p. Nothing is checked
+// where p lies in no block.
+void mem_check_extent(const char *op, const char *what, const void *p, size_t count, size_t elem);
+void mem_check_extent_2d(const char *op, const char *what, const void *p, size_t rows, size_t ld, size_t cols,
+                         size_t elem);
 // Asked by mem_free before a block goes: what still uses it (a sentence), or
 // NULL. comm sets it, so that freeing a buffer an asynchronous operation
 // still reads or writes fails at once with its name instead of corrupting

@@ -34,6 +34,30 @@ void ops_use_host(bool on) { g_use_host = on; }
 
 static bool on_gpu(void) { return mem_device() == DEVICE_CUDA && !g_use_host; }
 
+// ---- the arguments' extents --------------------------------------------------
+
+// Every op checks that each of its arrays fits in the mem_alloc block it
+// points into (mem_check_extent: a binary search per argument), so that a
+// count, an element size or an offset that is wrong stops the run with the
+// call's name instead of corrupting the heap. The loops inside the ops call
+// the unchecked CPU loops (accumulate, accumulate_2d) instead.
+static inline void ext(const char *op, const char *what, const void *p, size_t n, size_t elem) {
+    if (p) mem_check_extent(op, what, p, n, elem);
+}
+
+static inline void ext2(const char *op, const char *what, const void *p, int rows, int ld, int cols, size_t elem) {
+    if (p && rows > 0 && cols > 0) mem_check_extent_2d(op, what, p, (size_t)rows, (size_t)ld, (size_t)cols, elem);
+}
+
+// y += x and its rows, on the CPU, without the checks (the ops' own loops).
+static void accumulate(float *restrict y, const float *restrict x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
+    for (int r = 0; r < rows; r++) accumulate(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols);
+}
+
 void ops_set_tf32(bool on) { ops_cuda_set_tf32(on); }
 
 // ---- the work asked for (ops.h) ------------------------------------------------
@@ -94,6 +118,10 @@ void ops_init(void) {
 
 void ops_matmul_forward(float *out, const float *inp, const float *w, const float *bias, int M,
                         int K, int N) {
+    ext("ops_matmul_forward", "out", out, (size_t)M * N, sizeof(float));
+    ext("ops_matmul_forward", "inp", inp, (size_t)M * K, sizeof(float));
+    ext("ops_matmul_forward", "w", w, (size_t)K * N, sizeof(float));
+    ext("ops_matmul_forward", "bias", bias, (size_t)N, sizeof(float));
     g_work.matmul += (double)M * K * N;
     if (on_gpu()) {
         ops_cuda_matmul_forward(out, inp, w, bias, M, K, N);
@@ -119,6 +147,12 @@ void ops_matmul_forward(float *out, const float *inp, const float *w, const floa
 
 void ops_matmul_backward(float *dinp, float *dw, float *dbias, const float *dout,
                          const float *inp, const float *w, int M, int K, int N) {
+    ext("ops_matmul_backward", "dinp", dinp, (size_t)M * K, sizeof(float));
+    ext("ops_matmul_backward", "dw", dw, (size_t)K * N, sizeof(float));
+    ext("ops_matmul_backward", "dbias", dbias, (size_t)N, sizeof(float));
+    ext("ops_matmul_backward", "dout", dout, (size_t)M * N, sizeof(float));
+    ext("ops_matmul_backward", "inp", inp, (size_t)M * K, sizeof(float));
+    ext("ops_matmul_backward", "w", w, (size_t)K * N, sizeof(float));
     g_work.matmul += (double)M * K * N * ((dinp != NULL) + (dw != NULL));
     if (on_gpu()) {
         ops_cuda_matmul_backward(dinp, dw, dbias, dout, inp, w, M, K, N);
@@ -190,6 +224,10 @@ void ops_release_scratch(void) {
 }
 
 void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const float *bias, int M, int K, int N) {
+    ext("ops_matmul_forward_bf16", "out", out, (size_t)M * N, sizeof(float));
+    ext("ops_matmul_forward_bf16", "inp", inp, (size_t)M * K, sizeof(bf16));
+    ext("ops_matmul_forward_bf16", "w", w, (size_t)K * N, sizeof(bf16));
+    ext("ops_matmul_forward_bf16", "bias", bias, (size_t)N, sizeof(float));
     if (on_gpu()) {
         g_work.matmul += (double)M * K * N;
         ops_cuda_matmul_forward_bf16(out, inp, w, bias, M, K, N);
@@ -217,6 +255,12 @@ void ops_matmul_forward_bf16(float *out, const bf16 *inp, const bf16 *w, const f
 
 void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *dout, const bf16 *inp,
                               const bf16 *w, int M, int K, int N) {
+    ext("ops_matmul_backward_bf16", "dinp", dinp, (size_t)M * K, sizeof(float));
+    ext("ops_matmul_backward_bf16", "dw", dw, (size_t)K * N, sizeof(float));
+    ext("ops_matmul_backward_bf16", "dbias", dbias, (size_t)N, sizeof(float));
+    ext("ops_matmul_backward_bf16", "dout", dout, (size_t)M * N, sizeof(bf16));
+    ext("ops_matmul_backward_bf16", "inp", inp, (size_t)M * K, sizeof(bf16));
+    ext("ops_matmul_backward_bf16", "w", w, (size_t)K * N, sizeof(bf16));
     if (on_gpu()) {
         g_work.matmul += (double)M * K * N * ((dinp != NULL) + (dw != NULL));
         ops_cuda_matmul_backward_bf16(dinp, dw, dbias, dout, inp, w, M, K, N);
@@ -238,16 +282,19 @@ void ops_matmul_backward_bf16(float *dinp, float *dw, float *dbias, const bf16 *
     float *part = scratch(3, MK);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N - N1, 1.0f, fd + N1, N, fw + N1, N, 0.0f, part, K);
     round_bf16(part, MK);
-    ops_accumulate(dinp, part, MK);
+    accumulate(dinp, part, MK);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, K, N1, 1.0f, fd, N, fw, N, 0.0f, part, K);
     round_bf16(part, MK);
-    ops_accumulate(dinp, part, MK);
+    accumulate(dinp, part, MK);
 }
 
 // ---- elementwise -------------------------------------------------------------
 
 // out may be a or b (x = x + y), so no restrict here.
 void ops_add(float *out, const float *a, const float *b, size_t n) {
+    ext("ops_add", "out", out, n, sizeof(float));
+    ext("ops_add", "a", a, n, sizeof(float));
+    ext("ops_add", "b", b, n, sizeof(float));
     if (on_gpu()) {
         ops_cuda_add(out, a, b, n);
         return;
@@ -256,14 +303,17 @@ void ops_add(float *out, const float *a, const float *b, size_t n) {
 }
 
 void ops_accumulate(float *restrict y, const float *restrict x, size_t n) {
+    ext("ops_accumulate", "y", y, n, sizeof(float));
+    ext("ops_accumulate", "x", x, n, sizeof(float));
     if (on_gpu()) {
         ops_cuda_accumulate(y, x, n);
         return;
     }
-    for (size_t i = 0; i < n; i++) y[i] += x[i];
+    accumulate(y, x, n);
 }
 
 void ops_scale(float *x, float s, size_t n) {
+    ext("ops_scale", "x", x, n, sizeof(float));
     if (on_gpu()) {
         ops_cuda_scale(x, s, n);
         return;
@@ -272,6 +322,7 @@ void ops_scale(float *x, float s, size_t n) {
 }
 
 void ops_fill(float *x, float v, size_t n) {
+    ext("ops_fill", "x", x, n, sizeof(float));
     if (on_gpu()) {
         ops_cuda_fill(x, v, n);
         return;
@@ -280,6 +331,8 @@ void ops_fill(float *x, float v, size_t n) {
 }
 
 void ops_to_bf16(bf16 *out, const float *x, size_t n) {
+    ext("ops_to_bf16", "out", out, n, sizeof(bf16));
+    ext("ops_to_bf16", "x", x, n, sizeof(float));
     if (on_gpu()) {
         ops_cuda_to_bf16(out, x, n);
         return;
@@ -288,6 +341,8 @@ void ops_to_bf16(bf16 *out, const float *x, size_t n) {
 }
 
 void ops_from_bf16(float *out, const bf16 *x, size_t n) {
+    ext("ops_from_bf16", "out", out, n, sizeof(float));
+    ext("ops_from_bf16", "x", x, n, sizeof(bf16));
     if (on_gpu()) {
         ops_cuda_from_bf16(out, x, n);
         return;
@@ -296,6 +351,8 @@ void ops_from_bf16(float *out, const bf16 *x, size_t n) {
 }
 
 void ops_accumulate_bf16(bf16 *y, const float *x, size_t n) {
+    ext("ops_accumulate_bf16", "y", y, n, sizeof(bf16));
+    ext("ops_accumulate_bf16", "x", x, n, sizeof(float));
     if (on_gpu()) {
         ops_cuda_accumulate_bf16(y, x, n);
         return;
@@ -367,6 +424,8 @@ EXP_INLINE void gelu_forward(float *out, const float *x, size_t n, bool libm) {
 
 void ops_gelu_forward(float *out, const float *x, size_t n) {   // out may be x
     if (on_gpu()) {
+    ext("ops_gelu_forward", "out", out, n, sizeof(float));
+    ext("ops_gelu_forward", "x", x, n, sizeof(float));
         ops_cuda_gelu_forward(out, x, n);
         return;
     }
@@ -388,6 +447,9 @@ EXP_INLINE void gelu_backward(float *restrict dx, const float *restrict dout, co
 
 void ops_gelu_backward(float *restrict dx, const float *restrict dout, const float *restrict x,
                        size_t n) {
+    ext("ops_gelu_backward", "dx", dx, n, sizeof(float));
+    ext("ops_gelu_backward", "dout", dout, n, sizeof(float));
+    ext("ops_gelu_backward", "x", x, n, sizeof(float));
     if (on_gpu()) {
         ops_cuda_gelu_backward(dx, dout, x, n);
         return;
@@ -402,6 +464,12 @@ static const float LN_EPS = 1e-5f;
 void ops_layernorm_forward(float *restrict out, float *restrict mean, float *restrict rstd,
                            const float *restrict x, const float *restrict w,
                            const float *restrict b, int M, int C) {
+    ext("ops_layernorm_forward", "out", out, (size_t)M * C, sizeof(float));
+    ext("ops_layernorm_forward", "mean", mean, (size_t)M, sizeof(float));
+    ext("ops_layernorm_forward", "rstd", rstd, (size_t)M, sizeof(float));
+    ext("ops_layernorm_forward", "x", x, (size_t)M * C, sizeof(float));
+    ext("ops_layernorm_forward", "w", w, (size_t)C, sizeof(float));
+    ext("ops_layernorm_forward", "b", b, (size_t)C, sizeof(float));
     g_work.layernorm += M;
     if (on_gpu()) {
         ops_cuda_layernorm_forward(out, mean, rstd, x, w, b, M, C);
@@ -426,6 +494,14 @@ void ops_layernorm_backward(float *restrict dx, float *restrict dw, float *restr
                             const float *restrict dout, const float *restrict x,
                             const float *restrict w, const float *restrict mean,
                             const float *restrict rstd, int M, int C) {
+    ext("ops_layernorm_backward", "dx", dx, (size_t)M * C, sizeof(float));
+    ext("ops_layernorm_backward", "dw", dw, (size_t)C, sizeof(float));
+    ext("ops_layernorm_backward", "db", db, (size_t)C, sizeof(float));
+    ext("ops_layernorm_backward", "dout", dout, (size_t)M * C, sizeof(float));
+    ext("ops_layernorm_backward", "x", x, (size_t)M * C, sizeof(float));
+    ext("ops_layernorm_backward", "w", w, (size_t)C, sizeof(float));
+    ext("ops_layernorm_backward", "mean", mean, (size_t)M, sizeof(float));
+    ext("ops_layernorm_backward", "rstd", rstd, (size_t)M, sizeof(float));
     g_work.layernorm += M;
     if (on_gpu()) {
         ops_cuda_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, M, C);
@@ -927,6 +1003,11 @@ static void att_backward_head_sgemm(float *dqh, float *dkh, float *dvh, float *d
 
 void ops_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                            int B, int T, int C, int NH) {
+    ext("ops_attention_forward", "out", out, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_forward", "att", att, (size_t)B * NH * T * T, sizeof(float));
+    ext("ops_attention_forward", "q", q, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_forward", "k", k, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_forward", "v", v, (size_t)B * T * C, sizeof(float));
     g_work.matmul += 2.0 * B * T * T * C;   // q k^T and att v, every head: B NH T T hs each
     if (on_gpu()) {
         ops_cuda_attention_forward(out, att, q, k, v, B, T, C, NH);
@@ -953,6 +1034,15 @@ void ops_attention_forward(float *out, float *att, const float *q, const float *
 void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, const float *dout,
                             const float *att, const float *q, const float *k, const float *v,
                             int B, int T, int C, int NH) {
+    ext("ops_attention_backward", "dq", dq, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_backward", "dk", dk, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_backward", "dv", dv, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_backward", "scratch", scratch, (size_t)B * NH * T * T, sizeof(float));
+    ext("ops_attention_backward", "dout", dout, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_backward", "att", att, (size_t)B * NH * T * T, sizeof(float));
+    ext("ops_attention_backward", "q", q, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_backward", "k", k, (size_t)B * T * C, sizeof(float));
+    ext("ops_attention_backward", "v", v, (size_t)B * T * C, sizeof(float));
     g_work.matmul += 4.0 * B * T * T * C;   // the gradients of att, v, q and k
     if (on_gpu()) {
         ops_cuda_attention_backward(dq, dk, dv, scratch, dout, att, q, k, v, B, T, C, NH);
@@ -985,6 +1075,9 @@ void ops_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
 void ops_embedding_forward(float *restrict out, const int *restrict tokens,
                            const float *restrict wte, const float *restrict wpe, int B, int T,
                            int C, int pos0) {
+    ext("ops_embedding_forward", "out", out, (size_t)B * T * C, sizeof(float));
+    ext("ops_embedding_forward", "tokens", tokens, (size_t)B * T, sizeof(int));
+    ext("ops_embedding_forward", "wpe", wpe, (size_t)(pos0 + T) * C, sizeof(float));
     if (on_gpu()) {
         ops_cuda_embedding_forward(out, tokens, wte, wpe, B, T, C, pos0);
         return;
@@ -1000,6 +1093,9 @@ void ops_embedding_forward(float *restrict out, const int *restrict tokens,
 
 void ops_embedding_backward(float *restrict dwte, float *restrict dwpe, const float *restrict dout,
                             const int *restrict tokens, int B, int T, int C, int pos0) {
+    ext("ops_embedding_backward", "dwpe", dwpe, (size_t)(pos0 + T) * C, sizeof(float));
+    ext("ops_embedding_backward", "dout", dout, (size_t)B * T * C, sizeof(float));
+    ext("ops_embedding_backward", "tokens", tokens, (size_t)B * T, sizeof(int));
     if (on_gpu()) {
         ops_cuda_embedding_backward(dwte, dwpe, dout, tokens, B, T, C, pos0);
         return;
@@ -1027,6 +1123,10 @@ void ops_embedding_backward(float *restrict dwte, float *restrict dwpe, const fl
 void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
                               const float *restrict logits, const int *restrict targets, int M,
                               int V) {
+    ext("ops_crossentropy_forward", "losses", losses, (size_t)M, sizeof(float));
+    ext("ops_crossentropy_forward", "probs", probs, (size_t)M * V, sizeof(float));
+    ext("ops_crossentropy_forward", "logits", logits, (size_t)M * V, sizeof(float));
+    ext("ops_crossentropy_forward", "targets", targets, (size_t)M, sizeof(int));
     if (on_gpu()) {
         ops_cuda_crossentropy_forward(losses, probs, logits, targets, M, V);
         return;
@@ -1051,6 +1151,9 @@ void ops_crossentropy_forward(float *restrict losses, float *restrict probs,
 
 void ops_crossentropy_backward(float *restrict dlogits, const float *restrict probs,
                                const int *restrict targets, float scale, int M, int V) {
+    ext("ops_crossentropy_backward", "dlogits", dlogits, (size_t)M * V, sizeof(float));
+    ext("ops_crossentropy_backward", "probs", probs, (size_t)M * V, sizeof(float));
+    ext("ops_crossentropy_backward", "targets", targets, (size_t)M, sizeof(int));
     if (on_gpu()) {
         ops_cuda_crossentropy_backward(dlogits, probs, targets, scale, M, V);
         return;
@@ -1068,24 +1171,30 @@ void ops_crossentropy_backward(float *restrict dlogits, const float *restrict pr
 // ---- pieces of split layers ---------------------------------------------------
 
 void ops_add_bias(float *out, const float *bias, int M, int N) {
+    ext("ops_add_bias", "out", out, (size_t)M * N, sizeof(float));
+    ext("ops_add_bias", "bias", bias, (size_t)N, sizeof(float));
     if (on_gpu()) {
         ops_cuda_add_bias(out, bias, M, N);
         return;
     }
-    for (int m = 0; m < M; m++) ops_accumulate(out + (size_t)m * N, bias, (size_t)N);
+    for (int m = 0; m < M; m++) accumulate(out + (size_t)m * N, bias, (size_t)N);
 }
 
 void ops_bias_backward(float *dbias, const float *dout, int M, int N) {
+    ext("ops_bias_backward", "dbias", dbias, (size_t)N, sizeof(float));
+    ext("ops_bias_backward", "dout", dout, (size_t)M * N, sizeof(float));
     if (on_gpu()) {
         ops_cuda_bias_backward(dbias, dout, M, N);
         return;
     }
     // Row by row, so that the inner loop runs along memory.
     if (!dbias) return;
-    for (int m = 0; m < M; m++) ops_accumulate(dbias, dout + (size_t)m * N, (size_t)N);
+    for (int m = 0; m < M; m++) accumulate(dbias, dout + (size_t)m * N, (size_t)N);
 }
 
 void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
+    ext2("ops_copy_2d", "dst", dst, rows, dst_ld, cols, 4);
+    ext2("ops_copy_2d", "src", src, rows, src_ld, cols, 4);
     if (on_gpu()) {
         ops_cuda_copy_2d(dst, dst_ld, src, src_ld, rows, cols);
         return;
@@ -1095,6 +1204,8 @@ void ops_copy_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows,
 }
 
 void ops_copy_2d_typed(void *dst, int dst_ld, const void *src, int src_ld, int rows, int cols, size_t elem) {
+    ext2("ops_copy_2d_typed", "dst", dst, rows, dst_ld, cols, elem);
+    ext2("ops_copy_2d_typed", "src", src, rows, src_ld, cols, elem);
     if (on_gpu()) {
         ops_cuda_copy_2d_bytes(dst, (size_t)dst_ld * elem, src, (size_t)src_ld * elem, (size_t)cols * elem,
                                (size_t)rows);
@@ -1106,17 +1217,20 @@ void ops_copy_2d_typed(void *dst, int dst_ld, const void *src, int src_ld, int r
 }
 
 void ops_accumulate_2d(float *dst, int dst_ld, const float *src, int src_ld, int rows, int cols) {
+    ext2("ops_accumulate_2d", "dst", dst, rows, dst_ld, cols, 4);
+    ext2("ops_accumulate_2d", "src", src, rows, src_ld, cols, 4);
     if (on_gpu()) {
         ops_cuda_accumulate_2d(dst, dst_ld, src, src_ld, rows, cols);
         return;
     }
-    for (int r = 0; r < rows; r++)
-        ops_accumulate(dst + (size_t)r * dst_ld, src + (size_t)r * src_ld, (size_t)cols);
+    accumulate_2d(dst, dst_ld, src, src_ld, rows, cols);
 }
 
 // ---- vocabulary-parallel embedding and cross-entropy ---------------------------
 
 void ops_vocab_ids(int *restrict ids, const int *restrict tokens, int v0, int nv, size_t n) {
+    ext("ops_vocab_ids", "ids", ids, n, sizeof(int));
+    ext("ops_vocab_ids", "tokens", tokens, n, sizeof(int));
     if (on_gpu()) {
         ops_cuda_vocab_ids(ids, tokens, v0, nv, n);
         return;
@@ -1133,6 +1247,9 @@ void ops_vocab_ids(int *restrict ids, const int *restrict tokens, int v0, int nv
 
 void ops_rows_forward(float *restrict out, const int *restrict ids, const float *restrict table,
                       int nrows, int M, int C) {
+    ext("ops_rows_forward", "out", out, (size_t)M * C, sizeof(float));
+    ext("ops_rows_forward", "ids", ids, (size_t)M, sizeof(int));
+    ext("ops_rows_forward", "table", table, (size_t)nrows * C, sizeof(float));
     if (on_gpu()) {
         ops_cuda_rows_forward(out, ids, table, nrows, M, C);
         return;
@@ -1148,6 +1265,9 @@ void ops_rows_forward(float *restrict out, const int *restrict ids, const float 
 }
 
 void ops_rows_backward(float *dtable, const float *dout, const int *ids, int nrows, int M, int C) {
+    ext("ops_rows_backward", "dtable", dtable, (size_t)nrows * C, sizeof(float));
+    ext("ops_rows_backward", "dout", dout, (size_t)M * C, sizeof(float));
+    ext("ops_rows_backward", "ids", ids, (size_t)M, sizeof(int));
     if (on_gpu()) {
         ops_cuda_rows_backward(dtable, dout, ids, nrows, M, C);
         return;
@@ -1157,30 +1277,36 @@ void ops_rows_backward(float *dtable, const float *dout, const int *ids, int nro
     for (int m = 0; m < M; m++) {
         ops_check_id("ops_rows_backward", ids[m], m, nrows);
         if (ids[m] >= 0)
-            ops_accumulate(dtable + (size_t)ids[m] * C, dout + (size_t)m * C, (size_t)C);
+            accumulate(dtable + (size_t)ids[m] * C, dout + (size_t)m * C, (size_t)C);
     }
 }
 
 void ops_positions_forward(float *out, const float *wpe, int B, int T, int C, int pos0) {
+    ext("ops_positions_forward", "out", out, (size_t)B * T * C, sizeof(float));
+    ext("ops_positions_forward", "wpe", wpe, (size_t)(pos0 + T) * C, sizeof(float));
     if (on_gpu()) {
         ops_cuda_positions_forward(out, wpe, B, T, C, pos0);
         return;
     }
     for (int b = 0; b < B; b++)
-        ops_accumulate_2d(out + (size_t)b * T * C, C, wpe + (size_t)pos0 * C, C, T, C);
+        accumulate_2d(out + (size_t)b * T * C, C, wpe + (size_t)pos0 * C, C, T, C);
 }
 
 void ops_positions_backward(float *dwpe, const float *dout, int B, int T, int C, int pos0) {
+    ext("ops_positions_backward", "dwpe", dwpe, (size_t)(pos0 + T) * C, sizeof(float));
+    ext("ops_positions_backward", "dout", dout, (size_t)B * T * C, sizeof(float));
     if (on_gpu()) {
         ops_cuda_positions_backward(dwpe, dout, B, T, C, pos0);
         return;
     }
     if (!dwpe) return;
     for (int b = 0; b < B; b++)
-        ops_accumulate_2d(dwpe + (size_t)pos0 * C, C, dout + (size_t)b * T * C, C, T, C);
+        accumulate_2d(dwpe + (size_t)pos0 * C, C, dout + (size_t)b * T * C, C, T, C);
 }
 
 void ops_row_max(float *restrict mx, const float *restrict x, int M, int N) {
+    ext("ops_row_max", "mx", mx, (size_t)M, sizeof(float));
+    ext("ops_row_max", "x", x, (size_t)M * N, sizeof(float));
     if (on_gpu()) {
         ops_cuda_row_max(mx, x, M, N);
         return;
@@ -1208,6 +1334,9 @@ static float sum_exp(const float *restrict x, float mx, int n) {
 
 void ops_row_sumexp(float *restrict sumexp, const float *restrict x, const float *restrict mx,
                     int M, int N) {
+    ext("ops_row_sumexp", "sumexp", sumexp, (size_t)M, sizeof(float));
+    ext("ops_row_sumexp", "x", x, (size_t)M * N, sizeof(float));
+    ext("ops_row_sumexp", "mx", mx, (size_t)M, sizeof(float));
     if (on_gpu()) {
         ops_cuda_row_sumexp(sumexp, x, mx, M, N);
         return;
@@ -1216,6 +1345,9 @@ void ops_row_sumexp(float *restrict sumexp, const float *restrict x, const float
 }
 
 void ops_pick(float *restrict out, const float *restrict x, const int *restrict ids, int M, int N) {
+    ext("ops_pick", "out", out, (size_t)M, sizeof(float));
+    ext("ops_pick", "x", x, (size_t)M * N, sizeof(float));
+    ext("ops_pick", "ids", ids, (size_t)M, sizeof(int));
     if (on_gpu()) {
         ops_cuda_pick(out, x, ids, M, N);
         return;
@@ -1228,6 +1360,10 @@ void ops_pick(float *restrict out, const float *restrict x, const int *restrict 
 
 void ops_ce_from_parts(float *restrict losses, const float *restrict mx,
                        const float *restrict sumexp, const float *restrict target_logit, int M) {
+    ext("ops_ce_from_parts", "losses", losses, (size_t)M, sizeof(float));
+    ext("ops_ce_from_parts", "mx", mx, (size_t)M, sizeof(float));
+    ext("ops_ce_from_parts", "sumexp", sumexp, (size_t)M, sizeof(float));
+    ext("ops_ce_from_parts", "target_logit", target_logit, (size_t)M, sizeof(float));
     if (on_gpu()) {
         ops_cuda_ce_from_parts(losses, mx, sumexp, target_logit, M);
         return;
@@ -1254,6 +1390,11 @@ EXP_INLINE void ce_parts_backward(float *restrict dlogits, const float *restrict
 void ops_ce_parts_backward(float *restrict dlogits, const float *restrict x,
                            const float *restrict mx, const float *restrict sumexp,
                            const int *restrict ids, float scale, int M, int N) {
+    ext("ops_ce_parts_backward", "dlogits", dlogits, (size_t)M * N, sizeof(float));
+    ext("ops_ce_parts_backward", "x", x, (size_t)M * N, sizeof(float));
+    ext("ops_ce_parts_backward", "mx", mx, (size_t)M, sizeof(float));
+    ext("ops_ce_parts_backward", "sumexp", sumexp, (size_t)M, sizeof(float));
+    ext("ops_ce_parts_backward", "ids", ids, (size_t)M, sizeof(int));
     if (on_gpu()) {
         ops_cuda_ce_parts_backward(dlogits, x, mx, sumexp, ids, scale, M, N);
         return;
@@ -1296,6 +1437,8 @@ static void dropout_apply(float *dst, const float *src, float p, DropoutKey key,
 }
 
 void ops_dropout_forward(float *out, const float *x, float p, DropoutKey key, int B, int T, int C) {
+    ext("ops_dropout_forward", "out", out, (size_t)B * T * C, sizeof(float));
+    ext("ops_dropout_forward", "x", x, (size_t)B * T * C, sizeof(float));
     if (on_gpu()) {
         ops_cuda_dropout_forward(out, x, p, key, B, T, C);
         return;
@@ -1310,13 +1453,15 @@ void ops_dropout_forward(float *out, const float *x, float p, DropoutKey key, in
 
 void ops_dropout_backward(float *dx, const float *dout, float p, DropoutKey key, int B, int T,
                           int C) {
+    ext("ops_dropout_backward", "dx", dx, (size_t)B * T * C, sizeof(float));
+    ext("ops_dropout_backward", "dout", dout, (size_t)B * T * C, sizeof(float));
     if (on_gpu()) {
         ops_cuda_dropout_backward(dx, dout, p, key, B, T, C);
         return;
     }
     if (!dx) return;
     if (p == 0.0f) {
-        ops_accumulate(dx, dout, (size_t)B * T * C);
+        accumulate(dx, dout, (size_t)B * T * C);
         return;
     }
     dropout_apply(dx, dout, p, key, B, T, C, 1);
@@ -1329,6 +1474,7 @@ void ops_dropout_backward(float *dx, const float *dout, float p, DropoutKey key,
 // than one chain), and the order is still fixed, so the result is the same
 // on every call.
 double ops_sum(const float *x, size_t n) {
+    ext("ops_sum", "x", x, n, sizeof(float));
     if (on_gpu()) return ops_cuda_sum(x, n);
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     size_t i = 0;
@@ -1343,6 +1489,7 @@ double ops_sum(const float *x, size_t n) {
 }
 
 double ops_sumsq(const float *x, size_t n) {
+    ext("ops_sumsq", "x", x, n, sizeof(float));
     if (on_gpu()) return ops_cuda_sumsq(x, n);
     double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
     size_t i = 0;
@@ -1357,6 +1504,7 @@ double ops_sumsq(const float *x, size_t n) {
 }
 
 double ops_sumsq_bf16(const bf16 *x, size_t n) {
+    ext("ops_sumsq_bf16", "x", x, n, sizeof(bf16));
     if (on_gpu()) return ops_cuda_sumsq_bf16(x, n);
     double s0 = 0.0, s1 = 0.0;
     size_t i = 0;
@@ -1387,6 +1535,10 @@ static inline AdamwElement adamw_element(float p, float g, float m, float v, flo
 
 void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                size_t n, float lr, float beta1, float beta2, float eps, float wd, int t) {
+    ext("ops_adamw", "p", p, n, sizeof(float));
+    ext("ops_adamw", "g", g, n, sizeof(float));
+    ext("ops_adamw", "m", m, n, sizeof(float));
+    ext("ops_adamw", "v", v, n, sizeof(float));
     CHECK(t >= 1, "ops_adamw: step %d; AdamW's steps count from 1 (bias correction 1 - beta^t)", t);
     if (on_gpu()) {
         ops_cuda_adamw(p, g, m, v, n, lr, beta1, beta2, eps, wd, t);
@@ -1401,6 +1553,11 @@ void ops_adamw(float *restrict p, const float *restrict g, float *restrict m, fl
 
 void ops_adamw_mixed(float *restrict p, bf16 *restrict w, const bf16 *restrict g, float *restrict m,
                      float *restrict v, size_t n, float lr, float beta1, float beta2, float eps, float wd, int t) {
+    ext("ops_adamw_mixed", "p", p, n, sizeof(float));
+    ext("ops_adamw_mixed", "w", w, n, sizeof(bf16));
+    ext("ops_adamw_mixed", "g", g, n, sizeof(bf16));
+    ext("ops_adamw_mixed", "m", m, n, sizeof(float));
+    ext("ops_adamw_mixed", "v", v, n, sizeof(float));
     CHECK(t >= 1, "ops_adamw_mixed: step %d; AdamW's steps count from 1 (bias correction 1 - beta^t)", t);
     if (on_gpu()) {
         ops_cuda_adamw_mixed(p, w, g, m, v, n, lr, beta1, beta2, eps, wd, t);
@@ -1416,6 +1573,9 @@ void ops_adamw_mixed(float *restrict p, bf16 *restrict w, const bf16 *restrict g
 
 void ops_sgd(float *restrict p, const float *restrict g, float *restrict buf, size_t n, float lr,
              float mu, float wd) {
+    ext("ops_sgd", "p", p, n, sizeof(float));
+    ext("ops_sgd", "g", g, n, sizeof(float));
+    ext("ops_sgd", "buf", buf, n, sizeof(float));
     CHECK(mu == 0.0f || buf, "ops_sgd: momentum %g needs a buffer; pass buf (n floats, zeroed)",
           mu);
     if (on_gpu()) {

@@ -753,10 +753,45 @@ static void check_ring_hang(Grader *g, const Run *run) {
                 "gradient's send before it receives the next gradient holds up the stage behind it");
 }
 
+// Interleaved: a run that hung with the last stage waiting to receive a
+// gradient before its first backward pass of the step (the harness's
+// "[while stage p-1 of p, 0 backward passes into step k]"). Its first
+// backward pass is of micro-batch 0's last chunk, the head's, which needs no
+// gradient from anyone; one that waits for a gradient is of another chunk,
+// whose gradient only a later virtual stage's backward pass can send, and
+// every stage behind waits the same way: the backward passes went through
+// the chunks in forward order.
+static void check_backward_order_hang(Grader *g, const Run *run) {
+    if (!strstr(run->spec->flags, "--schedule interleaved") || !run->output) return;
+    bool found = false;
+    int step = 0;
+    for (const char *line = run->output; line && *line && !found; line = strchr(line, '\n'), line = line ? line + 1 : NULL) {
+        const char *eol = strchr(line, '\n'), *w = strstr(line, "watchdog: waited in wait for recv");
+        const char *at = strstr(line, "[while stage ");
+        if (!w || !at || (eol && (w > eol || at > eol))) continue;
+        int s = -1, p = 0, b = -1, k = 0;
+        if (sscanf(at, "[while stage %d of %d, %d backward passes into step %d", &s, &p, &b, &k) == 4 &&
+            p >= 2 && s == p - 1 && b == 0)
+            found = true, step = k;
+    }
+    if (!found) return;
+    char fig[96];
+    snprintf(fig, sizeof fig, "the last stage waits for a gradient before its first backward pass (step %d)", step);
+    grade_check(g, run, "backward passes in reverse chunk order", false, fig,
+                "the last stage's first backward pass needs no gradient",
+                "the last stage waited to receive an output gradient before its first backward pass of the step: "
+                "that pass is not of micro-batch 0's last chunk (the head's, which needs no gradient and must come "
+                "first), so the backward passes go through the chunks in forward order. A chunk's gradient comes "
+                "from the virtual stage after it, whose backward pass comes first: the backward passes go through "
+                "the chunks in reverse, v - 1 down to 0 (the k-th backward pass is of chunk v - 1 - (k mod p v) div "
+                "p), and the gradient receives posted ahead follow the same order");
+}
+
 static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     (void)lab;
     if (!check_ran(g, run, false)) {
         check_ring_hang(g, run);
+        check_backward_order_hang(g, run);
         return;
     }
     check_hooks_written(g, run);

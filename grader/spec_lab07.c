@@ -365,6 +365,34 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_ledger_grid(g, run, k.t, k.p, names, lab07_wants, &k);
 }
 
+// The factors a grid's gradients (or AdamW's first moments, a running mean
+// of them) can be off by, and why: a whole step's x dp, a replicated
+// tensor's 1/t.
+static int lab07_ratio_causes(const Run *run, RatioCause *out) {
+    int t = (int)dump_scalar(run->dump, "lab07/t", 1), dp = (int)dump_scalar(run->dump, "lab07/dp", 1), n = 0;
+    if (dp > 1) {
+        out[n].factor = dp;
+        snprintf(out[n++].cause, sizeof out->cause, "which is dp = %d: the gradients were summed over the DP group "
+                 "instead of averaged (each replica's gradient is already the mean over its own tokens, and the "
+                 "step's is the mean of the %d replicas')", dp, dp);
+        out[n].factor = 1.0 / dp;
+        snprintf(out[n++].cause, sizeof out->cause, "which is 1/dp = 1/%d: the gradients were divided by dp once "
+                 "more than the DP group's average does", dp);
+    }
+    if (t > 1) {
+        out[n].factor = 1.0 / t;
+        snprintf(out[n++].cause, sizeof out->cause, "which is 1/t = 1/%d: the replicated tensors' gradients "
+                 "(LayerNorm's weights and biases, the row-parallel biases) were averaged over the TP group instead "
+                 "of summed: under sequence parallelism each rank of the group saw T/t of the tokens, so the "
+                 "group's sum is the whole gradient", t);
+        out[n].factor = t;
+        snprintf(out[n++].cause, sizeof out->cause, "which is t = %d: a gradient already whole on every rank of the "
+                 "TP group was summed over it again (a replicated tensor's gradient summed twice), or the loss "
+                 "counted once per rank of the group", t);
+    }
+    return n;
+}
+
 // What the Makefile's LAB_USES_lab07_3d_parallel links: labs 05 and 06's answers.
 static const char *const LAB07_GIVEN[] = {"lab05_pipeline/solution/pipeline.c",
                                           "lab06_sequence_parallel/solution/sp.c", NULL};
@@ -373,5 +401,5 @@ const LabSpec LAB07 = {
     .id = "lab07", .dir = "lab07_3d_parallel", .student_file = "grid.c", .program = "lab07",
     .solution = "lab07_solution", .runs = LAB07_RUNS, .nruns = sizeof LAB07_RUNS / sizeof LAB07_RUNS[0],
     .ref_flags = lab07_ref_flags, .check = lab07_check, .words = WORDS_DATA_PARALLEL | WORDS_SHARDS,
-    .given = LAB07_GIVEN, .hidden = lab07_hidden,
+    .ratio_causes = lab07_ratio_causes, .given = LAB07_GIVEN, .hidden = lab07_hidden,
 };

@@ -396,6 +396,52 @@ static int moved_from(const LedgerWant *w, int nw, double (*bytes)[COMM_NOPS], i
     return -1;
 }
 
+// An all-reduce written as its two halves: a reduce-scatter of n on a group,
+// then an all-gather of the same n on the same group (in place, the same
+// sum on every rank). A ring all-reduce is these two steps: the same bus
+// bytes and the same 2 (N - 1) latencies, so each such pair counts as one
+// all-reduce of n, as far as the all-reduces the step wants on that group
+// fall short. Pairs of the size of an all-reduce the rank makes on that
+// group are taken first (a lab's legitimate gathers and scatters of other
+// sizes, lab04's naive MLP's, stay what they are).
+static void fold_halves(const DumpArray *led, int r, int N, int inner, int middle, const LedgerWant *w, int nw,
+                        double steps, double (*bytes)[COMM_NOPS], double (*calls)[COMM_NOPS]) {
+    const uint64_t lines = led->shape[1];
+    double used_rs[COMM_LEDGER_LINES] = {0}, used_ag[COMM_LEDGER_LINES] = {0};
+    if (lines > COMM_LEDGER_LINES) return;
+#define LINE(i, f) dump_get(led, ((uint64_t)r * lines + (i)) * 5 + (f))
+    for (int j = 0; j < nw; j++) {
+        if (w[j].op != COMM_OP_ALL_REDUCE) continue;
+        const int k = (int)w[j].group;
+        double short_by = w[j].bytes * steps - bytes[k][COMM_OP_ALL_REDUCE];
+        for (int pass = 0; pass < 2 && short_by > 0.5; pass++)
+            for (uint64_t a = 0; a < lines && short_by > 0.5; a++) {
+                if ((int)LINE(a, 0) != COMM_OP_REDUCE_SCATTER || LINE(a, 1) <= 1) continue;
+                uint64_t mask = (uint64_t)LINE(a, 2);
+                if ((int)group_class(mask, (int)LINE(a, 1), COMM_OP_REDUCE_SCATTER, r, N, inner, middle) != k) continue;
+                double size = LINE(a, 3);
+                bool like_all_reduce = false;
+                for (uint64_t c = 0; c < lines; c++)
+                    like_all_reduce |= (int)LINE(c, 0) == COMM_OP_ALL_REDUCE && (uint64_t)LINE(c, 2) == mask &&
+                                       LINE(c, 3) == size;
+                if (pass == 0 && !like_all_reduce) continue;
+                for (uint64_t b = 0; b < lines && short_by > 0.5 && size > 0; b++) {
+                    if ((int)LINE(b, 0) != COMM_OP_ALL_GATHER || (uint64_t)LINE(b, 2) != mask || LINE(b, 3) != size)
+                        continue;
+                    double pairs = fmin(LINE(a, 4) - used_rs[a], LINE(b, 4) - used_ag[b]);
+                    pairs = fmin(pairs, floor((short_by + 0.5) / size));
+                    if (!(pairs > 0)) continue;
+                    used_rs[a] += pairs, used_ag[b] += pairs;
+                    bytes[k][COMM_OP_ALL_REDUCE] += pairs * size, calls[k][COMM_OP_ALL_REDUCE] += pairs;
+                    bytes[k][COMM_OP_REDUCE_SCATTER] -= pairs * size, calls[k][COMM_OP_REDUCE_SCATTER] -= pairs;
+                    bytes[k][COMM_OP_ALL_GATHER] -= pairs * size, calls[k][COMM_OP_ALL_GATHER] -= pairs;
+                    short_by -= pairs * size;
+                }
+            }
+    }
+#undef LINE
+}
+
 void check_ledger(Grader *g, const Run *run, int inner, const char *const *names, LedgerWants want,
                   const void *ctx) {
     check_ledger_grid(g, run, inner, 1, names, want, ctx);
@@ -432,6 +478,7 @@ void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const c
             bytes[k][op] += dump_get(led, at + 3) * dump_get(led, at + 4);
             calls[k][op] += dump_get(led, at + 4);
         }
+        fold_halves(led, r, N, inner, middle, w, nw, steps, bytes, calls);
         char b1[32], b2[32];
         if (full && (uint64_t)r < full->count && dump_get(full, (uint64_t)r) > 0 && ops_ok) {
             ops_ok = false;
@@ -532,7 +579,9 @@ int tp_ratio_causes(const Run *run, const char *prefix, RatioCause *out) {
                  "or a replicated tensor's gradient all-reduced), or the loss counted once per rank of the group", t);
         out[n].factor = 1.0 / t;
         snprintf(out[n++].cause, sizeof out->cause, "which is 1/t = 1/%d: a partial sum was kept where the group's "
-                 "sum belongs (an all-reduce of f's backward or g's forward missing), or the loss divided by t", t);
+                 "sum belongs (an all-reduce of f's backward or g's forward missing), a replicated tensor's gradient "
+                 "averaged over the group where its sum belongs (each rank saw T/t of the tokens), or the loss "
+                 "divided by t", t);
     }
     if (dp > 1) {
         out[n].factor = dp;

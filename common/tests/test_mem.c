@@ -1,9 +1,11 @@
 // test_mem.c: per-category accounting and the independent heap measure.
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "mem.h"
+#include "ops.h"
 #include "mem_cuda.h"
 #include "rng.h"
 #include "testutil.h"
@@ -156,6 +158,41 @@ START_TEST(bytes_after_a_pointer) {
 }
 END_TEST
 
+START_TEST(block_of_a_pointer_among_many) {
+    // The block found by address among blocks allocated and freed in a
+    // shuffled order: its start, size and name, from any byte inside it.
+    enum { N = 64 };
+    char *p[N];
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "block %d", i);
+        p[i] = mem_alloc((size_t)(i + 1) * 8, MEM_ACTS, name);
+    }
+    for (int i = 0; i < N; i += 3) mem_free(p[i]), p[i] = NULL;
+    for (int i = 0; i < N; i++) {
+        MemBlock b;
+        if (!p[i]) continue;
+        ck_assert(mem_block_of(p[i] + (size_t)i * 8 + 7, &b));
+        ck_assert_ptr_eq(b.start, p[i]);
+        ck_assert_uint_eq(b.bytes, (size_t)(i + 1) * 8);
+        char want[16];
+        snprintf(want, sizeof want, "block %d", i);
+        ck_assert_str_eq(b.name, want);
+        mem_check_extent("test", "p", p[i] + 8, (size_t)i * 4, 2);   // exactly to the end: fine
+    }
+    for (int i = 0; i < N; i++) mem_free(p[i]);
+    ck_assert(!mem_block_of(p[1], NULL));
+}
+END_TEST
+
+START_TEST(bf16_copy_with_float_size_fails) {
+    // 16 bf16 elements copied as if 4 bytes each: past the end of the
+    // destination's block, stopped with the call's name (exit 3).
+    uint16_t *a = mem_alloc_bf16(16, MEM_ACTS, "a"), *b = mem_alloc_bf16(16, MEM_ACTS, "b");
+    ops_copy_2d_typed(b, 16, a, 16, 1, 16, sizeof(float));
+}
+END_TEST
+
 START_TEST(free_of_unknown_pointer_fails) {
     static float not_mine[4];
     mem_free(not_mine);   // must end the process with a clear message
@@ -186,6 +223,8 @@ static Suite *mem_suite(void) {
     tcase_add_test(tc, measure_covers_mem_alloc);
     tcase_add_test(tc, many_blocks_in_random_order);
     tcase_add_test(tc, bytes_after_a_pointer);
+    tcase_add_test(tc, block_of_a_pointer_among_many);
+    tcase_add_exit_test(tc, bf16_copy_with_float_size_fails, 3);
     tcase_add_exit_test(tc, free_of_unknown_pointer_fails, 3);
     tcase_add_exit_test(tc, unknown_device_is_a_usage_error, 2);
 #ifdef PL_CUDA
