@@ -242,6 +242,8 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
                    "the LayerNorms ran more than once per rank: tensor parallelism runs each on the whole batch on each "
                    "of the t ranks of a group, once");
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // Replicated tensors: every rank computes the same gradient for them,

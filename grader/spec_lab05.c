@@ -823,6 +823,8 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                    "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once");
     }
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // The gradient of one step: m micro-batches added, each scaled by the

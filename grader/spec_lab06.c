@@ -353,6 +353,8 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
                    "tokens only before a split layer (tensor parallelism alone runs them whole on every rank: the "
                    "work and the activations t times over)");
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // The replicated tensors: each rank's gradient covers its own tokens; the

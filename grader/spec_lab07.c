@@ -203,6 +203,8 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     }
     check_equivalence(g, run, N);
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // The replicated tensors equal on every rank of a TP group.

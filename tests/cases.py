@@ -572,6 +572,10 @@ def grader():
         adversarial("static_hoard", "memory that no allocator call made"),
         adversarial("syscall_asm", "makes system calls of its own"),
         adversarial("defines_fopen", "ddp.c defines fopen"),
+        # Memory touched before the seal, bytes moved around the counters.
+        adversarial("pre_seal_hoard", "memory was touched before the harness's seal"),
+        adversarial("helper_tensor", "inside the training steps, moving"),
+        adversarial("shared_window", "ddp.c calls comm_shared_alloc"),
         # The lab's parallelism itself, not its side effects: lab04 computing
         # whole layers, lab05's 1F1B in GPipe's order with its micro-batches
         # "ended" between their passes, lab06's LayerNorms on the whole sequence.
