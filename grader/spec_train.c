@@ -561,6 +561,19 @@ void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const c
                                        "large, or one run on this group that belongs on another"
                                      : "a collective missing, one too small, or run on another group");
                 }
+                const double least = wanted ? fmax(wanted->least, 1) * steps : 0;
+                if (wanted && want_bytes > 0 && calls[k][op] > 0 && calls[k][op] < least &&
+                    least / calls[k][op] > calls_worst) {
+                    calls_ok = false;
+                    calls_worst = least / calls[k][op];
+                    snprintf(calls_fig, sizeof calls_fig, "rank %d: %.0f %s over %s, at least %.0f", r, calls[k][op],
+                             opname, grp, least);
+                    snprintf(calls_diag, sizeof calls_diag, "rank %d made %.0f %s calls over %s where %d steps need "
+                             "at least %.0f (%s): each step makes its own, and each micro-batch its own where the "
+                             "schedule moves one at a time, so fewer calls carry two steps' or two micro-batches' "
+                             "bytes in one (a step's skipped and the next one's doubled, or messages held back and "
+                             "sent together)", r, calls[k][op], opname, grp, (int)steps, least, wanted->what);
+                }
                 if (wanted && calls[k][op] > want_calls && calls[k][op] / want_calls > calls_worst) {
                     calls_ok = false;
                     calls_worst = calls[k][op] / want_calls;
@@ -576,7 +589,7 @@ void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const c
     }
     grade_check(g, run, ops_check, ops_ok, ops_fig, "the formula's operations, groups and bytes, exactly", ops_diag);
     grade_check(g, run, calls_check, calls_ok, calls_ok ? "within the formula's" : calls_fig,
-                "at most the formula's calls per operation and group", calls_diag);
+                "the formula's calls per operation and group, at most and at least", calls_diag);
 }
 
 // ---- the factors of a tensor-parallel grid ------------------------------------------

@@ -583,6 +583,8 @@ def grader():
         adversarial("lab05_gpipe_as_1f1b", "were freed before its backward pass", lab="lab05", runs="np3-1f1b-m8"),
         adversarial("lab06_whole_sequence", "the LayerNorms ran on more than this rank's tokens", lab="lab06",
                     runs="np2"),
+        # lab07's data-parallel average cut into thousands of calls.
+        adversarial("lab07_split_allreduce", "the same bytes in", lab="lab07", runs="np2-dp2"),
         # As root, a submission is built as untrusted as it runs.
         Case("grader", "a submission's build is sandboxed: the solution by path, /dev/zero, /dev/stdin",
              ["tests/scripts/sandboxed-build.sh"], 400, needs=s + [root]),
