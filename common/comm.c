@@ -1430,8 +1430,11 @@ int comm_events_stop(void) {
 void comm_events_mark(int what, int arg) { log_event(COMM_EVENT_MARK, what, arg, -1, 0); }
 
 static bool g_stats_sealed;
+static bool g_step_open;   // inside a training step (comm_step_window)
 
 void comm_stats_seal(void) { g_stats_sealed = true; }
+
+void comm_step_window(bool open) { g_step_open = open; }
 
 void comm_stats_reset(void) {
     CHECK(!g_stats_sealed, "comm_stats_reset after the harness sealed its counters: the bytes and calls a run "
@@ -1452,9 +1455,12 @@ uint64_t comm_stats_total_bus_bytes(const CommStats *s) {
 // These move bytes the counters do not count: each call counts itself, so
 // a lab can tell that student code used one.
 // Each is watched as WD_HELPER until it returns (wd_restore(&saved)).
-static WdState helper_call(Comm *c, const char *name) {
+// `bytes`: the call's payload (CommStats's helper_bytes).
+static WdState helper_call(Comm *c, const char *name, size_t bytes) {
     launch_queued();
     g_stats.helper_calls++;
+    g_stats.helper_bytes += bytes;
+    if (g_step_open) g_stats.step_helper_calls++, g_stats.step_helper_bytes += bytes;
     snprintf(g_stats.last_helper, sizeof g_stats.last_helper, "%s", name);
     WdState saved = wd_save();
     wd_set_on(WD_HELPER, c, -1, "%s over %d ranks", name, c->size);
@@ -1484,7 +1490,7 @@ static int idle_wait(MPI_Request *r) {
 
 void comm_all_gather_host(Comm *c, const void *send, size_t bytes, void *recv) {
     CHECK(bytes <= INT32_MAX, "comm_all_gather_host: %zu bytes is too many", bytes);
-    WdState saved = helper_call(c, "comm_all_gather_host");
+    WdState saved = helper_call(c, "comm_all_gather_host", bytes * (size_t)c->size);
     MPI_Request r;
     BACKEND(MPI_CHECK(MPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->mpi, &r)));
     BACKEND(MPI_CHECK(idle_wait(&r)));
@@ -1493,7 +1499,7 @@ void comm_all_gather_host(Comm *c, const void *send, size_t bytes, void *recv) {
 
 void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t *lens) {
     CHECK(bytes <= INT32_MAX, "comm_gather_host: %zu bytes is too many", bytes);
-    WdState saved = helper_call(c, "comm_gather_host");
+    WdState saved = helper_call(c, "comm_gather_host", bytes);
     int mine = (int)bytes;
     int *counts = NULL, *displs = NULL;
     char *out = NULL;
@@ -1525,7 +1531,7 @@ void *comm_gather_host(Comm *c, const void *send, size_t bytes, int root, size_t
 
 void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) {
     CHECK(bytes <= INT32_MAX, "comm_broadcast_host: %zu bytes is too many", bytes);
-    WdState saved = helper_call(c, "comm_broadcast_host");
+    WdState saved = helper_call(c, "comm_broadcast_host", bytes);
     MPI_Request r;
     BACKEND(MPI_CHECK(MPI_Ibcast(buf, (int)bytes, MPI_BYTE, root, c->mpi, &r)));
     BACKEND(MPI_CHECK(idle_wait(&r)));
@@ -1534,7 +1540,7 @@ void comm_broadcast_host(Comm *c, void *buf, size_t bytes, int root) {
 
 double comm_max_double(Comm *c, double v) {
     double out;
-    WdState saved = helper_call(c, "comm_max_double");
+    WdState saved = helper_call(c, "comm_max_double", sizeof v);
     MPI_Request r;
     BACKEND(MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, c->mpi, &r)));
     BACKEND(MPI_CHECK(idle_wait(&r)));
@@ -1549,7 +1555,11 @@ struct CommShared {
 };
 
 CommShared *comm_shared_alloc(Comm *c, size_t bytes) {
-    WdState saved = helper_call(c, "comm_shared_alloc");
+    // Memory every rank of the node reads and writes moves data with no
+    // message at all: a benchmark's (lab01's ideal ring), never a step's.
+    CHECK(!g_stats_sealed, "comm_shared_alloc after the harness sealed its counters: memory the ranks share moves "
+          "data no counter sees; a training lab's ranks communicate through comm.h's collectives");
+    WdState saved = helper_call(c, "comm_shared_alloc", bytes * (size_t)c->size);
     MPI_Comm node;
     BACKEND(MPI_CHECK(MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node)));
     int n;
@@ -1589,7 +1599,7 @@ void comm_shared_free(CommShared *s) {
 
 double comm_sum_double(Comm *c, double v) {
     double out;
-    WdState saved = helper_call(c, "comm_sum_double");
+    WdState saved = helper_call(c, "comm_sum_double", sizeof v);
     MPI_Request r;
     BACKEND(MPI_CHECK(MPI_Iallreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, c->mpi, &r)));
     BACKEND(MPI_CHECK(idle_wait(&r)));

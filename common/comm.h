@@ -207,14 +207,27 @@ typedef struct {
     // below (each call counts itself), and MPI called directly, outside this
     // library (seen through MPI's profiling interface, mpi_watch.c).
     uint64_t helper_calls;
+    uint64_t helper_bytes;      // their payload: an all-gather's whole, the part a rank gives to a
+                                // gather, a broadcast's buffer, a reduction's 8 bytes
+    // The same, made inside the training steps (between harness_step_begin
+    // and harness_step_end, the lab's step: its student code and what the
+    // given code does there), where a step's data moves through the
+    // counted collectives alone.
+    uint64_t step_helper_calls;
+    uint64_t step_helper_bytes;
     char last_helper[32];       // "comm_broadcast_host"
     uint64_t direct_mpi_calls;
     char first_direct_mpi[32];  // "MPI_Allreduce"
 } CommStats;
 CommStats comm_stats(void);
 void comm_stats_reset(void);
-// After this, comm_stats_reset ends the run (harness_seal_measures).
+// After this, comm_stats_reset ends the run (harness_seal_measures), and so
+// does comm_shared_alloc (lab01's benchmark's, not a training step's).
 void comm_stats_seal(void);
+// The harness's bracket around a training step (harness_step_begin opens it,
+// harness_step_end closes it before its own bookkeeping): the helpers called
+// while it is open count as the step's (step_helper_calls, step_helper_bytes).
+void comm_step_window(bool open);
 uint64_t comm_stats_total_bus_bytes(const CommStats *s);
 const char *comm_op_name(CommOp op);   // "all_reduce", ...
 

@@ -720,6 +720,7 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
             {"mem/resident_seal", offsetof(RankStats, mem.resident_seal)},
             {"mem/resident_growth", offsetof(RankStats, mem.resident_growth)},
             {"mem/heap_growth", offsetof(RankStats, mem.heap_growth)},
+            {"mem/heap_seal", offsetof(RankStats, mem.heap_seal)},
             {"ops/matmul", offsetof(RankStats, work.matmul)},
             {"ops/layernorm", offsetof(RankStats, work.layernorm)},
         };
@@ -748,6 +749,14 @@ void dump_rank_stats(DumpWriter *w, Comm *c, const MemReport *mem) {
         }
         dump_i64(w, "comm/helper_calls", calls, 1, shape);
         dump_i64(w, "comm/direct_mpi_calls", bytes, 1, shape);
+        for (int r = 0; r < N; r++) {
+            calls[r] = (int64_t)all[r].comm.helper_bytes;
+            bytes[r] = (int64_t)all[r].comm.step_helper_calls;
+            bus[r] = (int64_t)all[r].comm.step_helper_bytes;
+        }
+        dump_i64(w, "comm/helper_bytes", calls, 1, shape);
+        dump_i64(w, "comm/step_helper_calls", bytes, 1, shape);
+        dump_i64(w, "comm/step_helper_bytes", bus, 1, shape);
         // The live total after each step, per rank (as many steps as every rank noted).
         int steps = MEM_STEPS_NOTED;
         for (int r = 0; r < N; r++) steps = all[r].steps < steps ? all[r].steps : steps;

@@ -433,10 +433,12 @@ HarnessRun harness_run(Comm *c, const Args *a, Reference *ref, const char *lab, 
 void harness_step_begin(HarnessRun *h) {
     h->before = comm_stats();
     h->t0 = core_now();
+    comm_step_window(true);
 }
 
 double harness_step_end(HarnessRun *h, int step, double loss, double divisor) {
     Comm *c = h->c;
+    comm_step_window(false);   // what follows is the harness's bookkeeping
     double dt = comm_max_double(c, core_now() - h->t0);
     CommStats after = comm_stats();
     double global = comm_sum_double(c, loss) / divisor;

@@ -610,6 +610,7 @@ MemReport mem_report(void) {
     r.resident_growth = hwm >= 0 ? hwm - g_resident_seal : -1;
     pthread_mutex_lock(&g_heap_lock);
     r.heap_growth = g_heap_peak > g_heap_seal ? (double)(g_heap_peak - g_heap_seal) : 0;
+    r.heap_seal = (double)g_heap_seal;
     pthread_mutex_unlock(&g_heap_lock);
     return r;
 }

@@ -142,5 +142,6 @@ struct MemReport {
     double resident_seal;     // resident bytes at the seal (the library's baseline); -1: not sealed
     double resident_growth;   // the resident peak since the seal, above resident_seal; -1: not measured
     double heap_growth;       // the wrapped heap's peak since the seal, above its live bytes then
+    double heap_seal;         // the wrapped heap's live bytes at the seal (part of resident_seal)
 };
 MemReport mem_report(void);

@@ -363,7 +363,8 @@ static const char *dump_malformed(const Run *run, char *why, size_t len) {
     static const char *const mem2[] = {"mem/peak", "mem/live", NULL}, *const comm2[] = {"comm/calls", "comm/bytes", "comm/bus_bytes", NULL},
                              *const per_rank[] = {"mem/peak_total", "mem/measured_peak", "mem/resident_seal", "mem/resident_growth",
                                                   "mem/heap_growth", "ops/matmul", "ops/layernorm", "comm/helper_calls",
-                                                  "comm/direct_mpi_calls", NULL};
+                                                  "comm/direct_mpi_calls", "mem/heap_seal", "comm/helper_bytes", "comm/step_helper_calls",
+                                                  "comm/step_helper_bytes", NULL};
     for (const char *const *k = mem2; *k; k++)
         if ((bad = dump_expect(d, *k, DUMP_KIND_NUMBERS, 2, cat, false, why, len))) return bad;
     for (const char *const *k = comm2; *k; k++)

@@ -238,6 +238,8 @@ static void lab02_check(Grader *g, const LabSpec *lab, const Run *run) {
                "a rank computed more than its own rows of the batch: data parallelism gives each of the N ranks B/N rows, and averages the gradients rather than computing them again",
                "a rank ran the model on more than its own rows of the batch: data parallelism gives each of the N ranks B/N rows");
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
     check_events(g, run, N);
 

@@ -168,6 +168,8 @@ static void lab03_check(Grader *g, const LabSpec *lab, const Run *run) {
                "a rank computed more than its own rows of the batch: with ZeRO, as in data parallelism, each of the N ranks trains on B/N rows, its shard only changing what it keeps",
                "a rank ran the model on more than its own rows of the batch: each of the N ranks trains on B/N rows");
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
     if (stage == 3 && prefetch && N > 1) check_prefetch(g, run);
     // Memory against the formulas, for units padded to N shards of the

@@ -195,21 +195,21 @@ static int lab04_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
                               k->recompute ? "per block f's all-reduces of M C and g's twice (its forward made "
                                              "again), the embedding's and the head's, and the cross-entropy's three of M"
                                            : "per block f's and g's all-reduces of M C, the embedding's and the head's, "
-                                             "and the cross-entropy's three of M"};
+                                             "and the cross-entropy's three of M", 0};
     } else {
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * ((2 + R) * L + 2) + 3 * 4 * M, (2 + R) * L + 5,
                               "attention's f and g (g twice with its forward made again) and the naive MLP's last "
                               "all-reduce of M C per block, the embedding's and the head's, and the cross-entropy's "
-                              "three of M"};
+                              "three of M", 0};
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, R * L * 5 * MC, R * 2 * L,
                               "the naive MLP's gathers of the hidden (M 4C) and output (M C) columns (twice with "
-                              "its forward made again)"};
+                              "its forward made again)", 0};
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, L * 4 * MC, L,
-                              "the naive MLP's reduce-scatter of the hidden gradient (M 4C)"};
+                              "the naive MLP's reduce-scatter of the hidden gradient (M 4C)", 0};
     }
     if (k->dp > 1)
         w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, k->E * k->psi_local, k->nunits,
-                              "the data-parallel all-reduce of this rank's parts, a unit at a time"};
+                              "the data-parallel all-reduce of this rank's parts, a unit at a time", 0};
     return n;
 }
 
@@ -242,6 +242,8 @@ static void lab04_check(Grader *g, const LabSpec *lab, const Run *run) {
                    "the LayerNorms ran more than once per rank: tensor parallelism runs each on the whole batch on each "
                    "of the t ranks of a group, once");
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // Replicated tensors: every rank computes the same gradient for them,

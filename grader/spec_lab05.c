@@ -256,13 +256,13 @@ static int interleaved_wants(int s, const Lab05Step *k, double params, int units
     int p = k->p, v = k->ch->v, n = 0;
     double per_chunk = k->m * k->message, out = (v - (s == p - 1)) * per_chunk, in = (v - (s == 0)) * per_chunk;
     LedgerGroup next = s == p - 1 ? LEDGER_OTHER : LEDGER_NEXT, prev = s == 0 ? LEDGER_OTHER : LEDGER_PREV;
-    w[n++] = (LedgerWant){next, COMM_OP_SEND, out, out / k->message, "each chunk's micro-batches' activations, once"};
-    w[n++] = (LedgerWant){next, COMM_OP_RECV, out, out / k->message, "each chunk's micro-batches' output gradients, once"};
-    w[n++] = (LedgerWant){prev, COMM_OP_RECV, in, in / k->message, "each chunk's micro-batches' activations, once"};
-    w[n++] = (LedgerWant){prev, COMM_OP_SEND, in, in / k->message, "each chunk's micro-batches' input gradients, once"};
+    w[n++] = (LedgerWant){next, COMM_OP_SEND, out, out / k->message, "each chunk's micro-batches' activations, once", 0};
+    w[n++] = (LedgerWant){next, COMM_OP_RECV, out, out / k->message, "each chunk's micro-batches' output gradients, once", 0};
+    w[n++] = (LedgerWant){prev, COMM_OP_RECV, in, in / k->message, "each chunk's micro-batches' activations, once", 0};
+    w[n++] = (LedgerWant){prev, COMM_OP_SEND, in, in / k->message, "each chunk's micro-batches' input gradients, once", 0};
     if (k->dp > 1)
         w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, k->elem * params, units,
-                              "the data-parallel all-reduce of the stage's units, one each"};
+                              "the data-parallel all-reduce of the stage's units, one each", 0};
     return n;
 }
 
@@ -278,16 +278,16 @@ static int lab05_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     }
     for (int u = u0; u < u1; u++) params += unit_floats(run->dump, u, k->nunits);
     if (s < k->p - 1) {
-        w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_SEND, bytes, k->m, "each micro-batch's activations, once"};
-        w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_RECV, bytes, k->m, "each micro-batch's output gradient, once"};
+        w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_SEND, bytes, k->m, "each micro-batch's activations, once", 0};
+        w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_RECV, bytes, k->m, "each micro-batch's output gradient, once", 0};
     }
     if (s > 0) {
-        w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_RECV, bytes, k->m, "each micro-batch's activations, once"};
-        w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_SEND, bytes, k->m, "each micro-batch's input gradient, once"};
+        w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_RECV, bytes, k->m, "each micro-batch's activations, once", 0};
+        w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_SEND, bytes, k->m, "each micro-batch's input gradient, once", 0};
     }
     if (k->dp > 1)
         w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, k->elem * params, u1 - u0,
-                              "the data-parallel all-reduce of the stage's units, one each"};
+                              "the data-parallel all-reduce of the stage's units, one each", 0};
     return n;
 }
 
@@ -858,6 +858,8 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
                    "a stage ran LayerNorms of units that are not its own, or a micro-batch more than once");
     }
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // The gradient of one step: m micro-batches added, each scaled by the

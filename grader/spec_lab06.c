@@ -290,23 +290,23 @@ static int lab06_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
                               k->full ? "the tokens gathered before each split layer (twice forward: the forward "
                                         "made again) and the embedding's and head's gradients, M C each"
                                       : "the tokens gathered before each split layer and the embedding's and head's "
-                                        "gradients, M C each"};
+                                        "gradients, M C each", 0};
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, MC * per, per,
                               k->full ? "the split layers' outputs (twice: the forward made again) and the gathers' "
                                         "gradients scattered, M C each"
-                                      : "the split layers' outputs and the gathers' gradients scattered, M C each"};
+                                      : "the split layers' outputs and the gathers' gradients scattered, M C each", 0};
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, 3 * 4 * k->M + 4 * (6 * L * h + 2 * h + k->s * h),
                               3 + 6 * L + 3,
                               "the cross-entropy's three of M and the replicated tensors' gradients, one call "
-                              "per tensor at most"};
+                              "per tensor at most", 0};
     } else if (k->t > 1) {
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, MC * (4 * L + 2) + 3 * 4 * k->M, 4 * L + 5,
                               "per block f's and g's all-reduces of M C, the embedding's and the head's, and the "
-                              "cross-entropy's three of M"};
+                              "cross-entropy's three of M", 0};
     }
     if (k->dp > 1)
         w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, k->E * k->psi_local, k->nunits,
-                              "the data-parallel all-reduce of this rank's parts, a unit at a time"};
+                              "the data-parallel all-reduce of this rank's parts, a unit at a time", 0};
     return n;
 }
 
@@ -353,6 +353,8 @@ static void lab06_check(Grader *g, const LabSpec *lab, const Run *run) {
                    "tokens only before a split layer (tensor parallelism alone runs them whole on every rank: the "
                    "work and the activations t times over)");
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // The replicated tensors: each rank's gradient covers its own tokens; the

@@ -186,43 +186,54 @@ static int lab07_wants(const Run *run, int rank, LedgerWant *w, const void *ctx)
     const Lab07Grid *k = ctx;
     GridBytes o = bytes_at(k, rank);
     int n = 0;
+    const double m = k->m;
+    // The stage's units: the most pieces a step's data-parallel collective
+    // may be cut into (a bucket a unit, as labs 02 and 05 allow).
+    const double units = fact(k, rank, F_BLOCKS) + (fact(k, rank, F_EMBED) != 0) + (fact(k, rank, F_HEAD) != 0);
     if (o.tp_gather > 0) {
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_GATHER, o.tp_gather, o.tp_gather_calls,
                               "each micro-batch's tokens gathered before every split layer of the stage, and the "
-                              "embedding's and the head's, 4 M C bytes each (lab06's)"};
+                              "embedding's and the head's, 4 M C bytes each (lab06's)", m};
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_REDUCE_SCATTER, o.tp_scatter, o.tp_gather_calls,
                               "each micro-batch's split layers' outputs and the gathers' gradients scattered, 4 M C "
-                              "bytes each (lab06's)"};
+                              "bytes each (lab06's)", m};
     }
     if (o.tp_reduce > 0)
         w[n++] = (LedgerWant){LEDGER_INNER, COMM_OP_ALL_REDUCE, o.tp_reduce, o.tp_reduce_calls,
                               "the replicated tensors' gradients summed over the TP group once a step (one call a "
-                              "tensor at most), and on the last stage the cross-entropy's three of M a micro-batch"};
+                              "tensor at most), and on the last stage the cross-entropy's three of M a micro-batch",
+                              0};
     if (o.pp_send > 0) {
         const bool first = fact(k, rank, F_STAGE) == 0, last = fact(k, rank, F_STAGE) == k->p - 1;
         // A stage sends forward to the next and back to the previous: the
-        // ledger names them apart.
-        double one = o.pp_send / o.pp_calls * k->m;
+        // ledger names them apart. One message a micro-batch, no more and
+        // no fewer.
+        double one = o.pp_send / o.pp_calls * m;
         if (!last) {
-            w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_SEND, one, k->m, "each micro-batch's activations, this rank's "
-                                  "tokens of the residual stream, sent to the next stage's rank of the same TP place"};
-            w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_RECV, one, k->m, "each micro-batch's gradient of them, back"};
+            w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_SEND, one, m, "each micro-batch's activations, this rank's "
+                                  "tokens of the residual stream, sent to the next stage's rank of the same TP place",
+                                  m};
+            w[n++] = (LedgerWant){LEDGER_NEXT, COMM_OP_RECV, one, m, "each micro-batch's gradient of them, back", m};
         }
         if (!first) {
-            w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_RECV, one, k->m, "each micro-batch's activations, from the "
-                                  "previous stage"};
-            w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_SEND, one, k->m, "each micro-batch's gradient of them, back"};
+            w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_RECV, one, m, "each micro-batch's activations, from the "
+                                  "previous stage", m};
+            w[n++] = (LedgerWant){LEDGER_PREV, COMM_OP_SEND, one, m, "each micro-batch's gradient of them, back", m};
         }
     }
+    // Once a step over the replicas, after the last micro-batch: one call
+    // for the stage's flat buffer, or one a unit at most.
     if (o.dp_reduce > 0)
-        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, o.dp_reduce, 1e9,
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_REDUCE, o.dp_reduce, units,
                               "the stage's gradients averaged over the replicas once a step, after the last "
-                              "micro-batch"};
+                              "micro-batch, in one call or one a unit of the stage", 1};
     if (o.dp_scatter > 0) {
-        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_REDUCE_SCATTER, o.dp_scatter, 1e9,
-                              "ZeRO-1: the stage's gradients reduce-scattered over the replicas once a step"};
-        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_GATHER, o.dp_gather, 1e9,
-                              "ZeRO-1: the updated shards gathered over the replicas once a step"};
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_REDUCE_SCATTER, o.dp_scatter, units,
+                              "ZeRO-1: the stage's gradients reduce-scattered over the replicas once a step, in one "
+                              "call or one a unit of the stage", 1};
+        w[n++] = (LedgerWant){LEDGER_OUTER, COMM_OP_ALL_GATHER, o.dp_gather, units,
+                              "ZeRO-1: the updated shards gathered over the replicas once a step, in one call or one "
+                              "a unit of the stage", 1};
     }
     return n;
 }
@@ -273,6 +284,8 @@ static void lab07_check(Grader *g, const LabSpec *lab, const Run *run) {
     }
     check_equivalence(g, run, N);
     check_resident(g, run);
+    check_resident_seal(g, run);
+    check_step_helpers(g, run, 0, 0);
     check_live_growth(g, run);
 
     // The replicated tensors equal on every rank of a TP group.

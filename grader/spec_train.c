@@ -354,6 +354,68 @@ void check_resident(Grader *g, const Run *run) {
     grade_set_ratio(g, fmax(worst, 0) / RESIDENT_SLACK);
 }
 
+void check_resident_seal(Grader *g, const Run *run) {
+    if (on_gpu(run->dump)) return;
+    const DumpArray *seal = dump_find(run->dump, "mem/resident_seal"), *heap = dump_find(run->dump, "mem/heap_seal");
+    const char *check = "memory resident before training";
+    char fig[160], bound[200], diag[1024], b1[32], b2[32], b3[32];
+    if (!seal || !heap || seal->count != heap->count) {
+        grade_check(g, run, check, false, "not in the dump", "the resident memory of every rank at the seal",
+                    "the harness did not write the kernel's count of resident memory at its seal (mem.h)");
+        return;
+    }
+    double worst = -INFINITY, worst_res = 0;
+    uint64_t at = 0;
+    for (uint64_t r = 0; r < seal->count; r++) {
+        double res = dump_get(seal, r), outside = res - dump_get(heap, r);
+        if (res < 0) return;   // unreadable: check_resident says so
+        if (outside > worst) worst = outside, worst_res = res, at = r;
+    }
+    snprintf(fig, sizeof fig, "rank %llu: %s resident at the seal, %s of it outside the heap",
+             (unsigned long long)at, core_fmt_bytes(worst_res, b1, sizeof b1), core_fmt_bytes(worst, b2, sizeof b2));
+    snprintf(bound, sizeof bound, "outside the heap, at most %s (the program, MPI and BLAS)",
+             core_fmt_bytes(RESIDENT_SEAL_MOST, b3, sizeof b3));
+    snprintf(diag, sizeof diag, "rank %llu held %s in RAM outside the heap when the harness sealed its measures, "
+             "before training began, where the program and its libraries need at most %s: memory was touched "
+             "before the harness's seal (a static array filled in a constructor, or in a hook the harness calls "
+             "before training), and it is held through the run where no measure of the training sees it; a lab's "
+             "memory comes from mem_alloc", (unsigned long long)at, b2, b3);
+    grade_check(g, run, check, worst <= RESIDENT_SEAL_MOST, fig, bound, diag);
+    grade_set_ratio(g, fmax(worst, 0) / RESIDENT_SEAL_MOST);
+}
+
+// ---- the bookkeeping helpers inside the steps ------------------------------------------
+
+void check_step_helpers(Grader *g, const Run *run, double calls, double bytes) {
+    const DumpArray *nc = dump_find(run->dump, "comm/step_helper_calls"),
+                    *nb = dump_find(run->dump, "comm/step_helper_bytes"), *loss = dump_find(run->dump, "loss");
+    const char *check = "bookkeeping helpers inside the steps";
+    char fig[160], bound[160], diag[1024], b1[32], b2[32];
+    if (!nc || !nb || nc->count != nb->count || !loss) {
+        grade_check(g, run, check, false, "not in the dump", "every rank's helper calls",
+                    "the harness did not write the helpers' calls and bytes inside the steps (comm.h)");
+        return;
+    }
+    const double steps = (double)loss->count, most_calls = calls * steps, most_bytes = bytes * steps;
+    double worst = 0, wc = 0, wb = 0;
+    uint64_t at = 0;
+    for (uint64_t r = 0; r < nc->count; r++) {
+        double c = dump_get(nc, r), b = dump_get(nb, r);
+        double over = fmax(c - most_calls, 0) + fmax(b - most_bytes, 0);
+        if (over > worst || (r == 0 && over == 0)) worst = over, wc = c, wb = b, at = r;
+    }
+    snprintf(fig, sizeof fig, "rank %llu: %.0f calls, %s", (unsigned long long)at, wc,
+             core_fmt_bytes(wb, b1, sizeof b1));
+    snprintf(bound, sizeof bound, "at most %.0f calls and %s (the given code's)", most_calls,
+             core_fmt_bytes(most_bytes, b2, sizeof b2));
+    snprintf(diag, sizeof diag, "rank %llu called comm.h's bookkeeping helpers (comm_all_gather_host, "
+             "comm_broadcast_host, comm_sum_double, ...) %.0f times inside the training steps, moving %s, where "
+             "the lab's given code makes %.0f calls of %s: the helpers are for results and timings, and their bytes "
+             "are counted by no ledger, so a step's tensors move through the collectives (comm_all_reduce, "
+             "comm_all_gather, ...) alone", (unsigned long long)at, wc, b1, most_calls, b2);
+    grade_check(g, run, check, worst == 0, fig, bound, diag);
+}
+
 // ---- the ledger ----------------------------------------------------------------------
 
 static LedgerGroup group_class(uint64_t mask, int size, int op, int rank, int N, int inner, int middle) {
@@ -546,6 +608,19 @@ void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const c
                                        "large, or one run on this group that belongs on another"
                                      : "a collective missing, one too small, or run on another group");
                 }
+                const double least = wanted ? fmax(wanted->least, 1) * steps : 0;
+                if (wanted && want_bytes > 0 && calls[k][op] > 0 && calls[k][op] < least &&
+                    least / calls[k][op] > calls_worst) {
+                    calls_ok = false;
+                    calls_worst = least / calls[k][op];
+                    snprintf(calls_fig, sizeof calls_fig, "rank %d: %.0f %s over %s, at least %.0f", r, calls[k][op],
+                             opname, grp, least);
+                    snprintf(calls_diag, sizeof calls_diag, "rank %d made %.0f %s calls over %s where %d steps need "
+                             "at least %.0f (%s): each step makes its own, and each micro-batch its own where the "
+                             "schedule moves one at a time, so fewer calls carry two steps' or two micro-batches' "
+                             "bytes in one (a step's skipped and the next one's doubled, or messages held back and "
+                             "sent together)", r, calls[k][op], opname, grp, (int)steps, least, wanted->what);
+                }
                 if (wanted && calls[k][op] > want_calls && calls[k][op] / want_calls > calls_worst) {
                     calls_ok = false;
                     calls_worst = calls[k][op] / want_calls;
@@ -561,7 +636,7 @@ void check_ledger_grid(Grader *g, const Run *run, int inner, int middle, const c
     }
     grade_check(g, run, ops_check, ops_ok, ops_fig, "the formula's operations, groups and bytes, exactly", ops_diag);
     grade_check(g, run, calls_check, calls_ok, calls_ok ? "within the formula's" : calls_fig,
-                "at most the formula's calls per operation and group", calls_diag);
+                "the formula's calls per operation and group, at most and at least", calls_diag);
 }
 
 // ---- the factors of a tensor-parallel grid ------------------------------------------

@@ -80,6 +80,28 @@ void check_live_growth(Grader *g, const Run *run);
 #define RESIDENT_SLACK (8.0 * (1 << 20))
 void check_resident(Grader *g, const Run *run);
 
+// The kernel's count at the seal (mem/resident_seal), less the wrapped
+// heap's live bytes then (which the measures see): what the program, its
+// libraries and the harness hold before training. RESIDENT_SEAL_MOST bounds
+// it: memory a submission touched before the seal (a static array filled in
+// a constructor, or in a hook the harness calls before training) is held
+// through the run where no measure of the training sees it. Measured on the
+// solutions at every graded run (labs 02 to 07, 1 to 8 ranks): 14 MB at one
+// rank, at most 20.7 MB (the program's text, Open MPI's shared-memory
+// segments and BLAS's buffers, growing with the ranks); the bound is about
+// twice that, for other builds of those libraries.
+// Not checked on a GPU, where the driver's own host memory is part of it.
+#define RESIDENT_SEAL_MOST (40.0 * (1 << 20))
+void check_resident_seal(Grader *g, const Run *run);
+
+// The bookkeeping helpers (comm.h's comm_all_gather_host, comm_sum_double,
+// ...) called inside the training steps, whose bytes no counter of the
+// collectives sees: at most what the lab's given code makes there, `calls`
+// and `bytes` per step, each rank (0 in every lab: the given code sets its
+// own gathers in a step aside, comm_step_window). Measured on the solutions
+// at every graded run: none.
+void check_step_helpers(Grader *g, const Run *run, double calls, double bytes);
+
 // ---- the ledger: which collective, on which group, of what size, how often ----
 
 // The groups of a grid whose inner groups are `inner` consecutive ranks
@@ -95,15 +117,18 @@ typedef enum {
 } LedgerGroup;
 
 // What one step needs of one operation on one group: its payload bytes (all
-// calls together) and the most calls it takes. Fewer calls for the same
-// bytes are allowed (two collectives merged into one); more calls (one per
-// token or row) or other bytes (a collective added, a size wrong) are not.
+// calls together) and the most and the fewest calls it takes. Fewer calls
+// for the same bytes are allowed down to `least` (two collectives merged
+// into one); more calls (one per token or row), fewer than `least` (two
+// steps' or two micro-batches' bytes in one call) or other bytes (a
+// collective added, a size wrong) are not.
 typedef struct {
     LedgerGroup group;
     int op;          // CommOp
     double bytes;    // payload per step, all calls together
     double calls;    // at most, per step
     const char *what;   // what makes them: "g, f, the embedding's and the head's all-reduces of M C ..."
+    double least;    // at least, per step; below 1 (0): one, since every step makes its own
 } LedgerWant;
 
 // Every rank's ledger (comm.h, the dump's comm/ledger) against what `want`

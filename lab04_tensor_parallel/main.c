@@ -187,13 +187,16 @@ int main(int argc, char **argv) {
         // of the global mean).
         for (int u = 0; dp > 1 && u < tm.nunits; u++) comm_all_reduce_typed(dpc, grads[u], tm.L.size[u], type, COMM_SUM);
         // The first gradient, whole, for the grader (a unit at a time; bf16
-        // widened in the fp32 gradient scratch, free between steps).
+        // widened in the fp32 gradient scratch, free between steps): the
+        // harness's gathers, not counted among the step's helpers.
         if (s == 0) {
+            comm_step_window(false);
             tp_layout_dump_typed(&tm.L, grads, type, tm.net.gunit32, dw, "grad/first");
             // A replicated gradient that differs over the group, and a rank
             // where it is zero: computed on some ranks only.
             end.grad_zero_on = tp_layout_replicated_differs_typed(&tm.L, tpc, grads, type, tm.net.gunit32,
                                                                   end.grad_differs, sizeof end.grad_differs);
+            comm_step_window(true);
         }
         trace_begin("optimizer", "compute");
         for (int u = 0; u < tm.nunits; u++)

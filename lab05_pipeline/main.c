@@ -247,8 +247,13 @@ int main(int argc, char **argv) {
         // precision (bf16: half the bytes).
         for (int u = 0; dp > 1 && u < nunits; u++)
             if (pprun_holds(&pp, u)) comm_all_reduce_typed(dpc, run.grads[u], model->units[u].size, pp.type, COMM_AVG);
-        // The first gradient, whole, for the grader.
-        if (s == 0) pprun_dump_units(&pp, dw, "grad/first", run.grads, pp.type);
+        // The first gradient, whole, for the grader: the harness's gathers,
+        // not counted among the step's helpers.
+        if (s == 0) {
+            comm_step_window(false);
+            pprun_dump_units(&pp, dw, "grad/first", run.grads, pp.type);
+            comm_step_window(true);
+        }
         // AdamW: in place in fp32; in bf16 on the fp32 master, the bf16
         // weights written from it.
         trace_begin("optimizer", "compute");

@@ -622,6 +622,10 @@ def grader():
              "'the sandbox of a graded run refused open for writing' && ! ls /run/lock/pl-adversary-left 2>/dev/null",
              300, needs=s),
         adversarial("defines_fopen", "ddp.c defines fopen"),
+        # Memory touched before the seal, bytes moved around the counters.
+        adversarial("pre_seal_hoard", "memory was touched before the harness's seal"),
+        adversarial("helper_tensor", "inside the training steps, moving"),
+        adversarial("shared_window", "ddp.c calls comm_shared_alloc"),
         # The lab's parallelism itself, not its side effects: lab04 computing
         # whole layers, lab05's 1F1B in GPipe's order with its micro-batches
         # "ended" between their passes, lab06's LayerNorms on the whole sequence.
@@ -639,6 +643,8 @@ def grader():
         adversarial("lab07_readme_choice", "grid_choose did not choose the planner's fastest", lab="lab07",
                     runs="np4-budget-8mb,plan-gpus8-8mb,plan-gpus16-5mb-layers6"),
         adversarial("hidden_by_home", "not written yet", "SIGABRT", runs="np2-bucketed,hidden", hidden="4242"),
+        # lab07's data-parallel average cut into thousands of calls.
+        adversarial("lab07_split_allreduce", "the same bytes in", lab="lab07", runs="np2-dp2"),
         # As root, a submission is built as untrusted as it runs.
         Case("grader", "a submission's build is sandboxed: the solution by path, /dev/zero, /dev/stdin",
              ["tests/scripts/sandboxed-build.sh"], 400, needs=s + [root]),
