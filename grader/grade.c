@@ -597,7 +597,8 @@ typedef struct {
     char error[2048];
 } RefRuns;
 
-static RefRuns g_refs[32];
+enum { MAX_REFS = 256 };   // every lab's runs, listed and hidden, in one grading
+static RefRuns g_refs[MAX_REFS];
 static int g_nrefs;
 
 // build/ref with `flags` (the trusted tree's) as each of the yardstick's
@@ -616,7 +617,7 @@ static int g_nrefs;
 static RefRuns *reference(const Options *o, const char *flags) {
     for (int i = 0; i < g_nrefs; i++)
         if (strcmp(g_refs[i].flags, flags) == 0) return &g_refs[i];
-    CHECK(g_nrefs < 32, "too many reference configurations");
+    CHECK(g_nrefs < MAX_REFS, "more than %d reference configurations in one grading", MAX_REFS);
     RefRuns *rr = &g_refs[g_nrefs++];
     memset(rr, 0, sizeof *rr);
     snprintf(rr->flags, sizeof rr->flags, "%s", flags);
@@ -828,7 +829,27 @@ static void run_order(const Options *o, const LabSpec *lab, const char *expect, 
 
 // Grade one lab. With `expect` (a planted bug's EXPECT line), stop at the
 // first run whose diagnosis says it: the rest would only cost time.
+// The references of the labs graded so far let go where the cache keeps
+// them (a dump each, up to tens of MB): the next lab reads its own. A
+// private cache's entries are read once, so those stay for the planted bugs
+// that follow.
+static void release_references(const Options *o) {
+    if (!o->ref_cache) return;
+    for (int i = 0; i < g_nrefs; i++) {
+        dump_free(g_refs[i].ref);
+        if (g_refs[i].ok) measured_free(&g_refs[i].measured);
+    }
+    g_nrefs = 0;
+}
+
+static void grade_lab_runs(Grader *g, Options *o, const LabSpec *lab, const char *expect);
+
 static void grade_lab(Grader *g, Options *o, const LabSpec *lab, const char *expect) {
+    grade_lab_runs(g, o, lab, expect);
+    release_references(o);
+}
+
+static void grade_lab_runs(Grader *g, Options *o, const LabSpec *lab, const char *expect) {
     int first = g->n;
     g->lab = lab->id;
     char dir[1024];
