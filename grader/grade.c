@@ -798,6 +798,21 @@ static bool check_symbols(Grader *g, const Options *o, const LabSpec *lab) {
     snprintf(diag, sizeof diag, "%s makes system calls of its own (%s syscall instructions): the kernel is reached "
              "through the harness alone", lab->student_file, out);
     grade_check(g, NULL, "no system call of its own", none, fig, "none", diag);
+
+    // 4. Nothing of it runs before main: no constructor, destructor or
+    //    initializer section, no function resolved by the loader (IFUNC).
+    //    The harness closes a graded run's sandbox (sandbox.h) before the
+    //    first hook it calls; code that runs earlier would run outside it.
+    snprintf(line, sizeof line, "{ readelf -SW %s 2>/dev/null | grep -oE '[[:space:]]\\.(preinit_array|init_array|"
+             "fini_array|ctors|dtors|init|fini)(\\.[^[:space:]]*)?' | sed 's/^[[:space:]]*//'; "
+             "readelf -sW %s 2>/dev/null | awk '$4 == \"IFUNC\" {print \"IFUNC \" $8}'; } | sort -u | head -n 4",
+             qobj, qobj);
+    pipeline_words(line, out, sizeof out);
+    snprintf(fig, sizeof fig, "%s", out[0] ? out : "none");
+    snprintf(diag, sizeof diag, "%s has code that runs before main or after it (%s: a constructor, a destructor, an "
+             "initializer section or a function the loader resolves): a graded run's sandbox closes when the "
+             "harness starts, and a lab's code runs only when the harness calls it", lab->student_file, out);
+    grade_check(g, NULL, "nothing runs before main", out[0] == 0, fig, "no constructor, destructor or IFUNC", diag);
     return own_names;
 }
 
@@ -1014,6 +1029,7 @@ static bool gates(const Result *r) {
     static const char *const names[] = {"run ends", "every TODO written", "loss per step", "first-step gradient",
                                         "final parameters", "build", "only ops.h, comm.h and mem.h",
                                         "no name of the harness's or the C library's", "no system call of its own",
+                                        "nothing runs before main",
                                         "matrix products, all ranks together", "LayerNorm rows, all ranks together",
                                         "matrix products, each rank its share", "LayerNorm rows, each rank its share",
                                         NULL};

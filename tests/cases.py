@@ -622,6 +622,12 @@ def grader():
              "'the sandbox of a graded run refused open for writing' && ! ls /run/lock/pl-adversary-left 2>/dev/null",
              300, needs=s),
         adversarial("defines_fopen", "ddp.c defines fopen"),
+        # Code that runs before main, where the sandbox is not closed yet: a
+        # resolver the loader calls (IFUNC), and a constructor (the hoard's).
+        adversarial("ifunc_resolver", "IFUNC ddp_adversary_count"),
+        Case("grader", "adversarial submission: pre_seal_hoard's constructor, named as code before main",
+             ["tests/scripts/adversarial.sh", "lab02", "np2-bucketed", "pre_seal_hoard",
+              "has code that runs before main or after it (.init_array"], 300, needs=s),
         # Memory touched before the seal, bytes moved around the counters.
         adversarial("pre_seal_hoard", "memory was touched before the harness's seal"),
         adversarial("helper_tensor", "inside the training steps, moving"),
