@@ -178,18 +178,20 @@ const char *diagnose_hang(const char *output, char *buf, size_t len) {
         const Wait *waiter = NULL, *peer = NULL;
         for (int i = 0; i < n; i++) {
             if (!is_op(&w[i], "recv")) continue;
+            // A peer without a line of its own (gone on, or ended before
+            // its watchdog spoke, as on a slow machine) is not sending either.
             const Wait *p = wait_of(w, n, peer_of(&w[i]));
-            if (!p || sends_to(p, w[i].rank)) continue;
-            if (!waiter || (!p->in_call && peer->in_call)) waiter = &w[i], peer = p;
+            if (p && sends_to(p, w[i].rank)) continue;
+            if (!waiter || (peer && (!p || (!p->in_call && peer->in_call)))) waiter = &w[i], peer = p;
         }
         if (waiter) {
             m += (size_t)snprintf(buf + m, len - m,
                                   "rank %d waits to receive from rank %d, which is not sending to it: rank %d is "
                                   "%s%s. A missing or stray message: a send that was skipped (a condition off by "
                                   "one?), went to another rank, or was taken by another receive. ",
-                                  waiter->rank, peer->rank, peer->rank, peer->in_call ? "in " : "",
-                                  peer->in_call ? peer->what : "past it, computing or in a call the watchdog "
-                                                               "does not watch");
+                                  waiter->rank, peer_of(waiter), peer_of(waiter), peer && peer->in_call ? "in " : "",
+                                  peer && peer->in_call ? peer->what : "past it, computing or in a call the watchdog "
+                                                                       "does not watch");
             goto context;
         }
     }

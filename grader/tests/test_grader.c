@@ -179,6 +179,15 @@ START_TEST(hang_names_the_rank_that_stopped_answering) {
     d = diagnose_hang(computing, buf, sizeof buf);
     ck_assert_msg(d && !strstr(d, "waits in :") && !strstr(d, "waits in  "), "%s", d ? d : "(none)");
     ck_assert_ptr_null(diagnose_hang("nothing about a hang\n", buf, sizeof buf));
+    // A receive from a rank that left no line (gone on, or ended before its
+    // watchdog spoke on a slow machine): a missing message, not collectives
+    // in different orders, though another rank waits in a collective.
+    const char *silent_peer = "[lab01 rank 2] watchdog: waited in recv of 0 B from rank 0 for 5.0 s (--timeout 5); "
+                              "ending the run.\n"
+                              "[lab01 rank 1] stopped while in comm_sum_double over 3 ranks for 5.0 s\n";
+    d = diagnose_hang(silent_peer, buf, sizeof buf);
+    ck_assert_msg(d && strstr(d, "rank 2 waits to receive from rank 0, which is not sending to it") &&
+                  strstr(d, "missing or stray message"), "%s", d ? d : "(none)");
 }
 END_TEST
 
