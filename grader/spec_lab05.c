@@ -733,7 +733,8 @@ static void check_round_robin(Grader *g, const Run *run, int N, int p, const Ran
 }
 
 // Interleaved: a run that hung with every stage waiting for a send of its
-// own to be taken (the watchdog's "waited in wait for send ... to rank"),
+// own to be taken (the watchdog's "waited in wait for send ... to rank", or
+// a rank's "stopped while in wait for send" as the run ended),
 // three stages or more round the ring: each waits for the next to take its
 // message, and the next is waiting for its own. A stage that receives a
 // backward pass's gradient only when the pass comes (1F1B's way) and waits
@@ -741,7 +742,9 @@ static void check_round_robin(Grader *g, const Run *run, int N, int p, const Ran
 static void check_ring_hang(Grader *g, const Run *run) {
     if (!strstr(run->spec->flags, "--schedule interleaved") || !run->output) return;
     int waiting = 0;
-    for (const char *at = run->output; (at = strstr(at, "watchdog: waited in wait for send")); at++) waiting++;
+    // Each rank's line: its own watchdog's ("waited in wait for send"), or
+    // what a rank said as the run ended ("stopped while in wait for send").
+    for (const char *at = run->output; (at = strstr(at, " in wait for send")); at++) waiting++;
     if (waiting < 3 || waiting < run->spec->np) return;
     char fig[96];
     snprintf(fig, sizeof fig, "%d ranks each waiting for a send of its own", waiting);
