@@ -1103,10 +1103,45 @@ static void lab05_check(Grader *g, const LabSpec *lab, const Run *run) {
     check_overlap(g, run, N, p);
 }
 
+// Two hidden runs of 2 to 4 ranks, p stages a pipeline and N/p pipelines,
+// the first quick and fp32, the second bf16, each on a schedule main.c
+// accepts at its p: ZB-H1 m >= p, ZB-H2 m >= 2p - 1, interleaved p >= 3
+// and m a multiple of p, with v chunks that leave every virtual stage a
+// unit; full recomputation on GPipe and 1F1B alone (the zero-bubble W and
+// the interleaved chunks keep what it would free). A micro-batch of one or
+// two rows.
+static int lab05_hidden(uint64_t seed, RunSpec *out, int max) {
+    Draw d = draw_start(seed, "lab05");
+    static const char *const scheds[] = {"gpipe", "1f1b", "zb-h1", "zb-h2", "interleaved"},
+                             *const rcs[] = {"none", "selective", "full"};
+    static const int seqs[] = {32, 48, 64};
+    int n = 0;
+    for (int k = 0; k < 2 && n < max; k++) {
+        int np, p, L, v;
+        const char *sched;
+        do {
+            np = draw_int(&d, 2, 4), sched = draw_word(&d, scheds, 5), L = draw_int(&d, 1, 6);
+            do p = draw_int(&d, 1, np);
+            while (np % p);
+            v = strcmp(sched, "interleaved") == 0 ? draw_int(&d, 2, 3) : 1;
+        } while (p * v > L + 2 || (v > 1 && p < 3));
+        const int least = strcmp(sched, "zb-h1") == 0 ? p : strcmp(sched, "zb-h2") == 0 ? 2 * p - 1 : 1;
+        const int m = v > 1 ? p * draw_int(&d, 1, 2) : draw_int(&d, least, 8), rows = m * (m <= 4 ? draw_int(&d, 1, 2) : 1);
+        const bool full_ok = strcmp(sched, "gpipe") == 0 || strcmp(sched, "1f1b") == 0;
+        char virt[24] = "";
+        if (v > 1) snprintf(virt, sizeof virt, " --virtual %d", v);
+        hidden_run(&out[n], n, np, k == 0, "--steps 3 --layers %d --seq %d --batch %d --pp %d --schedule %s%s "
+                   "--micro %d --recompute %s%s", L, draw_pick(&d, seqs, 3), np / p * rows, p, sched, virt, m,
+                   draw_word(&d, rcs, full_ok ? 3 : 2), k == 1 ? " --precision bf16" : ""), n++;
+    }
+    return n;
+}
+
 const LabSpec LAB05 = {
     .id = "lab05", .dir = "lab05_pipeline", .student_file = "pipeline.c", .program = "lab05",
     .solution = "lab05_solution", .runs = LAB05_RUNS, .nruns = sizeof LAB05_RUNS / sizeof LAB05_RUNS[0],
     .ref_flags = lab05_ref_flags, .check = lab05_check, .ratio_causes = lab05_ratio_causes,
+    .hidden = lab05_hidden,
 };
 
 // ---- the formulas (pp_budget.h) -------------------------------------------

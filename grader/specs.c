@@ -88,6 +88,25 @@ int draw_pick(Draw *d, const int *v, int n) { return v[draw_int(d, 0, n - 1)]; }
 
 const char *draw_word(Draw *d, const char *const *v, int n) { return v[draw_int(d, 0, n - 1)]; }
 
+const char *draw_tp_shape(Draw *d, int t, bool tokens, char *buf, size_t len) {
+    static const int sizes[] = {24, 32}, vocabs[] = {192, 256}, seqs[] = {32, 48, 64};
+    const int heads = t > 1 ? t * draw_int(d, 1, 2) : 2 * draw_int(d, 1, 2);
+    // C 96 or 128, the listed runs' widths: bf16's
+    // widening scratch (lab04's and lab06's model_given.c) holds M rows of
+    // the widest of C, C/t and 4C/t, and the head's logits are M rows of
+    // V/t, so a vocabulary above 4C overflows it (bf16 at --dim 32 --vocab
+    // 256 stops there); at --dim 64 bf16's rounding reached 1.5 times the
+    // final parameters' bound (lab04, seed 7, t = 1); and at 8 heads of 24
+    // (--dim 192, t = 4) lab06's heap outgrew its bound (seed 7).
+    int dim = heads > 4 ? heads * 16 : heads * draw_pick(d, sizes, 2);
+    if (dim < 96) dim = 96 / heads * heads;
+    const int vocab = t == 3 ? 192 : draw_pick(d, vocabs, 2);          // 3 divides 192, 4 both
+    const int seq = tokens && t > 1 ? t * (2 * draw_int(d, 5, 10) + 1) : draw_pick(d, seqs, 3);
+    snprintf(buf, len, "--layers %d --seq %d --dim %d --heads %d --vocab %d", draw_int(d, 1, 3), seq, dim, heads,
+             vocab);
+    return buf;
+}
+
 void hidden_run(RunSpec *out, int k, int np, bool quick, const char *fmt, ...) {
     char name[32], flags[512];
     snprintf(name, sizeof name, "hidden-%d", k + 1);

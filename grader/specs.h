@@ -41,6 +41,12 @@ int draw_int(Draw *d, int lo, int hi);            // uniform in [lo, hi]
 int draw_pick(Draw *d, const int *v, int n);
 const char *draw_word(Draw *d, const char *const *v, int n);
 
+// A model shape that t tensor-parallel ranks split (heads, channels and
+// vocabulary multiples of t; with `tokens`, the sequence too, at an odd
+// share of tokens a rank where t > 1): "--layers L --seq T --dim C --heads
+// NH --vocab V" in buf, which it returns.
+const char *draw_tp_shape(Draw *d, int t, bool tokens, char *buf, size_t len);
+
 // Makes out[k] the hidden run "hidden-(k+1)" of `np` ranks with printf's
 // flags (copied; they live as long as the grading).
 void hidden_run(RunSpec *out, int k, int np, bool quick, const char *fmt, ...)
