@@ -105,9 +105,11 @@ void tpm_alloc_acts(TpModel *tm, int B, int T, bool bf16, bool recompute) {
           "megatron)");
     tp->B = B, tp->T = T;
     // The run's precision: bf16's widening scratch holds the largest operand
-    // of a product (M rows of C, Ct or Ht) and one attention's probabilities.
+    // of a product (M rows of C, Ct, Ht or this rank's vocabulary columns:
+    // the head's logits, the widest where V > 4C) and one attention's
+    // probabilities.
     const size_t att = (size_t)B * tp->NHt * T * T;
-    prec_init(&tm->prec, bf16, M * zmax(zmax((size_t)C, (size_t)tp->Ct), (size_t)tp->Ht), att);
+    prec_init(&tm->prec, bf16, M * zmax(zmax((size_t)C, (size_t)tp->Ct), zmax((size_t)tp->Ht, (size_t)tp->nlm)), att);
     const Prec *pr = &tm->prec;
     tp->prec = pr, tp->type = pr->type;
     n->layers = &student_layers, n->ctx = tp, n->m = tm->m, n->L = &tm->L, n->prec = pr;

@@ -373,6 +373,11 @@ def labs():
         # 2, 3, the grid, dropout and the naive MLP); its figure: both MLPs'
         # bytes and memory per t.
         Case("labs", "lab04_solution np=4", mpi(4, "build/lab04_solution", "--steps", 3), 300, needs=s),
+        # bf16 where the head's logits are the widest operand (V > 4C): the
+        # widening scratch sized for them too.
+        Case("labs", "lab04_solution np=2 --dim 32 --vocab 256 --precision bf16",
+             mpi(2, "build/lab04_solution", "--steps", 3, "--dim", 32, "--vocab", 256, "--precision", "bf16"), 300,
+             needs=s),
         Case("labs", "lab04 student np=2", mpi(2, "build/lab04", "--steps", 2, "--no-ref"), 300, Fail("not written yet"), needs=s),
         Case("labs", "lab04_solution np=2 --figure",
              " ".join(mpi(2, "build/lab04_solution", "--steps", 2, "--layers", 2, "--no-ref", "--figure",
