@@ -350,10 +350,7 @@ static int lab04_hidden(uint64_t seed, RunSpec *out, int max) {
     static const char *const mlps[] = {"megatron", "naive"}, *const rcs[] = {"none", "full"};
     int n = 0;
     for (int k = 0; k < 2 && n < max; k++) {
-        const int np = draw_int(&d, 2, 4);
-        int t;
-        do t = draw_int(&d, 1, np);
-        while (np % t);
+        const int np = draw_int(&d, 2, 4), t = draw_divisor(&d, np);
         char shape[128];
         draw_tp_shape(&d, t, false, shape, sizeof shape);
         hidden_run(&out[n], n, np, k == 0, "--steps 3 %s --batch %d --tp %d --mlp %s --dropout %s --recompute %s%s",

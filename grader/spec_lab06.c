@@ -482,10 +482,7 @@ static int lab06_hidden(uint64_t seed, RunSpec *out, int max) {
     static const char *const rcs[] = {"none", "selective", "full"};
     int n = 0;
     for (int k = 0; k < 2 && n < max; k++) {
-        const int np = draw_int(&d, 2, 4);
-        int t;
-        do t = draw_int(&d, 1, np);
-        while (np % t);
+        const int np = draw_int(&d, 2, 4), t = draw_divisor(&d, np);
         const bool on = draw_int(&d, 0, 3) > 0;
         char shape[128];
         draw_tp_shape(&d, t, on, shape, sizeof shape);

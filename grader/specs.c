@@ -88,6 +88,13 @@ int draw_pick(Draw *d, const int *v, int n) { return v[draw_int(d, 0, n - 1)]; }
 
 const char *draw_word(Draw *d, const char *const *v, int n) { return v[draw_int(d, 0, n - 1)]; }
 
+int draw_divisor(Draw *d, int n) {
+    int t;
+    do t = draw_int(d, 1, n);
+    while (n % t);
+    return t;
+}
+
 const char *draw_tp_shape(Draw *d, int t, bool tokens, char *buf, size_t len) {
     static const int sizes[] = {24, 32}, vocabs[] = {192, 256}, seqs[] = {32, 48, 64};
     const int heads = t > 1 ? t * draw_int(d, 1, 2) : 2 * draw_int(d, 1, 2);

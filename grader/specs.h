@@ -45,6 +45,7 @@ const char *draw_word(Draw *d, const char *const *v, int n);
 // vocabulary multiples of t; with `tokens`, the sequence too, at an odd
 // share of tokens a rank where t > 1): "--layers L --seq T --dim C --heads
 // NH --vocab V" in buf, which it returns.
+int draw_divisor(Draw *d, int n);   // one of n's divisors (drawn in [1, n] until one divides)
 const char *draw_tp_shape(Draw *d, int t, bool tokens, char *buf, size_t len);
 
 // Makes out[k] the hidden run "hidden-(k+1)" of `np` ranks with printf's
