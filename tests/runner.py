@@ -100,7 +100,7 @@ def main():
                     help=f"{', '.join(C.GROUPS)} (default: all, in that order)")
     ap.add_argument("--only", help="run only the cases whose name holds this text")
     ap.add_argument("--list", action="store_true", help="list the cases, run nothing")
-    ap.add_argument("--jobs", type=int, default=2, help="cases run at once where they may (2)")
+    ap.add_argument("--jobs", type=int, default=3, help="cases run at once where they may (3: most cases wait on mpirun, sleeps and watchdogs more than they compute)")
     a = ap.parse_args()
     for g in a.groups:
         if g not in C.GROUPS:
@@ -141,7 +141,7 @@ def summary(records, groups, wall, lookups):
         g["wall_from"], g["wall_to"] = min(g["wall_from"], r["start"]), max(g["wall_to"], r["end"])
         g["cpu"] += r["cpu"]
         g["cases"] += 1
-    print("by group (wall from its first case's start to its last one's end; groups overlap where cases run two at a time):")
+    print("by group (wall from its first case's start to its last one's end; groups overlap where cases run side by side):")
     for name in groups:
         g = by_group.get(name)
         if g:
