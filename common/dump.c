@@ -121,19 +121,16 @@ static void name_unnamed(DumpWriter *w) {
           w->open_path, strerror(errno));
 }
 
-// The next dump_create writes a named .partial (dump_preopen).
-static bool g_named_only;
-
 // The writer dump_preopen made, for the dump_create of its path.
 static DumpWriter *g_preopened;
+
+static DumpWriter *create_writer(const char *path, bool unnamed_ok);
 
 void dump_preopen(const char *path) {
     CHECK(!g_preopened && path, "dump_preopen: one dump, with a path");
     // Named (path.partial, renamed at close): the sandbox that follows
     // refuses the link that names an unnamed file, and allows the rename.
-    g_named_only = true;
-    g_preopened = dump_create(path);
-    g_named_only = false;
+    g_preopened = create_writer(path, false);
 }
 
 DumpWriter *dump_create(const char *path) {
@@ -142,6 +139,12 @@ DumpWriter *dump_create(const char *path) {
         g_preopened = NULL;
         return w;
     }
+    return create_writer(path, true);
+}
+
+// A writer of `path`; a regular file written unnamed where `unnamed_ok` and
+// the file system can, else under path.partial.
+static DumpWriter *create_writer(const char *path, bool unnamed_ok) {
     DumpWriter *w = calloc(1, sizeof *w);
     CHECK(w, "out of memory creating a dump writer");
     if (!path) return w;
@@ -161,7 +164,7 @@ DumpWriter *dump_create(const char *path) {
         memcpy(w->open_path + len, ".partial", sizeof ".partial");
         CHECK(unlink(path) == 0 || errno == ENOENT,
               "cannot replace the dump file %s: %s; choose another path", path, strerror(errno));
-        w->f = g_named_only ? NULL : open_unnamed(path, len);
+        w->f = unnamed_ok ? open_unnamed(path, len) : NULL;
         w->unnamed = w->f != NULL;
         if (!w->unnamed) snprintf(g_partial, sizeof g_partial, "%s", w->open_path);
     } else {
