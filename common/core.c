@@ -1,11 +1,13 @@
 // core.c: error checks, rank-aware printing, clock.
 #include "core.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <mpi.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,4 +230,23 @@ bool core_hash_file(const char *path, uint64_t *out) {
     bool ok = size >= 0 && core_hash_fd(fd, (uint64_t)size, out);
     close(fd);
     return ok;
+}
+
+void core_remove_under(int fd, int depth) {
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISDIR(st.st_mode) && depth > 0) {
+            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) core_remove_under(sub, depth - 1);
+        }
+        unlinkat(dirfd(d), e->d_name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
+    }
+    closedir(d);
 }

@@ -55,6 +55,10 @@ void core_set_usage_hook(void (*hook)(void));
 // of paths it already holds). At most 8.
 void core_add_cleanup(void (*fn)(void));
 void core_run_cleanups(void);
+
+// What is under the directory open as `fd` (which it closes) removed,
+// `depth` levels down at most; links are removed, not followed.
+void core_remove_under(int fd, int depth);
 // The training labs' harness owns the cleanups: it clears what was added
 // before it started (a constructor's), adds its own, then seals them, and
 // from then on core_add_cleanup fails the run (a cleanup runs after the dump

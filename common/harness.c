@@ -64,27 +64,6 @@ void harness_check_fits(const Args *a, int rows, bool with_reference) {
                    args_model_string(a, what, sizeof what));
 }
 
-// What is under the directory open as fd, removed (links are removed, not
-// followed), `depth` levels down at most.
-static void remove_under(int fd, int depth) {
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        close(fd);
-        return;
-    }
-    for (struct dirent *e; (e = readdir(d));) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        if (S_ISDIR(st.st_mode) && depth > 0) {
-            int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0) remove_under(sub, depth - 1);
-        }
-        unlinkat(dirfd(d), e->d_name, S_ISDIR(st.st_mode) ? AT_REMOVEDIR : 0);
-    }
-    closedir(d);
-}
-
 // The private directories of this machine's runs whose rank 0 is gone:
 // one killed by SIGKILL (or a power cut) could not remove its own. Only
 // ours (this user's, this host's, named pl-run.HOST.PID.XXXXXX) whose
@@ -104,7 +83,7 @@ static void sweep_stale(const char *tmp, const char *host) {
         if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
             continue;
         int fd = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd >= 0) remove_under(fd, 4);   // its dump and a kept reference's folders
+        if (fd >= 0) core_remove_under(fd, 4);   // its dump and a kept reference's folders
         unlinkat(dirfd(d), n, AT_REMOVEDIR);
     }
     closedir(d);

@@ -71,14 +71,8 @@ static void prune_builds(const RefCache *rc) {
         if (newer < KEEP_BUILDS - 1 || time(NULL) - when[i] < KEEP_USED_S) continue;
         char path[PATH_MAX + 40];
         snprintf(path, sizeof path, "%s/%.16s", rc->root, names[i]);
-        DIR *old = opendir(path);
-        while (old && (e = readdir(old))) {
-            if (e->d_name[0] == '.') continue;
-            char f[2 * PATH_MAX + 300];
-            snprintf(f, sizeof f, "%s/%s", path, e->d_name);
-            unlink(f);
-        }
-        if (old) closedir(old);
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) core_remove_under(fd, 0);
         rmdir(path);
     }
 }
